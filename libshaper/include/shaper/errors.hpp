@@ -1,0 +1,62 @@
+#pragma once
+// Environment failures (a syscall, a netlink request, the kernel refusing something) are exceptions
+// that name the operation and the object and keep the kernel's own words. They are caught in two
+// places only: the daemon's control session and each program's main().
+
+#include <stdexcept>
+#include <string>
+
+namespace shaper {
+
+// A failed system call: "open (/run/jitterd/state.json): Permission denied".
+class SystemError : public std::runtime_error {
+ public:
+  SystemError(std::string operation, std::string object, int error_number);
+  const std::string& operation() const { return operation_; }
+  const std::string& object() const { return object_; }
+  int error_number() const { return errno_; }
+
+ private:
+  std::string operation_;
+  std::string object_;
+  int errno_;
+};
+
+// A netlink request the kernel (or libnl) refused:
+// "netem change (dev veth0 handle 1a7e:): Invalid argument: netem: negative latency".
+// `kernel_message` is the extended-ACK text, empty when the kernel gave none; `hint` says how to fix
+// the environment when we know (netem missing, no CAP_NET_ADMIN...).
+class NetlinkError : public std::runtime_error {
+ public:
+  NetlinkError(std::string operation, std::string object, int error_number,
+               std::string kernel_message, std::string hint = {});
+  const std::string& operation() const { return operation_; }
+  const std::string& object() const { return object_; }
+  int error_number() const { return errno_; }
+  const std::string& kernel_message() const { return kernel_message_; }
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string operation_;
+  std::string object_;
+  int errno_;
+  std::string kernel_message_;
+  std::string hint_;
+};
+
+// A request the engine refuses before it reaches the kernel because it would touch something that is
+// not ours or is in the wrong state ("root qdisc of eth0 is htb 1:, installed by someone else").
+class OwnershipError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The one checker for system calls: returns `result` when it is not -1, throws SystemError with errno
+// otherwise.
+long check_syscall(long result, const std::string& operation, const std::string& object);
+
+// The one checker for libnl calls that return 0 or a negative NLE_* code (not kernel errnos; those go
+// through RouteSocket, which keeps the extended ACK).
+int check_libnl(int result, const std::string& operation, const std::string& object);
+
+}  // namespace shaper

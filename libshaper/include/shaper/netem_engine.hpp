@@ -1,0 +1,147 @@
+#pragma once
+// The netem engine: installs, changes, reads back and removes jitterd's netem qdisc at the root of an
+// interface, over netlink, in the calling thread's network namespace.
+//
+// Ownership: every qdisc jitterd installs carries the reserved handle 1a7e: (kJitterdHandleMajor).
+// The engine never changes or removes a qdisc with another handle, and refuses to replace a
+// non-default root qdisc that someone else installed unless the caller forces it. (The kernel backs
+// this up: a change or delete that names our handle fails if the root is no longer ours.)
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "shaper/netem_encoder.hpp"
+#include "shaper/netem_spec.hpp"
+#include "shaper/netlink.hpp"
+
+namespace shaper {
+
+// Fixed so that a restarted daemon recognises its own qdiscs; chosen away from the handles people and
+// tools use by hand (1:, 10:, ffff:) and from the kernel's automatic ones (8000: and up).
+inline constexpr std::uint32_t kJitterdHandleMajor = 0x1a7e;
+inline constexpr std::uint32_t kJitterdRootHandle = kJitterdHandleMajor << 16;
+
+struct Interface {
+  int index = 0;
+  std::string name;
+  friend bool operator==(const Interface&, const Interface&) = default;
+};
+
+// "veth0" or an ifindex.
+using InterfaceRef = std::variant<std::string, int>;
+
+struct QdiscStats {
+  std::uint64_t packets = 0;  // dequeued (sent on) by this qdisc
+  std::uint64_t bytes = 0;
+  std::uint32_t drops = 0;  // loss-model drops, ECN marks, limit drops
+  std::uint32_t backlog = 0;  // bytes held
+  std::uint32_t qlen = 0;     // packets held
+  std::uint32_t requeues = 0;  // for netem: reorder (gap) events
+  std::uint32_t overlimits = 0;
+};
+
+struct QdiscInfo {
+  int ifindex = 0;
+  std::string kind;       // "netem", "noqueue", "htb" ...
+  std::uint32_t handle = 0;
+  std::uint32_t parent = 0;
+  QdiscStats stats;
+  std::optional<DecodedNetem> netem;  // when kind == "netem"
+
+  bool is_root() const;
+  bool is_default() const { return handle == 0; }  // the kernel's own qdiscs have handle 0:
+  bool is_jitterd() const { return (handle >> 16) == kJitterdHandleMajor; }
+};
+
+// "1a7e:", "ffff:", "1:3".
+std::string format_handle(std::uint32_t handle);
+
+struct InstallOptions {
+  // Replace a non-default root qdisc installed by someone else. Its queue is dropped.
+  bool force = false;
+};
+
+class NetemEngine;
+
+// An installed netem qdisc, owned: it is removed (the kernel default comes back) when the owner is
+// destroyed, unless release() was called. Move-only.
+class NetemQdisc {
+ public:
+  NetemQdisc(NetemQdisc&& other) noexcept;
+  NetemQdisc& operator=(NetemQdisc&& other) noexcept;
+  NetemQdisc(const NetemQdisc&) = delete;
+  NetemQdisc& operator=(const NetemQdisc&) = delete;
+  ~NetemQdisc();
+
+  // Changes the qdisc in place: one RTM_NEWQDISC without CREATE, carrying the full state, so nothing
+  // in flight is dropped and there is no unshaped moment. The GE/4-state chain keeps running when
+  // the loss model did not change; tables are sent only when they changed.
+  void change(const NetemSpec& spec);
+
+  // Removes the qdisc now; the kernel's default root qdisc comes back. Throws on failure.
+  void remove();
+
+  // Gives up ownership: the qdisc stays installed after this owner is gone.
+  void release() { engine_ = nullptr; }
+
+  const Interface& interface() const { return interface_; }
+  const NetemSpec& spec() const { return applied_; }
+  bool owns() const { return engine_ != nullptr; }
+
+ private:
+  friend class NetemEngine;
+  NetemQdisc(NetemEngine& engine, Interface interface, NetemSpec applied, bool tables_known);
+
+  NetemEngine* engine_;
+  Interface interface_;
+  NetemSpec applied_;
+  // False after adopt(): the kernel may hold tables we never saw, so the next change resends them.
+  bool tables_known_;
+};
+
+class NetemEngine {
+ public:
+  // Uses (does not own) `socket`, which must outlive the engine and every NetemQdisc it returns.
+  explicit NetemEngine(RouteSocket& socket) : socket_(&socket) {}
+
+  Interface resolve(const InterfaceRef& ref);
+
+  // Validates `spec` (throws std::invalid_argument with the diagnostics: callers are expected to
+  // validate user data first) and installs it as the root qdisc of `interface`.
+  NetemQdisc install(const Interface& interface, const NetemSpec& spec,
+                     const InstallOptions& options = {});
+
+  // Takes ownership of a jitterd qdisc left by an earlier process (after a crash). Returns nullopt if
+  // the interface's root is not ours.
+  std::optional<NetemQdisc> adopt(const Interface& interface);
+
+  std::vector<QdiscInfo> qdiscs(const Interface& interface);
+  std::optional<QdiscInfo> root_qdisc(const Interface& interface);
+
+  // Removes jitterd's root qdisc from `interface` if there is one (crash cleanup); true if removed.
+  bool remove_if_ours(const Interface& interface);
+
+  RouteSocket& socket() { return *socket_; }
+
+ private:
+  friend class NetemQdisc;
+  void send_netem(const Interface& interface, const NetemSpec& spec, const NetemEncodePlan& plan,
+                  int flags, const char* operation);
+  void delete_root(const Interface& interface);
+
+  RouteSocket* socket_;
+};
+
+// Plans a change from `applied` to `wanted`: which tables to send, whether the loss chain may keep
+// running, and the spec to send (a uniform table stands in when a table must be turned off, since
+// the kernel cannot drop one). Pure: unit-tested without a kernel.
+struct ChangePlan {
+  NetemSpec to_send;
+  NetemEncodePlan encode;
+};
+ChangePlan plan_change(const NetemSpec& applied, const NetemSpec& wanted, bool tables_known);
+
+}  // namespace shaper

@@ -1,0 +1,64 @@
+#pragma once
+// Move-only owners for libnl handles, and RouteSocket: one NETLINK_ROUTE socket with extended ACKs on,
+// that sends a request and returns only when the kernel has answered it, turning refusals into
+// NetlinkError with the kernel's text.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+struct nl_sock;
+struct nl_msg;
+struct nlmsghdr;
+struct rtnl_link;
+
+namespace shaper {
+
+struct NlSockDeleter {
+  void operator()(nl_sock* sock) const;
+};
+struct NlMsgDeleter {
+  void operator()(nl_msg* msg) const;
+};
+struct RtnlLinkDeleter {
+  void operator()(rtnl_link* link) const;
+};
+using NlSockPtr = std::unique_ptr<nl_sock, NlSockDeleter>;
+using NlMsgPtr = std::unique_ptr<nl_msg, NlMsgDeleter>;
+using RtnlLinkPtr = std::unique_ptr<rtnl_link, RtnlLinkDeleter>;
+
+// Allocates a message with room for `payload_hint` bytes (a full delay table needs ~33 KiB; libnl's
+// default page-sized buffer would make nla_put fail).
+NlMsgPtr make_message(int type, int flags, std::size_t payload_hint = 4096);
+
+// What the kernel said about one request.
+struct NetlinkAck {
+  std::string warning;  // extended-ACK text sent with a success, if any
+};
+
+class RouteSocket {
+ public:
+  // Opens and connects a NETLINK_ROUTE socket in the calling thread's network namespace.
+  RouteSocket();
+  RouteSocket(RouteSocket&&) noexcept = default;
+  RouteSocket& operator=(RouteSocket&&) noexcept = default;
+  RouteSocket(const RouteSocket&) = delete;
+  RouteSocket& operator=(const RouteSocket&) = delete;
+  ~RouteSocket() = default;
+
+  // Sends `msg` (NLM_F_ACK is added) and waits for the kernel's answer. On refusal, throws
+  // NetlinkError("<operation> (<object>)", errno, extended-ACK text, hint from `hint_for`).
+  NetlinkAck request(nl_msg* msg, const std::string& operation, const std::string& object);
+
+  // Sends a dump request and calls `on_message` for every reply message until NLMSG_DONE.
+  void dump(nl_msg* msg, const std::string& operation, const std::string& object,
+            const std::function<void(const nlmsghdr&)>& on_message);
+
+  nl_sock* get() const { return sock_.get(); }
+
+ private:
+  NlSockPtr sock_;
+};
+
+}  // namespace shaper

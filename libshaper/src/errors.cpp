@@ -1,0 +1,72 @@
+#include "shaper/errors.hpp"
+
+#include <netlink/errno.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace shaper {
+
+namespace {
+
+std::string what_for(const std::string& operation, const std::string& object, const std::string& cause) {
+  std::string out = operation;
+  if (!object.empty()) out += " (" + object + ")";
+  return out + ": " + cause;
+}
+
+// "Invalid argument: netem: negative latency. Load sch_netem ..." — one sentence per part.
+std::string netlink_cause(int error_number, const std::string& kernel_message, const std::string& hint) {
+  std::string out = std::strerror(error_number);
+  if (!kernel_message.empty()) out += ": " + kernel_message;
+  if (!hint.empty()) {
+    if (out.back() != '.') out += '.';
+    out += ' ';
+    out += hint;
+  }
+  return out;
+}
+
+}  // namespace
+
+SystemError::SystemError(std::string operation, std::string object, int error_number)
+    : std::runtime_error(what_for(operation, object, std::strerror(error_number))),
+      operation_(std::move(operation)),
+      object_(std::move(object)),
+      errno_(error_number) {}
+
+NetlinkError::NetlinkError(std::string operation, std::string object, int error_number,
+                           std::string kernel_message, std::string hint)
+    : std::runtime_error(what_for(operation, object, netlink_cause(error_number, kernel_message, hint))),
+      operation_(std::move(operation)),
+      object_(std::move(object)),
+      errno_(error_number),
+      kernel_message_(std::move(kernel_message)),
+      hint_(std::move(hint)) {}
+
+long check_syscall(long result, const std::string& operation, const std::string& object) {
+  if (result == -1) throw SystemError(operation, object, errno);
+  return result;
+}
+
+int check_libnl(int result, const std::string& operation, const std::string& object) {
+  if (result >= 0) return result;
+  // libnl reports its own NLE_* codes; keep its text, and map to the closest errno for callers.
+  const int nle = -result;
+  int error_number = EIO;
+  switch (nle) {
+    case NLE_NOMEM: error_number = ENOMEM; break;
+    case NLE_PERM: error_number = EPERM; break;
+    case NLE_NODEV: error_number = ENODEV; break;
+    case NLE_OBJ_NOTFOUND: error_number = ENOENT; break;
+    case NLE_INVAL: error_number = EINVAL; break;
+    case NLE_MSGSIZE: error_number = EMSGSIZE; break;
+    case NLE_ATTRSIZE: error_number = E2BIG; break;
+    case NLE_BUSY: error_number = EBUSY; break;
+    default: break;
+  }
+  throw NetlinkError(operation, object, error_number,
+                     std::string("libnl: ") + nl_geterror(result));
+}
+
+}  // namespace shaper

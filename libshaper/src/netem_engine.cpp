@@ -1,0 +1,336 @@
+#include "shaper/netem_engine.hpp"
+
+#include <linux/gen_stats.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+#include <netlink/route/link.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "shaper/distribution_tables.hpp"
+#include "shaper/errors.hpp"
+#include "shaper/kernel_units.hpp"
+
+namespace shaper {
+
+namespace {
+
+std::string describe(const Interface& interface) {
+  return "dev " + interface.name + " handle " + format_handle(kJitterdRootHandle);
+}
+
+std::string hint_for_netem(int error_number, const std::string& kernel_message) {
+  // A kernel without sch_netem answers ENOENT ("Specified qdisc kind is unknown") once module
+  // auto-loading has failed.
+  if (error_number == ENOENT || kernel_message.find("unknown") != std::string::npos) {
+    return "the running kernel has no netem qdisc: load it with `modprobe sch_netem`; on Ubuntu the "
+           "module is in linux-modules-extra-$(uname -r), on Debian in linux-image-$(uname -r)";
+  }
+  return {};
+}
+
+tcmsg root_tcmsg(const Interface& interface, std::uint32_t handle) {
+  tcmsg tcm{};
+  tcm.tcm_family = AF_UNSPEC;
+  tcm.tcm_ifindex = interface.index;
+  tcm.tcm_handle = handle;
+  tcm.tcm_parent = TC_H_ROOT;
+  return tcm;
+}
+
+void append_tcmsg(nl_msg* msg, const tcmsg& tcm) {
+  check_libnl(nlmsg_append(msg, const_cast<tcmsg*>(&tcm), sizeof tcm, NLMSG_ALIGNTO), "encode",
+              "tcmsg");
+}
+
+QdiscStats decode_stats(const nlattr* stats2) {
+  QdiscStats out;
+  nlattr* tb[TCA_STATS_MAX + 1] = {};
+  if (nla_parse_nested(tb, TCA_STATS_MAX, const_cast<nlattr*>(stats2), nullptr) < 0) return out;
+  if (tb[TCA_STATS_BASIC] && nla_len(tb[TCA_STATS_BASIC]) >= static_cast<int>(sizeof(gnet_stats_basic))) {
+    gnet_stats_basic basic;
+    std::memcpy(&basic, nla_data(tb[TCA_STATS_BASIC]), sizeof basic);
+    out.bytes = basic.bytes;
+    out.packets = basic.packets;
+  }
+  // The basic block's packet count is 32-bit; kernels since 5.x add the full 64-bit count.
+  if (tb[TCA_STATS_PKT64] && nla_len(tb[TCA_STATS_PKT64]) >= 8) {
+    std::memcpy(&out.packets, nla_data(tb[TCA_STATS_PKT64]), 8);
+  }
+  if (tb[TCA_STATS_QUEUE] && nla_len(tb[TCA_STATS_QUEUE]) >= static_cast<int>(sizeof(gnet_stats_queue))) {
+    gnet_stats_queue queue;
+    std::memcpy(&queue, nla_data(tb[TCA_STATS_QUEUE]), sizeof queue);
+    out.qlen = queue.qlen;
+    out.backlog = queue.backlog;
+    out.drops = queue.drops;
+    out.requeues = queue.requeues;
+    out.overlimits = queue.overlimits;
+  }
+  return out;
+}
+
+// Compared in kernel units: a model read back from the kernel (after adopt) differs from the user's
+// doubles by rounding, yet is the same model for the kernel.
+std::vector<std::uint32_t> kernel_loss_words(const LossModel& loss) {
+  using namespace kernel_units;
+  if (const auto* ge = std::get_if<GilbertElliottLoss>(&loss)) {
+    return {1, probability(ge->p), probability(ge->r), ge_h_from_loss_bad(ge->loss_bad),
+            ge_k1_from_loss_good(ge->loss_good)};
+  }
+  if (const auto* gi = std::get_if<FourStateLoss>(&loss)) {
+    return {2, probability(gi->p13), probability(gi->p31), probability(gi->p32),
+            probability(gi->p23), probability(gi->p14)};
+  }
+  return {0};
+}
+
+bool same_loss_model(const LossModel& a, const LossModel& b) {
+  return kernel_loss_words(a) == kernel_loss_words(b);
+}
+
+}  // namespace
+
+bool QdiscInfo::is_root() const { return parent == TC_H_ROOT; }
+
+std::string format_handle(std::uint32_t handle) {
+  char buf[32];
+  if ((handle & 0xffff) == 0) {
+    std::snprintf(buf, sizeof buf, "%x:", handle >> 16);
+  } else {
+    std::snprintf(buf, sizeof buf, "%x:%x", handle >> 16, handle & 0xffff);
+  }
+  return buf;
+}
+
+ChangePlan plan_change(const NetemSpec& applied, const NetemSpec& wanted, bool tables_known) {
+  ChangePlan plan{wanted, {}};
+  NetemSpec& send = plan.to_send;
+  // The kernel cannot drop a delay table; if one may be installed and the new spec wants plain
+  // uniform jitter, an explicit uniform table gives the same distribution.
+  const bool kernel_may_have_delay_table = !tables_known || applied.delay.distribution.has_value();
+  if (!send.delay.distribution && send.delay.jitter.count() != 0 && kernel_may_have_delay_table) {
+    send.delay.distribution = make_uniform_table();
+  }
+  plan.encode.send_delay_table =
+      send.delay.distribution.has_value() &&
+      (!tables_known || applied.delay.distribution != send.delay.distribution);
+
+  // Same for the slot table: uniform slot gaps in [min, max) become a uniform table around the middle.
+  const bool applied_slot_table = applied.slot && applied.slot->distribution;
+  const bool kernel_may_have_slot_table = !tables_known || applied_slot_table;
+  if (send.slot && !send.slot->distribution && kernel_may_have_slot_table) {
+    SlotDistribution uniform;
+    uniform.delay = (send.slot->min_delay + send.slot->max_delay) / 2;
+    uniform.jitter = (send.slot->max_delay - send.slot->min_delay) / 2;
+    uniform.table = make_uniform_table();
+    // Even with min == max (jitter 0) the distribution must be sent: tabledist(delay, 0) = delay,
+    // whereas leaving it out would make the old table draw around a dist_delay of 0.
+    send.slot->distribution = std::move(uniform);
+  }
+  const bool send_slot_has_table = send.slot && send.slot->distribution;
+  plan.encode.send_slot_table =
+      send_slot_has_table &&
+      (!tables_known || !applied_slot_table || applied.slot->distribution->table != send.slot->distribution->table);
+
+  // The GE / 4-state chain keeps its state only when the model is unchanged; any change of model or
+  // parameters restarts it (sending the model is the only way to set new parameters).
+  plan.encode.loss = same_loss_model(applied.loss, wanted.loss)
+                         ? LossEncoding::kKeepRunning
+                         : LossEncoding::kFull;
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------
+// NetemQdisc
+
+NetemQdisc::NetemQdisc(NetemEngine& engine, Interface interface, NetemSpec applied, bool tables_known)
+    : engine_(&engine),
+      interface_(std::move(interface)),
+      applied_(std::move(applied)),
+      tables_known_(tables_known) {}
+
+NetemQdisc::NetemQdisc(NetemQdisc&& other) noexcept
+    : engine_(std::exchange(other.engine_, nullptr)),
+      interface_(std::move(other.interface_)),
+      applied_(std::move(other.applied_)),
+      tables_known_(other.tables_known_) {}
+
+NetemQdisc& NetemQdisc::operator=(NetemQdisc&& other) noexcept {
+  if (this != &other) {
+    if (engine_) {
+      try {
+        remove();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "jitterd: %s\n", e.what());
+      }
+    }
+    engine_ = std::exchange(other.engine_, nullptr);
+    interface_ = std::move(other.interface_);
+    applied_ = std::move(other.applied_);
+    tables_known_ = other.tables_known_;
+  }
+  return *this;
+}
+
+NetemQdisc::~NetemQdisc() {
+  if (!engine_) return;
+  try {
+    remove();
+  } catch (const std::exception& e) {
+    // Never throw from a destructor; the interface may be gone already, which is fine.
+    std::fprintf(stderr, "jitterd: cleanup: %s\n", e.what());
+  }
+}
+
+void NetemQdisc::change(const NetemSpec& spec) {
+  if (!engine_) throw OwnershipError("netem change (" + describe(interface_) + "): not owned");
+  auto diagnostics = validate(spec);
+  if (!diagnostics.empty()) throw std::invalid_argument(to_string(diagnostics));
+  ChangePlan plan = plan_change(applied_, spec, tables_known_);
+  // Flags 0: change in place. Without NLM_F_CREATE the kernel refuses (ENOENT) if our handle is no
+  // longer there, so a qdisc someone else put in its place is never touched.
+  engine_->send_netem(interface_, plan.to_send, plan.encode, 0, "netem change");
+  applied_ = std::move(plan.to_send);
+  tables_known_ = true;
+}
+
+void NetemQdisc::remove() {
+  if (!engine_) return;
+  NetemEngine* engine = std::exchange(engine_, nullptr);
+  engine->delete_root(interface_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NetemEngine
+
+Interface NetemEngine::resolve(const InterfaceRef& ref) {
+  rtnl_link* raw = nullptr;
+  const int index = std::holds_alternative<int>(ref) ? std::get<int>(ref) : 0;
+  const std::string name = std::holds_alternative<std::string>(ref) ? std::get<std::string>(ref) : "";
+  const std::string object = index ? "ifindex " + std::to_string(index) : "dev " + name;
+  if (!index && (name.empty() || name.size() >= 16)) {
+    throw NetlinkError("resolve interface", object, EINVAL,
+                       "interface names are 1 to 15 characters");
+  }
+  const int rc = rtnl_link_get_kernel(socket_->get(), index, index ? nullptr : name.c_str(), &raw);
+  RtnlLinkPtr link(raw);
+  if (rc < 0) {
+    throw NetlinkError("resolve interface", object, ENODEV,
+                       "no such interface in this network namespace (libnl: " +
+                           std::string(nl_geterror(rc)) + ")");
+  }
+  return Interface{rtnl_link_get_ifindex(link.get()), rtnl_link_get_name(link.get())};
+}
+
+std::vector<QdiscInfo> NetemEngine::qdiscs(const Interface& interface) {
+  NlMsgPtr msg = make_message(RTM_GETQDISC, 0);
+  tcmsg tcm{};
+  tcm.tcm_family = AF_UNSPEC;
+  tcm.tcm_ifindex = interface.index;
+  append_tcmsg(msg.get(), tcm);
+
+  std::vector<QdiscInfo> out;
+  socket_->dump(msg.get(), "qdisc dump", "dev " + interface.name, [&](const nlmsghdr& hdr) {
+    if (hdr.nlmsg_type != RTM_NEWQDISC) return;
+    const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
+    // Kernels dump every device's qdiscs whatever the filter says; keep this interface's.
+    if (t->tcm_ifindex != interface.index) return;
+    nlattr* tb[TCA_MAX + 1] = {};
+    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(tcmsg), tb, TCA_MAX, nullptr) < 0) {
+      throw NetlinkError("qdisc dump", "dev " + interface.name, EPROTO, "unparseable RTM_NEWQDISC");
+    }
+    QdiscInfo info;
+    info.ifindex = t->tcm_ifindex;
+    info.handle = t->tcm_handle;
+    info.parent = t->tcm_parent;
+    if (tb[TCA_KIND]) info.kind = nla_get_string(tb[TCA_KIND]);
+    if (tb[TCA_STATS2]) info.stats = decode_stats(tb[TCA_STATS2]);
+    if (info.kind == "netem" && tb[TCA_OPTIONS]) {
+      std::string error;
+      const auto* data = static_cast<const std::byte*>(nla_data(tb[TCA_OPTIONS]));
+      info.netem = decode_netem_options({data, static_cast<std::size_t>(nla_len(tb[TCA_OPTIONS]))}, &error);
+      if (!info.netem) {
+        throw NetlinkError("qdisc dump", "dev " + interface.name + " handle " + format_handle(info.handle),
+                           EPROTO, error);
+      }
+    }
+    out.push_back(std::move(info));
+  });
+  return out;
+}
+
+std::optional<QdiscInfo> NetemEngine::root_qdisc(const Interface& interface) {
+  for (auto& q : qdiscs(interface)) {
+    if (q.is_root()) return std::move(q);
+  }
+  return std::nullopt;
+}
+
+void NetemEngine::send_netem(const Interface& interface, const NetemSpec& spec,
+                             const NetemEncodePlan& plan, int flags, const char* operation) {
+  NlMsgPtr msg = build_netem_message(interface.index, kJitterdRootHandle, TC_H_ROOT, flags, spec, plan);
+  try {
+    socket_->request(msg.get(), operation, describe(interface));
+  } catch (const NetlinkError& e) {
+    const std::string hint = hint_for_netem(e.error_number(), e.kernel_message());
+    if (hint.empty() || !e.hint().empty()) throw;
+    throw NetlinkError(e.operation(), e.object(), e.error_number(), e.kernel_message(), hint);
+  }
+}
+
+NetemQdisc NetemEngine::install(const Interface& interface, const NetemSpec& spec,
+                                const InstallOptions& options) {
+  auto diagnostics = validate(spec);
+  if (!diagnostics.empty()) throw std::invalid_argument(to_string(diagnostics));
+
+  int flags = NLM_F_CREATE | NLM_F_EXCL;
+  if (auto root = root_qdisc(interface)) {
+    if (root->is_jitterd()) {
+      throw OwnershipError("netem install (" + describe(interface) +
+                           "): jitterd's qdisc is already installed there; change it, or adopt it "
+                           "after a restart");
+    }
+    if (!root->is_default()) {
+      if (!options.force) {
+        throw OwnershipError("netem install (" + describe(interface) + "): the root qdisc is " +
+                             root->kind + " " + format_handle(root->handle) +
+                             ", installed by someone else; jitterd leaves it alone. Remove it "
+                             "yourself, or force the install to replace it (its queue is dropped)");
+      }
+      // Replace grafts our qdisc in place of theirs in one step.
+      flags = NLM_F_CREATE | NLM_F_REPLACE;
+    }
+  }
+  NetemEncodePlan plan;  // fresh qdisc: every table, full loss model
+  send_netem(interface, spec, plan, flags, "netem install");
+  return NetemQdisc(*this, interface, spec, /*tables_known=*/true);
+}
+
+std::optional<NetemQdisc> NetemEngine::adopt(const Interface& interface) {
+  auto root = root_qdisc(interface);
+  if (!root || !root->is_jitterd() || !root->netem) return std::nullopt;
+  return NetemQdisc(*this, interface, root->netem->spec, /*tables_known=*/false);
+}
+
+bool NetemEngine::remove_if_ours(const Interface& interface) {
+  auto root = root_qdisc(interface);
+  if (!root || !root->is_jitterd()) return false;
+  delete_root(interface);
+  return true;
+}
+
+void NetemEngine::delete_root(const Interface& interface) {
+  NlMsgPtr msg = make_message(RTM_DELQDISC, 0);
+  // Naming our handle makes the kernel refuse ("Specified qdisc handle not found" or similar) if the
+  // root is not ours, instead of deleting whatever is there.
+  append_tcmsg(msg.get(), root_tcmsg(interface, kJitterdRootHandle));
+  socket_->request(msg.get(), "netem remove", describe(interface));
+}
+
+}  // namespace shaper

@@ -1,0 +1,51 @@
+#include "shaper/quantities.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "shaper/diagnostics.hpp"
+
+namespace shaper {
+
+Probability Probability::checked(double value) {
+  auto p = make(value);
+  if (!p) {
+    std::fprintf(stderr, "internal error: Probability::checked(%g) is outside [0, 1]\n", value);
+    std::abort();
+  }
+  return *p;
+}
+
+std::string format_duration(Nanoseconds d) {
+  const double ns = static_cast<double>(d.count());
+  const double magnitude = std::fabs(ns);
+  char buf[64];
+  if (magnitude >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.9gs", ns / 1e9);
+  } else if (magnitude >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.6gms", ns / 1e6);
+  } else if (magnitude >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.3gus", ns / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldns", static_cast<long long>(d.count()));
+  }
+  return buf;
+}
+
+std::string format_probability(Probability p) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g%%", p.value() * 100.0);
+  return buf;
+}
+
+std::string to_string(const Diagnostics& diagnostics) {
+  std::string out;
+  for (const auto& d : diagnostics) {
+    if (!out.empty()) out += '\n';
+    out += d.to_string();
+  }
+  return out;
+}
+
+}  // namespace shaper
