@@ -29,8 +29,8 @@ std::string hint_for_netem(int error_number, const std::string& kernel_message) 
   // A kernel without sch_netem answers ENOENT ("Specified qdisc kind is unknown") once module
   // auto-loading has failed.
   if (error_number == ENOENT || kernel_message.find("unknown") != std::string::npos) {
-    return "the running kernel has no netem qdisc: load it with `modprobe sch_netem`; on Ubuntu the "
-           "module is in linux-modules-extra-$(uname -r), on Debian in linux-image-$(uname -r)";
+    return "This kernel has no netem qdisc: load it with `modprobe sch_netem` (on Ubuntu, install "
+           "linux-modules-extra-$(uname -r) first; on Debian it comes with linux-image-$(uname -r))";
   }
   return {};
 }

@@ -103,8 +103,8 @@ int on_valid(nl_msg* msg, void* arg) {
 
 std::string hint_for(int error_number) {
   if (error_number == EPERM) {
-    return "jitterd needs CAP_NET_ADMIN in the interface's network namespace (run it as root, or "
-           "with AmbientCapabilities=CAP_NET_ADMIN)";
+    return "Shaping needs CAP_NET_ADMIN in the interface's network namespace: run as root, or "
+           "with AmbientCapabilities=CAP_NET_ADMIN";
   }
   return {};
 }

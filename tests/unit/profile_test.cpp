@@ -1,0 +1,182 @@
+// The profile format: strict parsing with JSON pointers, canonical form and digest, round trips.
+#include <gtest/gtest.h>
+
+#include "shaper/distribution_tables.hpp"
+#include "shaper/profile.hpp"
+
+using namespace shaper;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kMinimal = R"({
+  "version": 1,
+  "name": "wan",
+  "phases": {
+    "calm": {"delay": {"latency": "20ms", "jitter": "2ms", "distribution": "normal"}},
+    "storm": {"delay": {"latency": "80ms"},
+              "loss": {"model": "gilbert-elliott", "p": 0.01, "r": 0.3}}
+  },
+  "schedule": {"steps": [{"phase": "calm", "duration": "30s"}, {"phase": "storm", "duration": "2.5s"}],
+               "loop": true}
+})";
+
+std::vector<std::string> wheres(const Diagnostics& d) {
+  std::vector<std::string> out;
+  for (const auto& x : d) out.push_back(x.where);
+  return out;
+}
+
+std::string only_message(const ProfileLoad& load, const std::string& where) {
+  EXPECT_FALSE(load.profile);
+  EXPECT_EQ(load.diagnostics.size(), 1u) << to_string(load.diagnostics);
+  for (const auto& d : load.diagnostics) {
+    if (d.where == where) return d.message;
+  }
+  ADD_FAILURE() << "no diagnostic at " << where << ": " << to_string(load.diagnostics);
+  return {};
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return text.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST(Duration, ParsesExactlyAndPrintsTheLargestExactUnit) {
+  EXPECT_EQ(parse_duration("20ms"), 20ms);
+  EXPECT_EQ(parse_duration("1.5s"), 1500ms);
+  EXPECT_EQ(parse_duration("250us"), 250us);
+  EXPECT_EQ(parse_duration("100ns"), 100ns);
+  EXPECT_EQ(parse_duration("0.000000001s"), 1ns);
+  EXPECT_EQ(parse_duration(".5ms"), 500us);
+  EXPECT_FALSE(parse_duration("0.1ns"));  // not a whole nanosecond
+  EXPECT_FALSE(parse_duration("20"));
+  EXPECT_FALSE(parse_duration("-1ms"));
+  EXPECT_FALSE(parse_duration("1.ms"));
+  EXPECT_FALSE(parse_duration("ms"));
+  EXPECT_FALSE(parse_duration("1e3ms"));
+  EXPECT_FALSE(parse_duration("99999999999999999999s"));
+  EXPECT_EQ(duration_to_string(20ms), "20ms");
+  EXPECT_EQ(duration_to_string(1500ms), "1500ms");
+  EXPECT_EQ(duration_to_string(25001984ns), "25001984ns");
+  EXPECT_EQ(duration_to_string(2s), "2s");
+  EXPECT_EQ(duration_to_string(0ns), "0ms");
+}
+
+TEST(Profile, ParsesAMinimalProfile) {
+  const auto load = parse_profile(kMinimal);
+  ASSERT_TRUE(load.profile) << to_string(load.diagnostics);
+  const Profile& p = *load.profile;
+  EXPECT_EQ(p.name, "wan");
+  ASSERT_EQ(p.phases.size(), 2u);
+  const Phase* calm = p.find_phase("calm");
+  ASSERT_TRUE(calm);
+  EXPECT_EQ(calm->spec.delay.latency, 20ms);
+  EXPECT_EQ(calm->delay_table, TableSource::kNormal);
+  EXPECT_EQ(calm->spec.delay.distribution, make_normal_table());
+  const Phase* storm = p.find_phase("storm");
+  const auto& ge = std::get<GilbertElliottLoss>(storm->spec.loss);
+  EXPECT_DOUBLE_EQ(ge.p.value(), 0.01);
+  EXPECT_DOUBLE_EQ(ge.loss_bad.value(), 1.0);  // default: Bad loses everything
+  ASSERT_TRUE(p.schedule);
+  EXPECT_TRUE(p.schedule->loop);
+  EXPECT_EQ(p.schedule->steps[1].duration, 2500ms);
+  EXPECT_EQ(load.digest.rfind("sha256:", 0), 0u);
+}
+
+TEST(Profile, WrittenFormReadsBackEqualWithTheSameDigest) {
+  auto load = parse_profile(kMinimal);
+  ASSERT_TRUE(load.profile);
+  Profile p = *load.profile;
+  p.description = "round trip";
+  p.provenance = Provenance{"capture.txt", "ping", 1764520081500000000ns, 1764520181000000000ns, 1000,
+                            std::string(64, 'a')};
+  Phase custom;
+  custom.name = "custom";
+  custom.spec.delay = {10ms, 8192ns * 3, Probability::zero(), DistributionTable{-32768, 0, 32767}};
+  custom.delay_table = TableSource::kCustom;
+  custom.spec.slot = SlotSpec{1ms, 3ms, std::nullopt, 5, 0};
+  custom.spec.rate = {BytesPerSecond{12'500'000'000ull}, -4, 48, 5};
+  custom.spec.reorder = {Probability::checked(0.1), Probability::zero(), 3};
+  custom.spec.loss = FourStateLoss{Probability::checked(0.1), Probability::checked(0.2), Probability::checked(0.3),
+                                   Probability::checked(0.4), Probability::checked(0.05)};
+  custom.spec.ecn = true;
+  custom.spec.prng_seed = 7;
+  p.phases.insert(p.phases.begin(), custom);
+  // Phases are kept in canonical (name) order.
+  std::sort(p.phases.begin(), p.phases.end(), [](const Phase& a, const Phase& b) { return a.name < b.name; });
+  const std::string text = profile_to_json(p);
+  const auto again = parse_profile(text);
+  ASSERT_TRUE(again.profile) << to_string(again.diagnostics) << "\n" << text;
+  EXPECT_EQ(canonical_profile_json(*again.profile), canonical_profile_json(p));
+  EXPECT_TRUE(*again.profile == p);
+  EXPECT_EQ(again.digest, profile_digest(p));
+  // The canonical form does not depend on whitespace or key order.
+  EXPECT_EQ(canonical_profile_json(*again.profile), canonical_profile_json(p));
+}
+
+TEST(Profile, DigestDetectsEdits) {
+  auto load = parse_profile(kMinimal);
+  const std::string text = profile_to_json(*load.profile);
+  const auto edited = parse_profile(replace(text, "\"80ms\"", "\"81ms\""));
+  const std::string message = only_message(edited, "/digest");
+  EXPECT_NE(message.find("edited after it was written"), std::string::npos) << message;
+}
+
+TEST(Profile, ErrorsNameTheJsonPointerAndTheAllowedRange) {
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"p\": 0.01", "\"p\": 1.7")), "/phases/storm/loss/p"),
+            "1.7 is not a probability; expected 0 to 1 (0.01 is 1%)");
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"jitter\": \"2ms\"", "\"jiter\": \"2ms\"")),
+                         "/phases/calm/delay/jiter"),
+            "unknown key; expected one of: latency, jitter, correlation, distribution");
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"80ms\"", "80")), "/phases/storm/delay/latency"),
+            "expected a duration such as \"20ms\", \"1.5s\", \"250us\" or \"100ns\", found 80");
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"phase\": \"storm\"", "\"phase\": \"stomr\"")),
+                         "/schedule/steps/1/phase"),
+            "\"stomr\" is not a phase of this profile");
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"gilbert-elliott\"", "\"gilbert\"")),
+                         "/phases/storm/loss/model"),
+            "expected \"random\", \"gilbert-elliott\" or \"4-state\", found \"gilbert\"");
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"version\": 1", "\"version\": 2")), "/version"),
+            "2 is not supported; this jitterd reads version 1");
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"name\": \"wan\"", "\"name\": \"w a n\"")), "/name"),
+            "\"w a n\" is not a valid name: use 1 to 64 letters, digits, '.', '_' or '-'");
+  // Spec rules come through validate(NetemSpec), re-rooted at the phase.
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"latency\": \"80ms\"}",
+                                               "\"latency\": \"80ms\"}, \"ecn\": true, \"limit\": 0")),
+                         "/phases/storm/limit"),
+            "0 is out of range; expected 1 to 4294967295");
+  const auto table_without_jitter = parse_profile(replace(kMinimal, "\"jitter\": \"2ms\", ", ""));
+  EXPECT_NE(only_message(table_without_jitter, "/phases/calm/delay/distribution").find("ignores the table"),
+            std::string::npos);
+}
+
+TEST(Profile, SyntaxErrorsGiveLineAndColumn) {
+  const auto load = parse_profile("{\n  \"version\": 1,\n  \"name\": \"x\",,\n}");
+  ASSERT_EQ(load.diagnostics.size(), 1u);
+  EXPECT_EQ(load.diagnostics[0].where, "line 3, column 15");
+  EXPECT_EQ(load.diagnostics[0].message.rfind("invalid JSON: ", 0), 0u) << load.diagnostics[0].message;
+}
+
+TEST(Profile, RejectsDuplicateKeysAndOversizedInput) {
+  const auto dup = parse_profile(replace(kMinimal, "\"name\": \"wan\"", "\"name\": \"wan\", \"name\": \"lan\""));
+  EXPECT_FALSE(dup.profile);
+  EXPECT_EQ(dup.diagnostics.at(0).message, "the key \"name\" appears twice in one object");
+  const auto big = parse_profile(std::string(kMaxProfileBytes + 1, ' '));
+  EXPECT_FALSE(big.profile);
+  EXPECT_NE(big.diagnostics.at(0).message.find("at most 8 MiB"), std::string::npos);
+}
+
+TEST(Profile, ReportsEveryProblemNotJustTheFirst) {
+  std::string text = replace(kMinimal, "\"p\": 0.01", "\"p\": -1");
+  text = replace(text, "\"30s\"", "\"0ms\"");
+  text = replace(text, "\"normal\"", "\"gaussian\"");
+  const auto load = parse_profile(text);
+  EXPECT_FALSE(load.profile);
+  const auto w = wheres(load.diagnostics);
+  EXPECT_NE(std::find(w.begin(), w.end(), "/phases/storm/loss/p"), w.end()) << to_string(load.diagnostics);
+  EXPECT_NE(std::find(w.begin(), w.end(), "/phases/calm/delay/distribution"), w.end());
+}
