@@ -102,8 +102,11 @@ TEST(NetemDelay, CustomBimodalTableSixtyFortyIsReproduced) {
   // The bound is ±5 points; at n = 1000 the binomial SE is 1.55 points, so ±5 is 3.2 SE.
   EXPECT_NEAR(low / n, 0.60, 0.05);
   EXPECT_NEAR(high / n, 0.40, 0.05);
-  // Nothing earlier than a mode and nothing in the gap between them (a normal fit, a clipped or an
-  // interpolated table would put delays there).
+  // Nothing earlier than a mode, and little in the gap between them. A normal distribution fitted to
+  // the same mean and deviation (19 ms, 17 ms), or maketable's interpolated table, puts over 35 % of
+  // the delays between 15 and 39.5 ms; an exact table puts none there, but under emulation a loaded
+  // host releases some 5 ms packets over 10 ms late (seen: up to 6 % with three compilers running
+  // beside the VM), so the bound is 15 %: far from what a wrong table gives.
   EXPECT_EQ(early, 0) << "RTTs (ms): " << odd;
-  EXPECT_LE(between / n, 0.01) << "RTTs (ms): " << odd;
+  EXPECT_LE(between / n, 0.15) << "RTTs (ms): " << odd;
 }
