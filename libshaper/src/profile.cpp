@@ -503,7 +503,8 @@ json profile_json_without_digest(const Profile& p) {
   if (!p.description.empty()) j["description"] = p.description;
   if (p.provenance) {
     json prov = {{"capture", p.provenance->capture}, {"format", p.provenance->format},
-                 {"samples", p.provenance->samples}, {"sha256", p.provenance->sha256}};
+                 {"samples", p.provenance->samples}, {"sha256", p.provenance->sha256},
+                 {"baseline", duration_to_string(p.provenance->baseline)}, {"halved", p.provenance->halved}};
     if (p.provenance->start) prov["start"] = format_timestamp(*p.provenance->start);
     if (p.provenance->end) prov["end"] = format_timestamp(*p.provenance->end);
     j["provenance"] = prov;
@@ -684,12 +685,14 @@ ProfileLoad parse_profile(std::string_view text) {
   assign(r.boolean(j, "", "reorder", true), p.reorder);
 
   if (const json* v = r.member(j, "", "provenance", false)) {
-    if (r.object(*v, "/provenance", {"capture", "format", "start", "end", "samples", "sha256"})) {
+    if (r.object(*v, "/provenance", {"capture", "format", "start", "end", "samples", "sha256", "baseline", "halved"})) {
       Provenance prov;
       assign(r.string(*v, "/provenance", "capture", true, 4096), prov.capture);
       assign(r.string(*v, "/provenance", "format", true, 64), prov.format);
       assign(r.integer<std::uint64_t>(*v, "/provenance", "samples", 0, std::numeric_limits<std::uint64_t>::max(), 0),
              prov.samples);
+      assign(r.duration(*v, "/provenance", "baseline", false), prov.baseline);
+      assign(r.boolean(*v, "/provenance", "halved", false), prov.halved);
       if (auto hex = r.string(*v, "/provenance", "sha256", true, 64)) {
         const bool is_hex = hex->size() == 64 && std::all_of(hex->begin(), hex->end(), [](char c) {
           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');

@@ -93,7 +93,7 @@ TEST(Profile, WrittenFormReadsBackEqualWithTheSameDigest) {
   Profile p = *load.profile;
   p.description = "round trip";
   p.provenance = Provenance{"capture.txt", "ping", 1764520081500000000ns, 1764520181000000000ns, 1000,
-                            std::string(64, 'a')};
+                            std::string(64, 'a'), 12300us, true};
   Phase custom;
   custom.name = "custom";
   custom.spec.delay = {10ms, 8192ns * 3, Probability::zero(), DistributionTable{-32768, 0, 32767}};

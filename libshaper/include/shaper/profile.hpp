@@ -30,6 +30,10 @@ struct Provenance {
   std::optional<Nanoseconds> end;      // last sample
   std::uint64_t samples = 0;
   std::string sha256;                  // of the capture file, lower-case hex
+  // How RTTs became delays: this much was subtracted from every RTT, and the rest halved or not.
+  // The validator needs both to put the capture next to the profile.
+  Nanoseconds baseline{0};
+  bool halved = false;
   friend bool operator==(const Provenance&, const Provenance&) = default;
 };
 

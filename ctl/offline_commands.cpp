@@ -1,0 +1,389 @@
+#include "offline_commands.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "shaper/compiler.hpp"
+#include "shaper/errors.hpp"
+#include "shaper/profile.hpp"
+#include "shaper/sha256.hpp"
+#include "shaper/trace.hpp"
+#include "shaper/validation.hpp"
+#include "svg_plot.hpp"
+
+namespace jitterctl {
+
+namespace {
+
+using namespace shaper;
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SystemError("open", path, errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw SystemError("read", path, errno);
+  return text.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw SystemError("create", temporary, errno);
+    out << text;
+    out.flush();
+    if (!out) throw SystemError("write", temporary, errno);
+  }
+  // Write then rename: a reader never sees half a profile.
+  check_syscall(std::rename(temporary.c_str(), path.c_str()), "rename", temporary + " to " + path);
+}
+
+std::string file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SystemError("open", path, errno);
+  Sha256 hash;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    hash.update(std::string_view(buf, static_cast<std::size_t>(in.gcount())));
+  }
+  return hash.finish_hex();
+}
+
+// Options are "--name value"; `next` takes the value or reports a usage error.
+class Args {
+ public:
+  explicit Args(const std::vector<std::string>& args) : args_(args) {}
+  bool done() const { return i_ >= args_.size(); }
+  const std::string& peek() const { return args_[i_]; }
+  std::string take() { return args_[i_++]; }
+  std::string value(const std::string& option) {
+    if (done()) throw UsageError(option + " needs a value");
+    return take();
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  std::size_t i_ = 0;
+};
+
+Nanoseconds duration_value(const std::string& option, const std::string& text) {
+  auto d = parse_duration(text);
+  if (!d) throw UsageError(option + ": \"" + text + "\" is not a duration such as 30s, 20ms, 250us");
+  return *d;
+}
+
+double number_value(const std::string& option, const std::string& text) {
+  double v;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size()) throw UsageError(option + ": \"" + text + "\" is not a number");
+  return v;
+}
+
+// Parses a capture, printing its diagnostics. Returns nullopt when it has nothing usable.
+std::optional<Trace> load_trace(const std::string& path, const ParseOptions& options) {
+  Trace trace = parse_trace_file(path, options);
+  for (const auto& d : trace.diagnostics) std::cerr << d.to_string() << '\n';
+  if (trace.unrecognised_lines) {
+    std::cerr << path << ": " << trace.unrecognised_lines << " of " << trace.lines
+              << " lines were not recognised (see above)\n";
+  }
+  if (trace.samples.empty()) {
+    std::cerr << path << ": no RTT samples found (format " << to_string(trace.format)
+              << "); mtr and iperf3 captures hold summaries, not sample series\n";
+    return std::nullopt;
+  }
+  if (trace.send_times_inferred) {
+    std::cerr << path << ": no timestamps in the capture; send times inferred from a "
+              << duration_to_string(trace.interval) << " interval\n";
+  }
+  return trace;
+}
+
+std::optional<Profile> load_profile(const std::string& path) {
+  const ProfileLoad load = parse_profile(read_file(path));
+  for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
+  return load.profile;
+}
+
+ParseOptions parse_option(Args& a, const std::string& option, ParseOptions options, bool& used) {
+  used = true;
+  if (option == "--format") {
+    const std::string name = a.value(option);
+    auto f = trace_format_from_name(name);
+    if (!f) throw UsageError("--format: unknown format \"" + name + "\"");
+    options.format = *f;
+  } else if (option == "--interval") {
+    options.interval = duration_value(option, a.value(option));
+  } else {
+    used = false;
+  }
+  return options;
+}
+
+void print_phase_table(const Profile& profile) {
+  std::printf("%-16s %10s %10s %10s %8s  %-16s %s\n", "PHASE", "LATENCY", "JITTER", "TABLE", "LIMIT", "LOSS", "OTHER");
+  for (const auto& phase : profile.phases) {
+    const NetemSpec& s = phase.spec;
+    std::string loss = "none";
+    if (const auto* r = std::get_if<RandomLoss>(&s.loss)) {
+      loss = "random " + format_probability(r->probability);
+    } else if (const auto* ge = std::get_if<GilbertElliottLoss>(&s.loss)) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "GE p=%.4g r=%.4g", ge->p.value(), ge->r.value());
+      loss = buf;
+    } else if (std::holds_alternative<FourStateLoss>(s.loss)) {
+      loss = "4-state";
+    }
+    std::string other;
+    if (s.rate.rate.value) other += "rate=" + std::to_string(s.rate.rate.value) + "B/s ";
+    if (s.slot) other += "slot ";
+    if (s.ecn) other += "ecn ";
+    if (!s.duplicate.probability.is_zero()) other += "duplicate ";
+    if (!s.corrupt.probability.is_zero()) other += "corrupt ";
+    if (s.reorder.gap) other += "reorder ";
+    std::printf("%-16s %10s %10s %10zu %8u  %-16s %s\n", phase.name.c_str(), format_duration(s.delay.latency).c_str(),
+                format_duration(s.delay.jitter).c_str(), s.delay.distribution ? s.delay.distribution->size() : 0,
+                s.limit, loss.c_str(), other.c_str());
+  }
+}
+
+}  // namespace
+
+int compile_command(const std::vector<std::string>& raw) {
+  try {
+    Args a(raw);
+    std::vector<std::string> traces;
+    std::string output;
+    ParseOptions parse;
+    CompileOptions options;
+    while (!a.done()) {
+      const std::string arg = a.take();
+      bool used = false;
+      parse = parse_option(a, arg, parse, used);
+      if (used) continue;
+      if (arg == "-o" || arg == "--output") {
+        output = a.value(arg);
+      } else if (arg == "--name") {
+        options.name = a.value(arg);
+      } else if (arg == "--description") {
+        options.description = a.value(arg);
+      } else if (arg == "--baseline") {
+        const std::string v = a.value(arg);
+        if (v == "min") {
+          options.baseline = {BaselineKind::kMinimum, 0, {}};
+        } else if (v == "none") {
+          options.baseline = {BaselineKind::kNone, 0, {}};
+        } else if (v.size() > 1 && v[0] == 'p') {
+          options.baseline = {BaselineKind::kPercentile, number_value(arg, v.substr(1)), {}};
+        } else {
+          options.baseline = {BaselineKind::kFixed, 0, duration_value(arg, v)};
+        }
+      } else if (arg == "--halves") {
+        options.split = DirectionSplit::kHalves;
+      } else if (arg == "--regimes") {
+        const std::string v = a.value(arg);
+        if (v == "single") {
+          options.regimes = RegimeMode::kSingle;
+        } else if (v == "percentiles") {
+          options.regimes = RegimeMode::kPercentiles;
+        } else {
+          options.regimes = RegimeMode::kClusters;
+          options.clusters = static_cast<std::size_t>(number_value(arg, v));
+        }
+      } else if (arg == "--window") {
+        options.window = duration_value(arg, a.value(arg));
+      } else if (arg == "--step") {
+        options.percentile_step = duration_value(arg, a.value(arg));
+      } else if (arg == "--spike") {
+        // EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s
+        const std::string v = a.value(arg);
+        const auto c1 = v.find(':'), c2 = v.rfind(':');
+        if (c1 == std::string::npos || c1 == c2) throw UsageError("--spike: expected EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s");
+        options.spikes = PeriodicSpikes{duration_value(arg, v.substr(0, c1)),
+                                        static_cast<std::size_t>(number_value(arg, v.substr(c1 + 1, c2 - c1 - 1))),
+                                        duration_value(arg, v.substr(c2 + 1))};
+      } else if (arg == "--no-reorder") {
+        options.reorder = false;
+      } else if (arg == "--packet-rate") {
+        options.packet_rate = number_value(arg, a.value(arg));
+      } else if (arg == "--entries") {
+        options.table_entries = static_cast<std::size_t>(number_value(arg, a.value(arg)));
+      } else if (!arg.empty() && arg[0] == '-') {
+        throw UsageError("compile: unknown option " + arg);
+      } else {
+        traces.push_back(arg);
+      }
+    }
+    if (traces.empty() || output.empty()) throw UsageError("usage: jitterctl compile TRACE... -o PROFILE.json [options]");
+    std::vector<CaptureInput> captures;
+    for (const auto& path : traces) {
+      auto trace = load_trace(path, parse);
+      if (!trace) return kExitBadInput;
+      captures.push_back({path, file_sha256(path), std::move(*trace)});
+    }
+    const CompileResult result = compile_profile(captures, options);
+    for (const auto& d : result.diagnostics) std::cerr << "compile: " << d.to_string() << '\n';
+    if (!result.profile) return kExitBadInput;
+    write_file(output, profile_to_json(*result.profile));
+    const CompileReport& r = result.report;
+    std::printf("%s: %zu probes (%zu delivered), baseline %s subtracted%s\n", output.c_str(), r.probes, r.delivered,
+                format_duration(r.baseline).c_str(), options.split == DirectionSplit::kHalves ? ", halved" : "");
+    for (const auto& p : r.phases) {
+      std::printf("  %-16s %7zu samples  table %5zu entries at %s resolution  loss %s (capture %.4f, mean burst %.2f)\n",
+                  p.name.c_str(), p.samples, p.table_entries, format_duration(p.resolution).c_str(),
+                  to_string(p.loss.chosen.kind).c_str(), p.loss.capture_loss_rate, p.loss.capture_mean_burst);
+    }
+    for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
+    std::printf("  digest %s\n", profile_digest(*result.profile).c_str());
+    return kExitOk;
+  } catch (const UsageError& e) {
+    std::cerr << "jitterctl compile: " << e.what() << '\n';
+    return kExitUsage;
+  }
+}
+
+int inspect_command(const std::vector<std::string>& raw) {
+  try {
+    bool json = false;
+    std::string path;
+    for (const auto& arg : raw) {
+      if (arg == "--json") {
+        json = true;
+      } else if (path.empty() && !arg.empty() && arg[0] != '-') {
+        path = arg;
+      } else {
+        throw UsageError("usage: jitterctl inspect PROFILE [--json]");
+      }
+    }
+    if (path.empty()) throw UsageError("usage: jitterctl inspect PROFILE [--json]");
+    const ProfileLoad load = parse_profile(read_file(path));
+    for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
+    if (!load.profile) return kExitBadInput;
+    const Profile& p = *load.profile;
+    if (json) {
+      std::cout << profile_to_json(p);
+      return kExitOk;
+    }
+    std::printf("profile  %s\ndigest   %s\n", p.name.c_str(), load.digest.c_str());
+    if (!p.description.empty()) std::printf("about    %s\n", p.description.c_str());
+    if (p.provenance) {
+      std::printf("capture  %s (%s, %llu samples, sha256 %.16s..., baseline %s%s)\n", p.provenance->capture.c_str(),
+                  p.provenance->format.c_str(), static_cast<unsigned long long>(p.provenance->samples),
+                  p.provenance->sha256.c_str(), format_duration(p.provenance->baseline).c_str(),
+                  p.provenance->halved ? ", halved" : "");
+    }
+    std::printf("reorder  %s\n\n", p.reorder ? "allowed" : "kept in order (rate)");
+    print_phase_table(p);
+    if (p.schedule) {
+      Nanoseconds total{0};
+      for (const auto& s : p.schedule->steps) total += s.duration;
+      std::printf("\nschedule %zu steps, %s per pass%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
+                  p.schedule->loop ? ", looped" : "");
+      for (std::size_t i = 0; i < p.schedule->steps.size() && i < 20; ++i) {
+        std::printf("  %-16s %s\n", p.schedule->steps[i].phase.c_str(),
+                    format_duration(p.schedule->steps[i].duration).c_str());
+      }
+      if (p.schedule->steps.size() > 20) std::printf("  ... %zu more\n", p.schedule->steps.size() - 20);
+    }
+    return kExitOk;
+  } catch (const UsageError& e) {
+    std::cerr << "jitterctl inspect: " << e.what() << '\n';
+    return kExitUsage;
+  }
+}
+
+int validate_command(const std::vector<std::string>& raw) {
+  try {
+    Args a(raw);
+    std::string profile_path, trace_path, shaped_path, plot_path;
+    bool json = false, log_scale = false;
+    std::uint64_t seed = 1;
+    ParseOptions parse;
+    while (!a.done()) {
+      const std::string arg = a.take();
+      bool used = false;
+      parse = parse_option(a, arg, parse, used);
+      if (used) continue;
+      if (arg == "--json") {
+        json = true;
+      } else if (arg == "--shaped") {
+        shaped_path = a.value(arg);
+      } else if (arg == "--plot") {
+        plot_path = a.value(arg);
+      } else if (arg == "--log") {
+        log_scale = true;
+      } else if (arg == "--seed") {
+        seed = static_cast<std::uint64_t>(number_value(arg, a.value(arg)));
+      } else if (!arg.empty() && arg[0] == '-') {
+        throw UsageError("validate: unknown option " + arg);
+      } else if (profile_path.empty()) {
+        profile_path = arg;
+      } else if (trace_path.empty()) {
+        trace_path = arg;
+      } else {
+        throw UsageError("validate: too many arguments");
+      }
+    }
+    if (profile_path.empty() || (trace_path.empty() && shaped_path.empty())) {
+      throw UsageError("usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE] [--json] [--plot FILE.svg] [--log]");
+    }
+    auto profile = load_profile(profile_path);
+    if (!profile) return kExitBadInput;
+    std::optional<Trace> capture, shaped;
+    if (!trace_path.empty() && !(capture = load_trace(trace_path, parse))) return kExitBadInput;
+    if (!shaped_path.empty() && !(shaped = load_trace(shaped_path, parse))) return kExitBadInput;
+    const bool halved = profile->provenance && profile->provenance->halved;
+    // Without the capture, the shaped trace is judged against the profile alone.
+    DelaySeries capture_s = capture ? capture_series(*capture, *profile) : shaped_series(*shaped, {}, halved);
+    if (!capture) capture_s.label = "shaped";
+    const Nanoseconds interval = capture ? capture->interval : shaped->interval;
+    DelaySeries profile_s = simulate_profile(*profile, capture_s, interval, seed);
+    std::optional<DelaySeries> shaped_s;
+    if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved);
+    if (!capture) capture_s = shaped_series(*shaped, profile_s, halved);
+    const ValidationReport report = validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr);
+    if (json) {
+      std::cout << validation_json(report) << '\n';
+    } else {
+      auto row = [](const char* name, const SeriesStats& s) {
+        std::printf("%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f %7s %7s\n", name, s.samples, s.p50_ms,
+                    s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms, s.stddev_ms, s.loss_rate,
+                    s.mean_loss_burst ? std::to_string(*s.mean_loss_burst).substr(0, 5).c_str() : "-",
+                    s.lag1_autocorr ? std::to_string(*s.lag1_autocorr).substr(0, 6).c_str() : "-");
+      };
+      std::printf("%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s\n", "", "samples", "p50 ms", "p90 ms", "p99 ms",
+                  "p99.9 ms", "max ms", "mean ms", "std ms", "loss", "burst", "lag1");
+      row(capture ? "capture" : "shaped", report.capture);
+      row("profile", report.profile);
+      if (report.shaped) row("shaped", *report.shaped);
+      std::printf("\n");
+      for (const auto& c : report.comparisons) {
+        std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(), c.ks, c.ks_limit,
+                    c.w1_ms, c.pass() ? "pass" : "FAIL");
+        for (const auto& f : c.failures) std::printf("  - %s\n", f.c_str());
+      }
+      for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
+      std::printf("verdict: %s\n", report.pass ? "pass" : "fail");
+    }
+    if (!plot_path.empty()) {
+      std::vector<const DelaySeries*> series{&capture_s, &profile_s};
+      if (shaped_s) series.push_back(&*shaped_s);
+      write_file(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
+      if (!json) std::printf("plot: %s\n", plot_path.c_str());
+    }
+    return report.pass ? kExitOk : kExitVerdictFail;
+  } catch (const UsageError& e) {
+    std::cerr << "jitterctl validate: " << e.what() << '\n';
+    return kExitUsage;
+  }
+}
+
+}  // namespace jitterctl

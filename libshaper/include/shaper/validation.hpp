@@ -1,0 +1,75 @@
+#pragma once
+// Validation: puts a capture, its profile (simulated with netem's arithmetic) and, when given, a trace
+// taken through the shaped link side by side, and judges how close they are. The thresholds are
+// documented in docs/validation.md and live here, in one place.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shaper/profile.hpp"
+#include "shaper/trace.hpp"
+
+namespace shaper {
+
+// One probe series on a common footing: the one-way delay each probe got (nullopt = lost), when it
+// was sent (from the series' start), and the phase it ran under (simulated series only).
+struct DelaySeries {
+  std::string label;  // "capture", "profile", "shaped"
+  std::vector<Nanoseconds> sent;
+  std::vector<std::optional<Nanoseconds>> delay;
+  std::vector<std::string> phase;  // empty, or one per probe
+  std::vector<Nanoseconds> delivered() const;
+  std::vector<bool> lost() const;
+};
+
+struct SeriesStats {
+  std::size_t samples = 0;  // probes, lost ones included
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0, mean_ms = 0, stddev_ms = 0;
+  double loss_rate = 0;
+  std::optional<double> mean_loss_burst;  // none without a loss
+  std::optional<double> lag1_autocorr;    // of the delivered delays in send order
+};
+
+struct Comparison {
+  std::string a, b;  // "capture", "profile"
+  double ks = 0;
+  double ks_limit = 0;  // max(floor, the 95 % critical value for these sample sizes)
+  double w1_ms = 0;
+  double p99_error = 0;   // relative: (b - a) / a
+  double p999_error = 0;
+  double loss_rate_error = 0;   // relative, or absolute where the capture's rate is below 0.1 %
+  std::optional<double> burst_error;
+  std::vector<std::string> failures;  // which thresholds were exceeded, in words
+  bool pass() const { return failures.empty(); }
+};
+
+struct ValidationReport {
+  SeriesStats capture, profile;
+  std::optional<SeriesStats> shaped;
+  std::vector<Comparison> comparisons;
+  bool pass = false;
+  std::vector<std::string> notes;
+};
+
+// The capture as one-way delays, the way the compiler saw it (provenance baseline and halving).
+DelaySeries capture_series(const Trace& capture, const Profile& profile);
+
+// The profile replayed by the simulator for as many probes, at the same interval, as `like` has;
+// the schedule is followed (looped as needed). Seeded: the same seed gives the same series.
+DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
+                             std::uint64_t seed = 1);
+
+// A trace taken through the shaped link, as added delay: its RTTs minus the test link's own base
+// delay, estimated as min(shaped RTT) - min(profile delay), and halved if the profile was.
+DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved);
+
+SeriesStats series_stats(const DelaySeries& series);
+
+ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile,
+                                 const DelaySeries* shaped);
+
+// The `jitterctl validate --json` object.
+std::string validation_json(const ValidationReport& report);
+
+}  // namespace shaper

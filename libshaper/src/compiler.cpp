@@ -1,0 +1,469 @@
+#include "shaper/compiler.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "shaper/distribution_tables.hpp"
+#include "shaper/sha256.hpp"
+#include "shaper/statistics.hpp"
+
+namespace shaper {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// One probe of the merged capture: when it was sent (on the merged time line) and its one-way delay.
+struct Probe {
+  Nanoseconds sent{0};
+  std::optional<Nanoseconds> delay;  // nullopt = lost
+};
+
+// Send times at or after this are read as wall-clock (since the Unix epoch, 1973 on); smaller ones
+// count from the capture's first probe.
+constexpr Nanoseconds kEpochThreshold{100'000'000'000'000'000};
+
+// Used when `reorder` is false: 100 Gbit/s adds 120 ns per 1500-byte packet, far below any delay we
+// replay, yet makes netem compute departures in order (reference §4: rate is the only in-kernel way).
+constexpr BytesPerSecond kOrderKeepingRate{12'500'000'000};
+
+struct Segment {
+  Nanoseconds start{0};
+  std::string phase;
+};
+
+std::uint32_t queue_limit(Nanoseconds max_delay, double packet_rate) {
+  const double seconds = static_cast<double>(max_delay.count()) / 1e9;
+  const double packets = std::ceil(2.0 * packet_rate * seconds);
+  return static_cast<std::uint32_t>(std::clamp(packets, 1000.0, 4294967295.0));
+}
+
+struct BuiltPhase {
+  Phase phase;
+  PhaseReport report;
+  std::vector<Nanoseconds> tail;  // delays above the table's top entry
+};
+
+// An exact-table phase for `probes` (delays and losses in send order).
+std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector<const Probe*>& probes,
+                                      const CompileOptions& options, Diagnostics& diagnostics) {
+  BuiltPhase out;
+  out.phase.name = name;
+  out.report.name = name;
+  out.report.probes = probes.size();
+  std::vector<Nanoseconds> delays;
+  std::vector<bool> lost;
+  lost.reserve(probes.size());
+  for (const Probe* p : probes) {
+    lost.push_back(!p->delay.has_value());
+    if (p->delay) delays.push_back(*p->delay);
+  }
+  out.report.samples = delays.size();
+  out.report.loss = fit_loss_model(lost, options.seed);
+  out.phase.spec.loss = out.report.loss.chosen.model;
+  if (!delays.empty()) {
+    const auto [lo, hi] = std::minmax_element(delays.begin(), delays.end());
+    out.report.min = *lo;
+    out.report.max = *hi;
+    ExactTableResult table = build_exact_delay_table(delays, options.table_entries);
+    if (!table.table) {
+      for (auto& d : table.diagnostics) diagnostics.push_back({"phase " + name, d.to_string()});
+      return std::nullopt;
+    }
+    if (*hi == *lo) {
+      // A constant delay needs no table.
+      out.phase.spec.delay.latency = *lo;
+    } else {
+      out.phase.spec.delay.latency = table.table->latency;
+      out.phase.spec.delay.jitter = table.table->jitter;
+      out.phase.spec.delay.distribution = table.table->table;
+      out.phase.delay_table = TableSource::kCustom;
+      out.report.resolution = table.table->resolution;
+      out.report.table_entries = table.table->table.size();
+      if (options.tail_phases && delays.size() > options.table_entries) {
+        const auto top = *std::max_element(table.table->table.begin(), table.table->table.end());
+        const std::int64_t top_delay = netem_table_delay_ns(
+            table.table->latency.count(), static_cast<std::int32_t>(table.table->jitter.count()), top);
+        const std::int64_t margin = table.table->resolution.count() / 2;
+        for (auto d : delays) {
+          if (d.count() > top_delay + margin) out.tail.push_back(d);
+        }
+        out.report.tail_samples = out.tail.size();
+      }
+    }
+  }
+  return out;
+}
+
+// k-means on window features, deterministic: initial centres at evenly spaced quantiles of the first
+// feature (the median delay), then Lloyd iterations.
+std::vector<std::size_t> cluster(const std::vector<std::array<double, 3>>& features, std::size_t k) {
+  const std::size_t n = features.size();
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return features[a][0] < features[b][0]; });
+  std::vector<std::array<double, 3>> centres(k);
+  for (std::size_t c = 0; c < k; ++c) centres[c] = features[order[(2 * c + 1) * n / (2 * k)]];
+  std::vector<std::size_t> label(n, 0);
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    bool changed = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t best = 0;
+      double best_d = INFINITY;
+      for (std::size_t c = 0; c < k; ++c) {
+        double d = 0;
+        for (int f = 0; f < 3; ++f) d += (features[i][f] - centres[c][f]) * (features[i][f] - centres[c][f]);
+        if (d < best_d) {
+          best_d = d;
+          best = c;
+        }
+      }
+      if (label[i] != best || iteration == 0) changed |= label[i] != best;
+      label[i] = best;
+    }
+    std::vector<std::array<double, 3>> sum(k, {0, 0, 0});
+    std::vector<std::size_t> count(k, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int f = 0; f < 3; ++f) sum[label[i]][f] += features[i][f];
+      ++count[label[i]];
+    }
+    for (std::size_t c = 0; c < k; ++c) {
+      if (count[c]) {
+        for (int f = 0; f < 3; ++f) centres[c][f] = sum[c][f] / static_cast<double>(count[c]);
+      }
+    }
+    if (!changed && iteration > 0) break;
+  }
+  return label;
+}
+
+std::vector<Probe> merge(const std::vector<CaptureInput>& captures, CompileReport& report) {
+  std::vector<Probe> probes;
+  Nanoseconds offset{0};
+  for (const auto& capture : captures) {
+    const Trace& t = capture.trace;
+    report.send_times_inferred |= t.send_times_inferred;
+    if (report.interval.count() == 0) report.interval = t.interval;
+    Nanoseconds last{0};
+    for (const auto& s : t.samples) {
+      Nanoseconds sent = s.send_time.value_or(Nanoseconds(static_cast<std::int64_t>(s.seq) * t.interval.count()));
+      // Relative times of a later capture continue after the previous one.
+      if (sent < kEpochThreshold) sent += offset;
+      probes.push_back({sent, s.rtt});
+      last = std::max(last, sent);
+    }
+    offset = last + t.interval;
+  }
+  std::stable_sort(probes.begin(), probes.end(), [](const Probe& a, const Probe& b) { return a.sent < b.sent; });
+  return probes;
+}
+
+}  // namespace
+
+Nanoseconds max_phase_delay(const NetemSpec& spec) {
+  if (spec.delay.distribution && !spec.delay.distribution->empty() && spec.delay.jitter.count()) {
+    const auto top = *std::max_element(spec.delay.distribution->begin(), spec.delay.distribution->end());
+    return Nanoseconds(netem_table_delay_ns(spec.delay.latency.count(),
+                                            static_cast<std::int32_t>(spec.delay.jitter.count()), top));
+  }
+  return spec.delay.latency + spec.delay.jitter;
+}
+
+CompileResult compile_profile(const std::vector<CaptureInput>& captures, const CompileOptions& options) {
+  CompileResult result;
+  CompileReport& report = result.report;
+  Diagnostics& diagnostics = result.diagnostics;
+  if (captures.empty()) {
+    diagnostics.push_back({"", "no capture given"});
+    return result;
+  }
+  if (options.table_entries == 0 || options.table_entries > kMaxTableEntries) {
+    diagnostics.push_back({"table_entries", "must be 1 to 16384"});
+  }
+  if (options.regimes == RegimeMode::kClusters && (options.clusters < 1 || options.clusters > 16)) {
+    diagnostics.push_back({"clusters", "must be 1 to 16"});
+  }
+  if (options.spikes && options.regimes != RegimeMode::kSingle) {
+    diagnostics.push_back({"spikes", "periodic spikes combine with the single-phase mode only"});
+  }
+  if (options.baseline.kind == BaselineKind::kPercentile &&
+      !(options.baseline.percentile >= 0 && options.baseline.percentile <= 100)) {
+    diagnostics.push_back({"baseline", "the percentile must be 0 to 100"});
+  }
+  if (!diagnostics.empty()) return result;
+
+  std::vector<Probe> probes = merge(captures, report);
+  report.probes = probes.size();
+  std::vector<Nanoseconds> rtts;
+  for (const auto& p : probes) {
+    if (p.delay) rtts.push_back(*p.delay);
+  }
+  report.delivered = rtts.size();
+  if (rtts.empty()) {
+    diagnostics.push_back({captures.front().name, "no delivered probe with an RTT: nothing to build a delay model from"});
+    return result;
+  }
+
+  // Baseline and one-way delays.
+  const SortedSamples sorted_rtts(rtts);
+  switch (options.baseline.kind) {
+    case BaselineKind::kMinimum: report.baseline = sorted_rtts.min(); break;
+    case BaselineKind::kPercentile:
+      report.baseline = *quantile_inverse_ecdf(sorted_rtts, options.baseline.percentile / 100.0);
+      break;
+    case BaselineKind::kFixed: report.baseline = options.baseline.value; break;
+    case BaselineKind::kNone: report.baseline = 0ns; break;
+  }
+  for (auto& p : probes) {
+    if (!p.delay) continue;
+    Nanoseconds d = *p.delay - report.baseline;
+    if (d.count() < 0) {
+      d = 0ns;
+      ++report.clamped_to_zero;
+    }
+    if (options.split == DirectionSplit::kHalves) d /= 2;
+    p.delay = d;
+  }
+  if (report.clamped_to_zero) {
+    report.notes.push_back(std::to_string(report.clamped_to_zero) +
+                           " RTTs were below the baseline and replay as zero added delay");
+  }
+
+  Profile profile;
+  profile.name = options.name;
+  profile.description = options.description;
+  profile.reorder = options.reorder;
+  Provenance prov;
+  for (const auto& c : captures) {
+    const auto slash = c.name.find_last_of('/');
+    prov.capture += (prov.capture.empty() ? "" : "+") + (slash == std::string::npos ? c.name : c.name.substr(slash + 1));
+    prov.samples += c.trace.samples.size();
+  }
+  prov.format = std::string(to_string(captures.front().trace.format));
+  if (captures.size() == 1) {
+    prov.sha256 = captures.front().sha256;
+  } else {
+    // Several captures: the digest of their digests, in the order given.
+    Sha256 h;
+    for (const auto& c : captures) h.update(c.sha256);
+    prov.sha256 = h.finish_hex();
+  }
+  if (probes.front().sent >= kEpochThreshold) {
+    prov.start = probes.front().sent;
+    prov.end = probes.back().sent;
+  }
+  prov.baseline = report.baseline;
+  prov.halved = options.split == DirectionSplit::kHalves;
+  profile.provenance = prov;
+
+  std::vector<Segment> segments;  // the capture's time line as phases
+  std::map<std::string, std::vector<Nanoseconds>> tails;
+  auto add_phase = [&](std::optional<BuiltPhase> built) {
+    if (!built) return false;
+    if (!built->tail.empty()) tails[built->phase.name] = built->tail;
+    report.phases.push_back(built->report);
+    profile.phases.push_back(std::move(built->phase));
+    return true;
+  };
+  std::vector<const Probe*> all;
+  for (const auto& p : probes) all.push_back(&p);
+
+  if (options.regimes == RegimeMode::kSingle) {
+    if (!add_phase(build_phase("capture", all, options, diagnostics))) return result;
+    segments.push_back({probes.front().sent, "capture"});
+  } else if (options.regimes == RegimeMode::kPercentiles) {
+    auto overall = build_phase("all", all, options, diagnostics);
+    if (!overall) return result;
+    std::vector<Nanoseconds> delays;
+    for (const auto& p : probes) {
+      if (p.delay) delays.push_back(*p.delay);
+    }
+    const SortedSamples sorted(std::move(delays));
+    const std::pair<const char*, double> levels[] = {{"p50", 0.5}, {"p95", 0.95}, {"p99.9", 0.999}};
+    Schedule schedule;
+    schedule.loop = true;
+    for (const auto& [label, level] : levels) {
+      Phase phase;
+      phase.name = label;
+      phase.description = std::string("fixed delay at the capture's ") + label;
+      phase.spec.delay.latency = *quantile_inverse_ecdf(sorted, level);
+      // One loss model for all three, so its chain keeps running across the switches.
+      phase.spec.loss = overall->phase.spec.loss;
+      PhaseReport r = overall->report;
+      r.name = label;
+      r.table_entries = 0;
+      r.resolution = 0ns;
+      report.phases.push_back(r);
+      profile.phases.push_back(std::move(phase));
+      schedule.steps.push_back({label, options.percentile_step});
+    }
+    profile.schedule = schedule;
+  } else {
+    // Windows of the time line, clustered on (log median delay, log p95 delay, loss rate).
+    const Nanoseconds t0 = probes.front().sent;
+    std::vector<std::vector<const Probe*>> windows;
+    for (const auto& p : probes) {
+      const auto index = static_cast<std::size_t>((p.sent - t0) / options.window);
+      if (index >= windows.size()) windows.resize(index + 1);
+      windows[index].push_back(&p);
+    }
+    std::vector<std::size_t> used;  // windows with probes
+    std::vector<std::array<double, 3>> features;
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      if (windows[w].empty()) continue;
+      std::vector<Nanoseconds> d;
+      std::size_t lost = 0;
+      for (const Probe* p : windows[w]) {
+        if (p->delay) {
+          d.push_back(*p->delay);
+        } else {
+          ++lost;
+        }
+      }
+      std::array<double, 3> f{0, 0, static_cast<double>(lost) / static_cast<double>(windows[w].size())};
+      if (!d.empty()) {
+        const SortedSamples s(std::move(d));
+        f[0] = std::log1p(static_cast<double>(quantile_inverse_ecdf(s, 0.5)->count()) / 1e3);
+        f[1] = std::log1p(static_cast<double>(quantile_inverse_ecdf(s, 0.95)->count()) / 1e3);
+      }
+      used.push_back(w);
+      features.push_back(f);
+    }
+    const std::size_t k = std::min(options.clusters, used.size());
+    std::vector<std::size_t> labels = cluster(features, k);
+    // Name regimes by rising median delay: regime-1 is the calmest.
+    std::vector<std::size_t> rank(k);
+    {
+      std::vector<std::pair<double, std::size_t>> centre(k, {0.0, 0});
+      std::vector<std::size_t> count(k, 0);
+      for (std::size_t i = 0; i < labels.size(); ++i) {
+        centre[labels[i]].first += features[i][0];
+        ++count[labels[i]];
+      }
+      for (std::size_t c = 0; c < k; ++c) {
+        centre[c].first = count[c] ? centre[c].first / static_cast<double>(count[c]) : INFINITY;
+        centre[c].second = c;
+      }
+      std::sort(centre.begin(), centre.end());
+      for (std::size_t r = 0; r < k; ++r) rank[centre[r].second] = r;
+    }
+    std::vector<std::vector<const Probe*>> members(k);
+    for (std::size_t i = 0; i < used.size(); ++i) {
+      auto& m = members[labels[i]];
+      m.insert(m.end(), windows[used[i]].begin(), windows[used[i]].end());
+      segments.push_back({t0 + options.window * static_cast<std::int64_t>(used[i]),
+                          "regime-" + std::to_string(rank[labels[i]] + 1)});
+    }
+    for (std::size_t c = 0; c < k; ++c) {
+      if (members[c].empty()) continue;
+      if (!add_phase(build_phase("regime-" + std::to_string(rank[c] + 1), members[c], options, diagnostics))) {
+        return result;
+      }
+    }
+    report.notes.push_back(std::to_string(used.size()) + " windows of " + duration_to_string(options.window) +
+                           " clustered into " + std::to_string(k) + " regimes");
+  }
+
+  // Tail events: each becomes a short phase at the moment it happened in the capture.
+  const Nanoseconds event_length = std::max<Nanoseconds>(report.interval, 1ms);
+  for (const auto& [base, delays] : tails) {
+    std::vector<Nanoseconds> sorted_tail = delays;
+    std::sort(sorted_tail.begin(), sorted_tail.end());
+    std::vector<const Probe*> tail_probes;
+    for (const auto& p : probes) {
+      if (p.delay && std::binary_search(sorted_tail.begin(), sorted_tail.end(), *p.delay)) tail_probes.push_back(&p);
+    }
+    const std::string name = base + "-tail";
+    CompileOptions tail_options = options;
+    tail_options.tail_phases = false;
+    auto built = build_phase(name, tail_probes, tail_options, diagnostics);
+    if (!built) return result;
+    built->phase.spec.loss = std::monostate{};  // the tail phase replays delays; loss stays with the base
+    built->phase.description = "delays rarer than the table of " + base + " can hold, replayed when they happened";
+    built->report.loss = LossFit{};
+    add_phase(std::move(built));
+    // Split the time line: tail phase at each event, back to the base phase after it.
+    std::vector<Segment> with_events;
+    std::size_t s = 0;
+    for (const Probe* p : tail_probes) {
+      const Nanoseconds start = p->sent;
+      while (s + 1 < segments.size() && segments[s + 1].start <= start) with_events.push_back(segments[s++]);
+      with_events.push_back(segments[s]);
+      with_events.push_back({start, name});
+      with_events.push_back({start + event_length, segments[s].phase});
+      segments[s].start = start + event_length;  // the rest of the segment continues after the event
+    }
+    for (; s < segments.size(); ++s) with_events.push_back(segments[s]);
+    segments = std::move(with_events);
+    report.notes.push_back(std::to_string(tail_probes.size()) + " delays above the top entry of " + base +
+                           "'s table kept as phase " + name);
+  }
+
+  if (options.spikes && options.regimes == RegimeMode::kSingle) {
+    Phase spike = profile.phases.front();
+    spike.name = "spike";
+    spike.description = "+" + duration_to_string(options.spikes->extra) + " for " +
+                        std::to_string(options.spikes->packets) + " packets every " +
+                        duration_to_string(options.spikes->every);
+    spike.spec.delay.latency += options.spikes->extra;
+    const Nanoseconds spike_length =
+        std::max<Nanoseconds>(report.interval * static_cast<std::int64_t>(options.spikes->packets), 1ms);
+    if (spike_length >= options.spikes->every) {
+      diagnostics.push_back({"spikes", "a spike of " + duration_to_string(spike_length) +
+                                           " does not fit in its period of " +
+                                           duration_to_string(options.spikes->every)});
+      return result;
+    }
+    profile.phases.push_back(spike);
+    PhaseReport r = report.phases.front();
+    r.name = "spike";
+    report.phases.push_back(r);
+    if (segments.size() <= 1) {
+      profile.schedule = Schedule{{{"capture", options.spikes->every - spike_length}, {"spike", spike_length}}, true};
+      segments.clear();
+    }
+  }
+
+  // The time line becomes the schedule: adjacent segments of one phase merge; the last one lasts to
+  // the capture's end.
+  if (segments.size() > 1) {
+    Schedule schedule;
+    schedule.loop = true;
+    const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const Nanoseconds next = i + 1 < segments.size() ? segments[i + 1].start : end;
+      const Nanoseconds length = next - segments[i].start;
+      if (length.count() <= 0) continue;
+      if (!schedule.steps.empty() && schedule.steps.back().phase == segments[i].phase) {
+        schedule.steps.back().duration += length;
+      } else {
+        schedule.steps.push_back({segments[i].phase, length});
+      }
+    }
+    for (auto& step : schedule.steps) step.duration = std::max<Nanoseconds>(step.duration, 1ms);
+    if (schedule.steps.size() > kMaxScheduleSteps) {
+      diagnostics.push_back({"schedule", std::to_string(schedule.steps.size()) +
+                                             " steps exceed the profile limit of 10000; use longer windows or "
+                                             "fewer regimes"});
+      return result;
+    }
+    profile.schedule = std::move(schedule);
+  }
+
+  for (auto& phase : profile.phases) {
+    if (!options.reorder && phase.spec.rate.rate.value == 0) phase.spec.rate.rate = kOrderKeepingRate;
+    phase.spec.limit = queue_limit(max_phase_delay(phase.spec), options.packet_rate);
+    if (std::holds_alternative<std::monostate>(phase.spec.loss)) phase.spec.ecn = false;
+  }
+  std::sort(profile.phases.begin(), profile.phases.end(), [](const Phase& a, const Phase& b) { return a.name < b.name; });
+  for (auto& d : validate(profile)) diagnostics.push_back(std::move(d));
+  if (!diagnostics.empty()) return result;
+  result.profile = std::move(profile);
+  return result;
+}
+
+}  // namespace shaper

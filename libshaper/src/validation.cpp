@@ -1,0 +1,251 @@
+#include "shaper/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "shaper/netem_simulator.hpp"
+#include "shaper/statistics.hpp"
+
+namespace shaper {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Thresholds (docs/validation.md). Profile vs capture is arithmetic against arithmetic: tight. A shaped
+// link adds the kernel's timer and softirq noise: looser.
+struct Thresholds {
+  double ks_floor;        // KS limit never below this (the 95 % critical value may be larger)
+  double quantile_error;  // p99 and p99.9, relative
+  Nanoseconds quantile_slack;  // or within this much, whichever is larger
+  double loss_error;      // relative
+  double loss_floor;      // absolute difference always allowed
+  double burst_error;     // relative mean burst length
+};
+constexpr Thresholds kProfileThresholds{0.02, 0.02, 0ns, 0.10, 0.001, 0.10};
+constexpr Thresholds kShapedThresholds{0.05, 0.05, 1ms, 0.20, 0.005, 0.20};
+
+// Below these counts a statistic is too noisy to judge, and is reported without a verdict.
+constexpr std::size_t kMinSamplesForP999 = 1000;
+constexpr std::uint64_t kMinBurstsToJudge = 10;
+
+double ms(FractionalNanoseconds d) { return d.count() / 1e6; }
+
+}  // namespace
+
+std::vector<Nanoseconds> DelaySeries::delivered() const {
+  std::vector<Nanoseconds> out;
+  out.reserve(delay.size());
+  for (const auto& d : delay) {
+    if (d) out.push_back(*d);
+  }
+  return out;
+}
+
+std::vector<bool> DelaySeries::lost() const {
+  std::vector<bool> out;
+  out.reserve(delay.size());
+  for (const auto& d : delay) out.push_back(!d.has_value());
+  return out;
+}
+
+DelaySeries capture_series(const Trace& capture, const Profile& profile) {
+  DelaySeries out;
+  out.label = "capture";
+  const Nanoseconds baseline = profile.provenance ? profile.provenance->baseline : 0ns;
+  const bool halved = profile.provenance && profile.provenance->halved;
+  const Nanoseconds t0 = capture.samples.empty() ? 0ns : capture.samples.front().send_time.value_or(0ns);
+  for (const auto& s : capture.samples) {
+    out.sent.push_back(s.send_time.value_or(capture.interval * static_cast<std::int64_t>(s.seq)) - t0);
+    if (s.rtt) {
+      Nanoseconds d = std::max(*s.rtt - baseline, 0ns);
+      out.delay.push_back(halved ? d / 2 : d);
+    } else {
+      out.delay.push_back(std::nullopt);
+    }
+  }
+  return out;
+}
+
+DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
+                             std::uint64_t seed) {
+  DelaySeries out;
+  out.label = "profile";
+  const std::size_t count = like.delay.size();
+  if (interval.count() <= 0) interval = 10ms;
+  std::vector<SimPhase> schedule;
+  const Nanoseconds total = interval * static_cast<std::int64_t>(count + 1);
+  if (profile.schedule && !profile.schedule->steps.empty()) {
+    Nanoseconds covered{0};
+    do {
+      for (const auto& step : profile.schedule->steps) {
+        schedule.push_back({step.duration, profile.find_phase(step.phase)->spec, step.phase});
+        covered += step.duration;
+      }
+    } while (profile.schedule->loop && covered < total && schedule.size() < 10'000'000);
+  } else if (!profile.phases.empty()) {
+    schedule.push_back({total, profile.phases.front().spec, profile.phases.front().name});
+  }
+  // Ping-sized packets: 56 bytes of data, 28 of ICMP and IP headers, 14 of Ethernet.
+  const auto packets = periodic_packets(count, interval, 98);
+  SimOptions options;
+  options.seed = seed;
+  const SimResult sim = simulate(schedule, packets, options);
+  out.sent.reserve(count);
+  out.delay.assign(count, std::nullopt);
+  out.phase.assign(count, "");
+  for (std::size_t i = 0; i < count; ++i) out.sent.push_back(packets[i].send_time);
+  for (const auto& o : sim.outcomes) {
+    if (o.duplicate || o.packet >= count) continue;
+    out.phase[o.packet] = schedule.empty() ? "" : schedule[o.phase].name;
+    if (o.delivered()) out.delay[o.packet] = o.departure - o.sent;
+  }
+  return out;
+}
+
+DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved) {
+  DelaySeries out;
+  out.label = "shaped";
+  std::optional<Nanoseconds> min_rtt;
+  for (const auto& s : shaped.samples) {
+    if (s.rtt) min_rtt = min_rtt ? std::min(*min_rtt, *s.rtt) : *s.rtt;
+  }
+  const auto profile_delays = profile.delivered();
+  const Nanoseconds min_profile =
+      profile_delays.empty() ? 0ns : *std::min_element(profile_delays.begin(), profile_delays.end());
+  // The link's own round trip: what is left of the shaped floor after the profile's own floor.
+  const Nanoseconds link = min_rtt ? std::max(*min_rtt - (halved ? 2 * min_profile : min_profile), 0ns) : 0ns;
+  const Nanoseconds t0 = shaped.samples.empty() ? 0ns : shaped.samples.front().send_time.value_or(0ns);
+  for (const auto& s : shaped.samples) {
+    out.sent.push_back(s.send_time.value_or(shaped.interval * static_cast<std::int64_t>(s.seq)) - t0);
+    if (s.rtt) {
+      const Nanoseconds d = std::max(*s.rtt - link, 0ns);
+      out.delay.push_back(halved ? d / 2 : d);
+    } else {
+      out.delay.push_back(std::nullopt);
+    }
+  }
+  return out;
+}
+
+SeriesStats series_stats(const DelaySeries& series) {
+  SeriesStats out;
+  out.samples = series.delay.size();
+  const auto delivered = series.delivered();
+  const LossStatistics loss = loss_statistics(series.lost());
+  out.loss_rate = loss.loss_rate.value_or(0);
+  out.mean_loss_burst = loss.mean_burst;
+  if (delivered.empty()) return out;
+  const SortedSamples sorted(delivered);
+  if (auto q = tail_quantiles(sorted, QuantileType::kInverseEcdf)) {
+    out.p50_ms = ms(q->p50);
+    out.p90_ms = ms(q->p90);
+    out.p99_ms = ms(q->p99);
+    out.p999_ms = ms(q->p999);
+    out.max_ms = ms(q->max);
+  }
+  if (auto m = mean(delivered)) out.mean_ms = ms(*m);
+  if (auto s = sample_stddev(delivered)) out.stddev_ms = ms(*s);
+  out.lag1_autocorr = autocorrelation(delivered, 1);
+  return out;
+}
+
+namespace {
+
+Comparison compare(const DelaySeries& a, const DelaySeries& b, const Thresholds& t, const SeriesStats& sa,
+                   const SeriesStats& sb) {
+  Comparison c;
+  c.a = a.label;
+  c.b = b.label;
+  const SortedSamples da(a.delivered()), db(b.delivered());
+  if (da.empty() || db.empty()) {
+    c.failures.push_back("no delivered probes to compare");
+    return c;
+  }
+  c.ks = ks_distance(da, db).value_or(1.0);
+  c.ks_limit = std::max(t.ks_floor, ks_critical_value(da.size(), db.size(), 0.05).value_or(1.0));
+  c.w1_ms = ms(wasserstein1(da, db).value_or(FractionalNanoseconds(0)));
+  auto relative = [](double x, double reference) { return reference != 0 ? (x - reference) / reference : x; };
+  c.p99_error = relative(sb.p99_ms, sa.p99_ms);
+  c.p999_error = relative(sb.p999_ms, sa.p999_ms);
+  const double slack_ms = static_cast<double>(t.quantile_slack.count()) / 1e6;
+  char buf[256];
+  if (c.ks > c.ks_limit) {
+    std::snprintf(buf, sizeof buf, "KS %.4f above %.4f", c.ks, c.ks_limit);
+    c.failures.push_back(buf);
+  }
+  if (std::fabs(c.p99_error) > t.quantile_error && std::fabs(sb.p99_ms - sa.p99_ms) > slack_ms) {
+    std::snprintf(buf, sizeof buf, "p99 off by %.2f%% (limit %.0f%%)", 100 * c.p99_error, 100 * t.quantile_error);
+    c.failures.push_back(buf);
+  }
+  if (da.size() >= kMinSamplesForP999 && db.size() >= kMinSamplesForP999 &&
+      std::fabs(c.p999_error) > t.quantile_error && std::fabs(sb.p999_ms - sa.p999_ms) > slack_ms) {
+    std::snprintf(buf, sizeof buf, "p99.9 off by %.2f%% (limit %.0f%%)", 100 * c.p999_error, 100 * t.quantile_error);
+    c.failures.push_back(buf);
+  }
+  const double loss_diff = sb.loss_rate - sa.loss_rate;
+  c.loss_rate_error = sa.loss_rate >= 0.001 ? loss_diff / sa.loss_rate : loss_diff;
+  if (std::fabs(loss_diff) > std::max(t.loss_floor, t.loss_error * sa.loss_rate)) {
+    std::snprintf(buf, sizeof buf, "loss rate %.4f vs %.4f", sb.loss_rate, sa.loss_rate);
+    c.failures.push_back(buf);
+  }
+  const LossStatistics la = loss_statistics(a.lost());
+  if (sa.mean_loss_burst && sb.mean_loss_burst) {
+    c.burst_error = relative(*sb.mean_loss_burst, *sa.mean_loss_burst);
+    if (la.bursts >= kMinBurstsToJudge && std::fabs(*c.burst_error) > t.burst_error) {
+      std::snprintf(buf, sizeof buf, "mean loss burst %.2f vs %.2f", *sb.mean_loss_burst, *sa.mean_loss_burst);
+      c.failures.push_back(buf);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile, const DelaySeries* shaped) {
+  ValidationReport r;
+  r.capture = series_stats(capture);
+  r.profile = series_stats(profile);
+  r.comparisons.push_back(compare(capture, profile, kProfileThresholds, r.capture, r.profile));
+  if (shaped) {
+    r.shaped = series_stats(*shaped);
+    r.comparisons.push_back(compare(capture, *shaped, kShapedThresholds, r.capture, *r.shaped));
+    r.comparisons.push_back(compare(profile, *shaped, kShapedThresholds, r.profile, *r.shaped));
+  }
+  r.pass = std::all_of(r.comparisons.begin(), r.comparisons.end(), [](const Comparison& c) { return c.pass(); });
+  if (r.capture.samples < kMinSamplesForP999) {
+    r.notes.push_back("fewer than 1000 capture samples: p99.9 is reported but not judged");
+  }
+  return r;
+}
+
+std::string validation_json(const ValidationReport& report) {
+  using json = nlohmann::json;
+  auto stats = [](const SeriesStats& s) {
+    json j = {{"samples", s.samples},  {"p50_ms", s.p50_ms},   {"p90_ms", s.p90_ms},
+              {"p99_ms", s.p99_ms},    {"p999_ms", s.p999_ms}, {"max_ms", s.max_ms},
+              {"mean_ms", s.mean_ms},  {"stddev_ms", s.stddev_ms}, {"loss_rate", s.loss_rate}};
+    j["mean_loss_burst"] = s.mean_loss_burst ? json(*s.mean_loss_burst) : json(nullptr);
+    j["lag1_autocorr"] = s.lag1_autocorr ? json(*s.lag1_autocorr) : json(nullptr);
+    return j;
+  };
+  json j;
+  j["capture"] = stats(report.capture);
+  j["profile"] = stats(report.profile);
+  if (report.shaped) j["shaped"] = stats(*report.shaped);
+  json comparisons = json::object();
+  for (const auto& c : report.comparisons) {
+    json e = {{"ks", c.ks}, {"ks_limit", c.ks_limit}, {"w1_ms", c.w1_ms}, {"p99_error", c.p99_error},
+              {"p999_error", c.p999_error}, {"loss_rate_error", c.loss_rate_error},
+              {"pass", c.pass()}, {"failures", c.failures}};
+    e["burst_error"] = c.burst_error ? json(*c.burst_error) : json(nullptr);
+    comparisons[c.a + "_vs_" + c.b] = e;
+  }
+  j["comparisons"] = comparisons;
+  j["verdict"] = report.pass ? "pass" : "fail";
+  j["notes"] = report.notes;
+  return j.dump(2);
+}
+
+}  // namespace shaper

@@ -1,0 +1,238 @@
+// The capture compiler: exact tables (property: entries decode to the samples), baselines, loss-model
+// choice, regimes, presets, tails, ordering and queue limits. Captures are synthetic and seeded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "shaper/compiler.hpp"
+#include "shaper/distribution_tables.hpp"
+#include "shaper/statistics.hpp"
+
+using namespace shaper;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A ping-like capture: one probe every `interval`, RTTs from `rtt(i)`, lost where `lost(i)`.
+template <typename Rtt, typename Lost>
+CaptureInput capture(std::size_t n, Nanoseconds interval, Rtt rtt, Lost lost) {
+  CaptureInput c;
+  c.name = "/captures/synthetic.txt";
+  c.sha256 = std::string(64, 'b');
+  c.trace.format = TraceFormat::kPing;
+  c.trace.interval = interval;
+  for (std::size_t i = 0; i < n; ++i) {
+    RttSample s;
+    s.seq = i;
+    s.send_time = 1'764'520'000'000'000'000ns + interval * static_cast<std::int64_t>(i);
+    if (!lost(i)) s.rtt = rtt(i);
+    c.trace.samples.push_back(s);
+  }
+  return c;
+}
+
+std::vector<std::int64_t> decoded(const Phase& phase) {
+  std::vector<std::int64_t> out;
+  for (auto t : *phase.spec.delay.distribution) {
+    out.push_back(netem_table_delay_ns(phase.spec.delay.latency.count(),
+                                       static_cast<std::int32_t>(phase.spec.delay.jitter.count()), t));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST(Compiler, SmallCaptureTableDecodesToEverySampleExactly) {
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<std::int64_t> jitter(0, 40'000);  // 40 µs of spread: 1 ns resolution
+  std::vector<std::int64_t> expected;
+  auto c = capture(2000, 10ms, [&](std::size_t) { return Nanoseconds(10'000'000 + jitter(rng)); },
+                   [](std::size_t) { return false; });
+  for (const auto& s : c.trace.samples) expected.push_back(s.rtt->count());
+  const auto min = *std::min_element(expected.begin(), expected.end());
+  for (auto& e : expected) e -= min;  // minimum-RTT baseline
+  std::sort(expected.begin(), expected.end());
+  const auto result = compile_profile({c}, CompileOptions{});
+  ASSERT_TRUE(result.profile) << to_string(result.diagnostics);
+  ASSERT_EQ(result.profile->phases.size(), 1u);
+  const Phase& phase = result.profile->phases[0];
+  EXPECT_EQ(phase.name, "capture");
+  EXPECT_EQ(result.report.phases[0].resolution, 1ns);
+  EXPECT_EQ(decoded(phase), expected);
+  EXPECT_FALSE(result.profile->schedule);  // one phase, no tail: nothing to schedule
+  EXPECT_EQ(result.report.baseline, Nanoseconds(min + 0));
+  EXPECT_EQ(result.profile->provenance->capture, "synthetic.txt");
+  EXPECT_EQ(result.profile->provenance->samples, 2000u);
+  EXPECT_TRUE(result.profile->provenance->start);
+}
+
+TEST(Compiler, LargeCaptureTableHoldsItsQuantilesAndKeepsTheTail) {
+  // 100 000 probes, lognormal-ish body, plus 2 spikes of 900 ms that a 16384-entry table cannot hold:
+  // its top entry is the quantile at level 1 - 1/32768, rank 99 997, and the spikes are ranks 99 999
+  // and 100 000.
+  std::mt19937_64 rng(5);
+  std::lognormal_distribution<double> body(std::log(20e6), 0.3);
+  const std::vector<std::size_t> spikes{10'000, 70'000};
+  auto c = capture(100'000, 100ms,
+                   [&](std::size_t i) {
+                     if (std::find(spikes.begin(), spikes.end(), i) != spikes.end()) return Nanoseconds(900'000'000);
+                     return Nanoseconds(static_cast<std::int64_t>(std::min(body(rng), 400e6)));
+                   },
+                   [](std::size_t) { return false; });
+  CompileOptions options;
+  options.baseline.kind = BaselineKind::kNone;
+  const auto result = compile_profile({c}, options);
+  ASSERT_TRUE(result.profile) << to_string(result.diagnostics);
+  const Phase* main = result.profile->find_phase("capture");
+  const Phase* tail = result.profile->find_phase("capture-tail");
+  ASSERT_TRUE(main && tail);
+  // Every entry is the sample quantile at its level, within half a resolution step.
+  std::vector<Nanoseconds> delays;
+  for (const auto& s : c.trace.samples) delays.push_back(*s.rtt);
+  const SortedSamples sorted(delays);
+  const auto values = decoded(*main);
+  const auto step = result.report.phases[0].resolution.count();
+  for (std::size_t i = 0; i < values.size(); i += 97) {
+    const auto q = quantile_inverse_ecdf(sorted, (static_cast<double>(i) + 0.5) / 16384.0)->count();
+    EXPECT_LE(std::llabs(values[i] - q), step / 2 + 1) << i;
+  }
+  // Samples above the table's top entry (rank 99 997) live in the tail phase: the largest body sample
+  // and both spikes, and the schedule replays each when it happened.
+  EXPECT_EQ(result.report.phases[0].tail_samples, 3u);
+  const auto tail_values = decoded(*tail);
+  ASSERT_EQ(tail_values.size(), 3u);
+  EXPECT_NEAR(tail_values[1], 900'000'000, 1e-9 * 900'000'000 + 10'000);
+  EXPECT_NEAR(tail_values[2], 900'000'000, 1e-9 * 900'000'000 + 10'000);
+  ASSERT_TRUE(result.profile->schedule);
+  const auto& steps = result.profile->schedule->steps;
+  EXPECT_EQ(std::count_if(steps.begin(), steps.end(), [](const ScheduleStep& s) { return s.phase == "capture-tail"; }),
+            3);
+  EXPECT_EQ(steps.front().phase, "capture");
+  EXPECT_LE(steps.front().duration, 1000s);  // the first spike is probe 10 000 at 100 ms spacing
+  Nanoseconds total{0};
+  for (const auto& s : steps) total += s.duration;
+  EXPECT_EQ(total, 10000s);  // the whole capture, nothing lost or added
+  // Queue limit: 2 x 100 000 pps x the largest delay of the phase.
+  EXPECT_EQ(tail->spec.limit, 180'000u);
+}
+
+TEST(Compiler, BaselinesAndDirectionSplit) {
+  auto c = capture(1000, 10ms, [](std::size_t i) { return Nanoseconds(10'000'000 + static_cast<std::int64_t>(i) * 1000); },
+                   [](std::size_t) { return false; });
+  CompileOptions options;
+  options.split = DirectionSplit::kHalves;
+  auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile);
+  // Halved range 499.5 µs: 8 ns steps, so within 4 ns.
+  EXPECT_NEAR(decoded(r.profile->phases[0]).back(), 999'000 / 2, 4);
+  options.split = DirectionSplit::kOneWay;
+  options.baseline = {BaselineKind::kPercentile, 50.0, {}};
+  r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile);
+  EXPECT_EQ(r.report.baseline, Nanoseconds(10'000'000 + 499'000));
+  EXPECT_EQ(r.report.clamped_to_zero, 499u);
+  options.baseline = {BaselineKind::kFixed, 0, 5ms};
+  r = compile_profile({c}, options);
+  EXPECT_EQ(decoded(r.profile->phases[0]).front(), 5'000'000);
+}
+
+TEST(Compiler, BurstyLossIsFittedWithAMarkovModelAndRandomLossWithBernoulli) {
+  const auto bursty = simulate_loss(GilbertElliottLoss{Probability::checked(0.01), Probability::checked(0.2)}, 100'000, 9);
+  auto c = capture(bursty.size(), 10ms, [](std::size_t) { return 20ms; }, [&](std::size_t i) { return bursty[i]; });
+  auto r = compile_profile({c}, CompileOptions{});
+  ASSERT_TRUE(r.profile);
+  const auto& fit = r.report.phases[0].loss;
+  EXPECT_TRUE(fit.chosen.kind == LossModelKind::kGilbert || fit.chosen.kind == LossModelKind::kGilbertElliott)
+      << to_string(fit.chosen.kind);
+  EXPECT_NEAR(fit.chosen.mean_burst, fit.capture_mean_burst, 0.1 * fit.capture_mean_burst);
+  EXPECT_NEAR(fit.chosen.loss_rate, fit.capture_loss_rate, 0.1 * fit.capture_loss_rate);
+  EXPECT_FALSE(std::holds_alternative<RandomLoss>(r.profile->phases[0].spec.loss));
+
+  const auto random = simulate_loss(RandomLoss{Probability::checked(0.03), Probability::zero()}, 100'000, 4);
+  c = capture(random.size(), 10ms, [](std::size_t) { return 20ms; }, [&](std::size_t i) { return random[i]; });
+  r = compile_profile({c}, CompileOptions{});
+  ASSERT_TRUE(r.profile);
+  EXPECT_EQ(r.report.phases[0].loss.chosen.kind, LossModelKind::kBernoulli);
+  const auto& loss = std::get<RandomLoss>(r.profile->phases[0].spec.loss);
+  EXPECT_TRUE(loss.correlation.is_zero());  // never netem's broken loss correlation
+}
+
+TEST(Compiler, RegimesAreClusteredAndReplayedInOrder) {
+  // 60 s calm (5 ms ± 1), 20 s storm (50 ms ± 10), three times, at 10 Hz.
+  std::mt19937_64 rng(8);
+  std::normal_distribution<double> calm(5e6, 1e6), storm(50e6, 10e6);
+  auto in_storm = [](std::size_t i) { return (i % 800) >= 600; };
+  auto c = capture(2400, 100ms,
+                   [&](std::size_t i) {
+                     return Nanoseconds(static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
+                   },
+                   [](std::size_t) { return false; });
+  CompileOptions options;
+  options.regimes = RegimeMode::kClusters;
+  options.clusters = 2;
+  options.window = 10s;
+  const auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  ASSERT_TRUE(r.profile->find_phase("regime-1") && r.profile->find_phase("regime-2"));
+  ASSERT_TRUE(r.profile->schedule);
+  const auto& steps = r.profile->schedule->steps;
+  ASSERT_EQ(steps.size(), 6u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].phase, i % 2 == 0 ? "regime-1" : "regime-2") << i;
+    EXPECT_EQ(steps[i].duration, i % 2 == 0 ? 60s : 20s) << i;
+  }
+  EXPECT_TRUE(r.profile->schedule->loop);
+}
+
+TEST(Compiler, PercentilePresetAndPeriodicSpikes) {
+  auto c = capture(10000, 10ms, [](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(i + 1) * 1000); },
+                   [](std::size_t) { return false; });
+  CompileOptions options;
+  options.baseline.kind = BaselineKind::kNone;
+  options.regimes = RegimeMode::kPercentiles;
+  auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  EXPECT_EQ(r.profile->find_phase("p50")->spec.delay.latency, 5000us);
+  EXPECT_EQ(r.profile->find_phase("p95")->spec.delay.latency, 9500us);
+  EXPECT_EQ(r.profile->find_phase("p99.9")->spec.delay.latency, 9990us);
+  ASSERT_EQ(r.profile->schedule->steps.size(), 3u);
+  EXPECT_EQ(r.profile->schedule->steps[1].duration, 30s);
+
+  options.regimes = RegimeMode::kSingle;
+  options.spikes = PeriodicSpikes{100ms, 2, 30s};
+  r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  const Phase* spike = r.profile->find_phase("spike");
+  ASSERT_TRUE(spike);
+  EXPECT_EQ(spike->spec.delay.latency, r.profile->find_phase("capture")->spec.delay.latency + 100ms);
+  const auto& steps = r.profile->schedule->steps;
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[1].phase, "spike");
+  EXPECT_EQ(steps[1].duration, 20ms);  // 2 packets at 10 ms
+  EXPECT_EQ(steps[0].duration + steps[1].duration, 30s);
+}
+
+TEST(Compiler, NoReorderKeepsOrderWithRate) {
+  auto c = capture(500, 10ms, [](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(i % 50) * 100'000); },
+                   [](std::size_t) { return false; });
+  CompileOptions options;
+  options.reorder = false;
+  const auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile);
+  EXPECT_FALSE(r.profile->reorder);
+  EXPECT_EQ(r.profile->phases[0].spec.rate.rate.value, 12'500'000'000u);
+}
+
+TEST(Compiler, RefusesWhatItCannotCompile) {
+  auto all_lost = capture(10, 1s, [](std::size_t) { return 1ms; }, [](std::size_t) { return true; });
+  auto r = compile_profile({all_lost}, CompileOptions{});
+  EXPECT_FALSE(r.profile);
+  EXPECT_EQ(r.diagnostics.at(0).message, "no delivered probe with an RTT: nothing to build a delay model from");
+  CompileOptions options;
+  options.regimes = RegimeMode::kClusters;
+  options.spikes = PeriodicSpikes{};
+  r = compile_profile({all_lost}, options);
+  EXPECT_EQ(r.diagnostics.at(0).where, "spikes");
+}
