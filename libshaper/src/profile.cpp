@@ -68,8 +68,10 @@ std::optional<Nanoseconds> parse_timestamp(std::string_view text) {
   tm.tm_hour = fields[3];
   tm.tm_min = fields[4];
   tm.tm_sec = fields[5];
-  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
-      tm.tm_sec > 60) {
+  // Nanoseconds since the epoch in an int64 cover 1970 to 2262; anything else is a typo, and must not
+  // overflow (found by fuzz_profile).
+  if (fields[0] < 1970 || fields[0] > 2261 || tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 ||
+      tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
     return std::nullopt;
   }
   std::int64_t fraction_ns = 0;
@@ -665,6 +667,12 @@ ProfileLoad parse_profile(std::string_view text) {
     if (auto pos = message.find(": "); pos != std::string::npos) message = message.substr(pos + 2);
     out.push_back({"line " + std::to_string(line) + ", column " + std::to_string(column), "invalid JSON: " + message});
     return result;
+  } catch (const json::exception& e) {
+    // Numbers beyond double's range ("1e999") are out_of_range, not parse_error (found by fuzz_profile).
+    std::string message = e.what();
+    if (auto pos = message.find("] "); pos != std::string::npos) message = message.substr(pos + 2);
+    out.push_back({"", "invalid JSON: " + message});
+    return result;
   }
   for (const auto& key : duplicates) out.push_back({"", "the key \"" + key + "\" appears twice in one object"});
 
@@ -704,7 +712,8 @@ ProfileLoad parse_profile(std::string_view text) {
         if (auto t = r.string(*v, "/provenance", key, false, 64); t && !t->empty()) {
           auto when = parse_timestamp(*t);
           if (!when) {
-            r.error(std::string("/provenance/") + key, "expected an RFC 3339 UTC time such as 2026-11-30T16:28:01.5Z");
+            r.error(std::string("/provenance/") + key,
+                    "expected an RFC 3339 UTC time from 1970 to 2261, such as 2026-11-30T16:28:01.5Z");
           }
           (std::string(key) == "start" ? prov.start : prov.end) = when;
         }

@@ -154,6 +154,22 @@ TEST(Profile, ErrorsNameTheJsonPointerAndTheAllowedRange) {
             std::string::npos);
 }
 
+TEST(Profile, TimestampsOutsideTheNanosecondRangeAreRefusedNotOverflowed) {
+  // Found by fuzz_profile: a year of 1013 overflowed the int64 nanosecond count.
+  const std::string with_start = replace(kMinimal, "\"name\": \"wan\",",
+                                         "\"name\": \"wan\", \"provenance\": {\"capture\": \"c\", \"format\": "
+                                         "\"ping\", \"sha256\": \"" + std::string(64, 'a') + "\", \"start\": \"1013-11-30T16:28:01Z\"},");
+  EXPECT_EQ(only_message(parse_profile(with_start), "/provenance/start"),
+            "expected an RFC 3339 UTC time from 1970 to 2261, such as 2026-11-30T16:28:01.5Z");
+}
+
+TEST(Profile, NumbersBeyondDoubleAreAnErrorNotACrash) {
+  // Found by fuzz_profile: nlohmann throws out_of_range, not parse_error, for 1e999.
+  const auto load = parse_profile(replace(kMinimal, "\"p\": 0.01", "\"p\": 1e999"));
+  ASSERT_EQ(load.diagnostics.size(), 1u);
+  EXPECT_EQ(load.diagnostics[0].message.rfind("invalid JSON: ", 0), 0u) << load.diagnostics[0].message;
+}
+
 TEST(Profile, SyntaxErrorsGiveLineAndColumn) {
   const auto load = parse_profile("{\n  \"version\": 1,\n  \"name\": \"x\",,\n}");
   ASSERT_EQ(load.diagnostics.size(), 1u);
