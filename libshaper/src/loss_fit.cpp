@@ -120,10 +120,11 @@ void baum_welch(Hmm<N>& m, const std::vector<bool>& obs, int iterations) {
   }
 }
 
-// Baum–Welch needs one forward variable per state and packet; beyond this many packets the fit runs
+// Baum–Welch needs one forward variable per state and packet, and dozens of passes; beyond this many
+// packets (about 7 hours at 10 Hz) the fit runs
 // on the longest stretch that holds the most losses, which keeps memory and time bounded (the
 // transition counts of the simple Gilbert fit always use the whole sequence).
-constexpr std::size_t kMaxBaumWelchPackets = 1'000'000;
+constexpr std::size_t kMaxBaumWelchPackets = 250'000;
 
 std::vector<bool> fitting_window(const std::vector<bool>& lost) {
   if (lost.size() <= kMaxBaumWelchPackets) return lost;
