@@ -89,7 +89,8 @@ class FileSource final : public ChunkSource {
  public:
   explicit FileSource(const std::string& path)
       : path_(path),
-        fd_(static_cast<int>(check_syscall(::open(path.c_str(), O_RDONLY | O_CLOEXEC), "open", path))),
+        fd_(static_cast<int>(
+            check_syscall(::open(path.c_str(), O_RDONLY | O_CLOEXEC), "open", path))),
         buffer_(kReadChunkBytes) {}
 
   // Fills the whole buffer when the file has that much, so that detection sees kDetectionBytes
@@ -142,7 +143,8 @@ class LineSplitter {
         take_partial(chunk);
         return;
       }
-      const auto length = static_cast<std::size_t>(static_cast<const char*>(newline) - chunk.data());
+      const auto length =
+          static_cast<std::size_t>(static_cast<const char*>(newline) - chunk.data());
       const std::string_view piece = chunk.substr(0, length);
       chunk.remove_prefix(length + 1);
       if (overlong_ || !carry_.empty()) {
@@ -222,14 +224,20 @@ void count_lines(ChunkSource& source, std::string_view first, Trace& trace) {
 
 std::unique_ptr<LineParser> make_line_parser(TraceFormat format, ParseContext& context) {
   switch (format) {
-    case TraceFormat::kPing: return make_ping_parser(context);
-    case TraceFormat::kFping: return make_fping_parser(context);
-    case TraceFormat::kMtrReport: return make_mtr_report_parser(context);
-    case TraceFormat::kEpochRtt: return make_epoch_rtt_parser(context);
-    case TraceFormat::kCsv: return make_csv_parser(context);
+    case TraceFormat::kPing:
+      return make_ping_parser(context);
+    case TraceFormat::kFping:
+      return make_fping_parser(context);
+    case TraceFormat::kMtrReport:
+      return make_mtr_report_parser(context);
+    case TraceFormat::kEpochRtt:
+      return make_epoch_rtt_parser(context);
+    case TraceFormat::kCsv:
+      return make_csv_parser(context);
     case TraceFormat::kAuto:
     case TraceFormat::kMtrJson:
-    case TraceFormat::kIperf3Json: break;
+    case TraceFormat::kIperf3Json:
+      break;
   }
   return nullptr;
 }
@@ -272,7 +280,8 @@ Trace parse_source(ChunkSource& source, std::string_view source_name, const Pars
   } else {
     const std::unique_ptr<LineParser> parser = make_line_parser(format, context);
     LineSplitter splitter(*parser, context);
-    for (std::string_view chunk = first; !chunk.empty(); chunk = source.next()) splitter.feed(chunk);
+    for (std::string_view chunk = first; !chunk.empty(); chunk = source.next())
+      splitter.feed(chunk);
     splitter.finish();
     parser->finish();
   }
@@ -317,7 +326,8 @@ bool is_epoch_rtt_row(std::string_view line) {
   }
   if (tokens.empty() || tokens.size() > 2) return false;
   const std::size_t integer_digits = tokens[0].find('.');
-  const std::size_t digits = integer_digits == std::string_view::npos ? tokens[0].size() : integer_digits;
+  const std::size_t digits =
+      integer_digits == std::string_view::npos ? tokens[0].size() : integer_digits;
   if (digits < 9 || !parse_fixed(tokens[0], 9)) return false;
   return tokens.size() == 1 || parse_fixed(tokens[1], 6) || tokens[1] == "-" || tokens[1] == "nan";
 }
@@ -332,14 +342,22 @@ std::size_t Trace::lost() const {
 
 std::string_view to_string(TraceFormat format) {
   switch (format) {
-    case TraceFormat::kAuto: return "auto";
-    case TraceFormat::kPing: return "ping";
-    case TraceFormat::kFping: return "fping";
-    case TraceFormat::kMtrReport: return "mtr-report";
-    case TraceFormat::kMtrJson: return "mtr-json";
-    case TraceFormat::kIperf3Json: return "iperf3-json";
-    case TraceFormat::kEpochRtt: return "epoch-rtt";
-    case TraceFormat::kCsv: return "csv";
+    case TraceFormat::kAuto:
+      return "auto";
+    case TraceFormat::kPing:
+      return "ping";
+    case TraceFormat::kFping:
+      return "fping";
+    case TraceFormat::kMtrReport:
+      return "mtr-report";
+    case TraceFormat::kMtrJson:
+      return "mtr-json";
+    case TraceFormat::kIperf3Json:
+      return "iperf3-json";
+    case TraceFormat::kEpochRtt:
+      return "epoch-rtt";
+    case TraceFormat::kCsv:
+      return "csv";
   }
   return "unknown";
 }
@@ -347,7 +365,8 @@ std::string_view to_string(TraceFormat format) {
 std::optional<TraceFormat> trace_format_from_name(std::string_view name) {
   for (const TraceFormat format :
        {TraceFormat::kAuto, TraceFormat::kPing, TraceFormat::kFping, TraceFormat::kMtrReport,
-        TraceFormat::kMtrJson, TraceFormat::kIperf3Json, TraceFormat::kEpochRtt, TraceFormat::kCsv}) {
+        TraceFormat::kMtrJson, TraceFormat::kIperf3Json, TraceFormat::kEpochRtt,
+        TraceFormat::kCsv}) {
     if (to_string(format) == name) return format;
   }
   if (name == "tsv") return TraceFormat::kCsv;
@@ -405,7 +424,8 @@ std::optional<TraceFormat> detect_trace_format(std::string_view head) {
       ping += 2;
     }
 
-    if (contains(body, " : [") && (contains(body, " bytes, ") || contains(body, "timed out"))) fping += 4;
+    if (contains(body, " : [") && (contains(body, " bytes, ") || contains(body, "timed out")))
+      fping += 4;
     if (contains(body, " : xmt/rcv/%loss = ")) fping += 4;
     if (is_fping_list(body)) fping += 3;
     if (contains(body, " is alive") || contains(body, " is unreachable")) fping += 2;

@@ -5,15 +5,12 @@
 //   1732971235.123456 -1          lost (so are "-", "nan", "lost", "timeout" and a missing RTT)
 //   # comments and blank lines are skipped; one leading header line of words ("epoch rtt") too.
 //
-// csv: comma-, tab- or semicolon-separated, with a header naming the columns. Known names (case,
-// spaces, parentheses ignored: "RTT (ms)" is rtt_ms):
-//   send time  time timestamp epoch ts unix_time datetime send_time time_s ...   seconds, or ISO 8601
-//              timestamp_ms epoch_ms / timestamp_us epoch_us / timestamp_ns ...  other units
-//   rtt        rtt rtt_ms latency latency_ms time_ms delay delay_ms ping_ms ms    milliseconds
-//              rtt_us latency_us delay_us time_us / rtt_s ... / rtt_ns ...       other units
-//   sequence   seq icmp_seq sequence seq_no seqno seq_num sequence_number
-//   lost flag  lost loss is_lost dropped timeout timed_out                       1/0, true/false, yes/no
-// Other columns are ignored. Without a header a row of two numbers is read as (time s, rtt ms).
+// csv: comma-, tab- or semicolon-separated, with a header naming the columns (kColumnNames below;
+// case, spaces and parentheses ignored: "RTT (ms)" is rtt_ms). A column has a role (send time,
+// RTT, sequence, lost flag) and a unit: seconds for plain time names (or ISO 8601), milliseconds
+// for plain RTT names, other units by suffix (_ms, _us, _ns, _s). Other columns are ignored.
+// Without a header, a row of two numbers is read as (time s, rtt ms). The names and units are
+// tabled in docs/capture-formats.md.
 #include <array>
 #include <string>
 #include <vector>
@@ -29,8 +26,12 @@ namespace {
 constexpr std::size_t kTypicalColumnLineBytes = 24;
 
 // Words that mean "no reply" in an RTT field.
+constexpr std::array<std::string_view, 8> kLostWords{"-1",  "-",    "nan",     "NaN",
+                                                     "NAN", "lost", "timeout", "null"};
+
 bool is_lost_word(std::string_view text) {
-  for (const std::string_view word : {"-1", "-", "nan", "NaN", "NAN", "lost", "timeout", "null"}) {
+  if (text.empty() || text.size() > 7) return false;
+  for (const std::string_view word : kLostWords) {
     if (text == word) return true;
   }
   return false;
@@ -38,7 +39,9 @@ bool is_lost_word(std::string_view text) {
 
 std::optional<bool> parse_flag(std::string_view text) {
   std::string lower;
-  for (const char c : trim(text)) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (const char c : trim(text)) {
+    lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  }
   for (const std::string_view yes : {"1", "true", "yes", "y", "t", "lost"}) {
     if (lower == yes) return true;
   }
@@ -57,36 +60,66 @@ struct ColumnName {
 };
 
 constexpr std::array<ColumnName, 61> kColumnNames{{
-    {"time", Role::kTime, 9},          {"timestamp", Role::kTime, 9},
-    {"epoch", Role::kTime, 9},         {"ts", Role::kTime, 9},
-    {"unix_time", Role::kTime, 9},     {"unixtime", Role::kTime, 9},
-    {"datetime", Role::kTime, 9},      {"date_time", Role::kTime, 9},
-    {"send_time", Role::kTime, 9},     {"sent_at", Role::kTime, 9},
-    {"time_s", Role::kTime, 9},        {"timestamp_s", Role::kTime, 9},
-    {"epoch_s", Role::kTime, 9},       {"unix_time_s", Role::kTime, 9},
-    {"timestamp_ms", Role::kTime, 6},  {"epoch_ms", Role::kTime, 6},
-    {"unix_time_ms", Role::kTime, 6},  {"send_time_ms", Role::kTime, 6},
-    {"timestamp_us", Role::kTime, 3},  {"epoch_us", Role::kTime, 3},
-    {"send_time_us", Role::kTime, 3},  {"timestamp_ns", Role::kTime, 0},
-    {"epoch_ns", Role::kTime, 0},      {"send_time_ns", Role::kTime, 0},
-    {"rtt", Role::kRtt, 6},            {"rtt_ms", Role::kRtt, 6},
-    {"latency", Role::kRtt, 6},        {"latency_ms", Role::kRtt, 6},
-    {"time_ms", Role::kRtt, 6},        {"delay", Role::kRtt, 6},
-    {"delay_ms", Role::kRtt, 6},       {"ping", Role::kRtt, 6},
-    {"ping_ms", Role::kRtt, 6},        {"ms", Role::kRtt, 6},
-    {"rtt_us", Role::kRtt, 3},         {"latency_us", Role::kRtt, 3},
-    {"delay_us", Role::kRtt, 3},       {"time_us", Role::kRtt, 3},
-    {"rtt_s", Role::kRtt, 9},          {"latency_s", Role::kRtt, 9},
-    {"delay_s", Role::kRtt, 9},        {"rtt_ns", Role::kRtt, 0},
-    {"latency_ns", Role::kRtt, 0},     {"delay_ns", Role::kRtt, 0},
-    {"seq", Role::kSeq, 0},            {"icmp_seq", Role::kSeq, 0},
-    {"sequence", Role::kSeq, 0},       {"seq_no", Role::kSeq, 0},
-    {"seqno", Role::kSeq, 0},          {"seq_num", Role::kSeq, 0},
-    {"sequence_number", Role::kSeq, 0}, {"lost", Role::kLost, 0},
-    {"loss", Role::kLost, 0},          {"is_lost", Role::kLost, 0},
-    {"dropped", Role::kLost, 0},       {"timeout", Role::kLost, 0},
-    {"timed_out", Role::kLost, 0},     {"rtt_msec", Role::kRtt, 6},
-    {"latency_msec", Role::kRtt, 6},   {"time_msec", Role::kRtt, 6},
+    {"time", Role::kTime, 9},
+    {"timestamp", Role::kTime, 9},
+    {"epoch", Role::kTime, 9},
+    {"ts", Role::kTime, 9},
+    {"unix_time", Role::kTime, 9},
+    {"unixtime", Role::kTime, 9},
+    {"datetime", Role::kTime, 9},
+    {"date_time", Role::kTime, 9},
+    {"send_time", Role::kTime, 9},
+    {"sent_at", Role::kTime, 9},
+    {"time_s", Role::kTime, 9},
+    {"timestamp_s", Role::kTime, 9},
+    {"epoch_s", Role::kTime, 9},
+    {"unix_time_s", Role::kTime, 9},
+    {"timestamp_ms", Role::kTime, 6},
+    {"epoch_ms", Role::kTime, 6},
+    {"unix_time_ms", Role::kTime, 6},
+    {"send_time_ms", Role::kTime, 6},
+    {"timestamp_us", Role::kTime, 3},
+    {"epoch_us", Role::kTime, 3},
+    {"send_time_us", Role::kTime, 3},
+    {"timestamp_ns", Role::kTime, 0},
+    {"epoch_ns", Role::kTime, 0},
+    {"send_time_ns", Role::kTime, 0},
+    {"rtt", Role::kRtt, 6},
+    {"rtt_ms", Role::kRtt, 6},
+    {"latency", Role::kRtt, 6},
+    {"latency_ms", Role::kRtt, 6},
+    {"time_ms", Role::kRtt, 6},
+    {"delay", Role::kRtt, 6},
+    {"delay_ms", Role::kRtt, 6},
+    {"ping", Role::kRtt, 6},
+    {"ping_ms", Role::kRtt, 6},
+    {"ms", Role::kRtt, 6},
+    {"rtt_us", Role::kRtt, 3},
+    {"latency_us", Role::kRtt, 3},
+    {"delay_us", Role::kRtt, 3},
+    {"time_us", Role::kRtt, 3},
+    {"rtt_s", Role::kRtt, 9},
+    {"latency_s", Role::kRtt, 9},
+    {"delay_s", Role::kRtt, 9},
+    {"rtt_ns", Role::kRtt, 0},
+    {"latency_ns", Role::kRtt, 0},
+    {"delay_ns", Role::kRtt, 0},
+    {"seq", Role::kSeq, 0},
+    {"icmp_seq", Role::kSeq, 0},
+    {"sequence", Role::kSeq, 0},
+    {"seq_no", Role::kSeq, 0},
+    {"seqno", Role::kSeq, 0},
+    {"seq_num", Role::kSeq, 0},
+    {"sequence_number", Role::kSeq, 0},
+    {"lost", Role::kLost, 0},
+    {"loss", Role::kLost, 0},
+    {"is_lost", Role::kLost, 0},
+    {"dropped", Role::kLost, 0},
+    {"timeout", Role::kLost, 0},
+    {"timed_out", Role::kLost, 0},
+    {"rtt_msec", Role::kRtt, 6},
+    {"latency_msec", Role::kRtt, 6},
+    {"time_msec", Role::kRtt, 6},
     {"unix_ms", Role::kTime, 6},
 }};
 
@@ -117,11 +150,11 @@ struct Field {
   std::string_view text;
 };
 
-// Splits on `separator`; a field in double quotes may hold the separator ("" is a quote).
-// Quoted fields are returned without their quotes (escaped quotes stay doubled: no column we read
-// contains one).
-std::vector<Field> split_fields(std::string_view line, char separator) {
-  std::vector<Field> fields;
+// Splits on `separator` into `fields` (cleared first; reused so that rows cost no allocation); a
+// field in double quotes may hold the separator ("" is a quote). Quoted fields are returned without
+// their quotes (escaped quotes stay doubled: no column we read contains one).
+void split_fields(std::string_view line, char separator, std::vector<Field>& fields) {
+  fields.clear();
   std::size_t position = 0;
   while (true) {
     std::size_t begin = position;
@@ -151,6 +184,11 @@ std::vector<Field> split_fields(std::string_view line, char separator) {
     if (next == std::string_view::npos) break;
     position = next + 1;
   }
+}
+
+std::vector<Field> split_fields(std::string_view line, char separator) {
+  std::vector<Field> fields;
+  split_fields(line, separator, fields);
   return fields;
 }
 
@@ -176,14 +214,16 @@ class EpochRttParser final : public LineParser {
 
   void line(std::string_view text, std::uint64_t number) override {
     if (is_comment_or_blank(text)) return;
-    std::vector<Field> fields;
+    // At most three fields matter (the third is an error): no allocation per line.
+    std::array<Field, 3> fields{};
+    std::size_t count = 0;
     std::size_t position = 0;
-    while (position < text.size() && fields.size() < 3) {
+    while (position < text.size() && count < fields.size()) {
       while (position < text.size() && is_blank(text[position])) ++position;
       if (position >= text.size()) break;
       std::size_t end = position;
       while (end < text.size() && !is_blank(text[end])) ++end;
-      fields.push_back(Field{position, text.substr(position, end - position)});
+      fields[count++] = Field{position, text.substr(position, end - position)};
       position = end;
     }
     const auto epoch = parse_fixed(fields[0].text, 9);
@@ -199,7 +239,7 @@ class EpochRttParser final : public LineParser {
     seen_row_ = true;
     Observation observation;
     observation.send_time = Nanoseconds{*epoch};
-    if (fields.size() >= 2 && !is_lost_word(fields[1].text)) {
+    if (count >= 2 && !is_lost_word(fields[1].text)) {
       const auto rtt = parse_fixed(fields[1].text, 6);
       if (!rtt || *rtt < 0) {
         context_.malformed(number, fields[1].at + 1,
@@ -208,7 +248,7 @@ class EpochRttParser final : public LineParser {
       }
       observation.rtt = Nanoseconds{*rtt};
     }
-    if (fields.size() == 3) {
+    if (count == 3) {
       context_.malformed(number, fields[2].at + 1,
                          "expected two columns, \"<epoch seconds> <rtt ms>\"");
       return;
@@ -300,7 +340,8 @@ class CsvParser final : public LineParser {
   }
 
   void row(std::string_view text, std::uint64_t number) {
-    const std::vector<Field> fields = split_fields(text, separator_);
+    split_fields(text, separator_, fields_);
+    const std::vector<Field>& fields = fields_;
     const auto field = [&](const std::optional<Bound>& bound) -> std::optional<Field> {
       if (!bound || bound->index >= fields.size()) return std::nullopt;
       return fields[bound->index];
@@ -352,7 +393,10 @@ class CsvParser final : public LineParser {
   }
 
   static std::string unit_words(int scale, bool time) {
-    const std::string unit = scale == 9 ? "seconds" : scale == 6 ? "milliseconds" : scale == 3 ? "microseconds" : "nanoseconds";
+    const std::string unit = scale == 9   ? "seconds"
+                             : scale == 6 ? "milliseconds"
+                             : scale == 3 ? "microseconds"
+                                          : "nanoseconds";
     return time ? unit + " since the epoch" + (scale == 9 ? " or an ISO 8601 time" : "") : unit;
   }
 
@@ -361,6 +405,7 @@ class CsvParser final : public LineParser {
   bool header_done_ = false;
   char separator_ = ',';
   std::optional<Bound> time_, rtt_, seq_, lost_;
+  std::vector<Field> fields_;  // of the current row
 };
 
 }  // namespace

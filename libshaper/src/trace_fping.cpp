@@ -116,7 +116,8 @@ void FpingParser::line(std::string_view text, std::uint64_t number) {
   } else if (starts_with(rest, "xmt/rcv/%loss = ")) {
     const auto sent = scan_unsigned(rest.substr(16));
     if (!sent) {
-      context_.malformed(number, rest_at + 17, "expected \"xmt/rcv/%loss = <sent>/<received>/<loss>%\"");
+      context_.malformed(number, rest_at + 17,
+                         "expected \"xmt/rcv/%loss = <sent>/<received>/<loss>%\"");
       return;
     }
     // The final -c summary places the probes lost at the end; -Q/-q print only summaries (every
@@ -159,7 +160,8 @@ void FpingParser::probe(std::string_view text, std::size_t index_at, const Stamp
   observation.seq = static_cast<std::uint64_t>(index->value);
   probe_lines_ = true;
   if (starts_with(text.substr(after), "timed out")) {
-    observation.hint = stamped.stamp;  // printed when fping gave up (-t after the probe): a bound only
+    observation.hint =
+        stamped.stamp;  // printed when fping gave up (-t after the probe): a bound only
     series_.observe(observation, number);
     return;
   }
@@ -220,9 +222,8 @@ void FpingParser::finish() {
       names += name + " (" + std::to_string(lines) + (lines == 1 ? " line)" : " lines)");
     }
     if (other_targets_.size() == kMaxNamedOtherTargets) names += ", ...";
-    context_.diagnostics.general("fping output for several targets: kept " + host_ +
-                                 "; ignored " + names +
-                                 "; choose the target with ParseOptions::host (--host)");
+    context_.diagnostics.general("fping output for several targets: kept " + host_ + "; ignored " +
+                                 names + "; choose the target with ParseOptions::host (--host)");
   }
   if (summaries_only_ && context_.trace.samples.empty()) {
     context_.diagnostics.general(

@@ -62,7 +62,8 @@ class Iperf3Visitor final : public JsonVisitor {
     };
     const auto number = value.as_number();
     if (key == "start" || key == "end") {
-      if (!number || *number < 0 || *number > kMaxTestSeconds) return bad("seconds since the start");
+      if (!number || *number < 0 || *number > kMaxTestSeconds)
+        return bad("seconds since the start");
       (key == "start" ? interval.start : interval.end) = Nanoseconds{std::llround(*number * 1e9)};
       seen_[index] |= key == "start" ? kStart : kEnd;
     } else if (key == "bytes") {

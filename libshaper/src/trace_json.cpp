@@ -266,8 +266,7 @@ bool parse_json(ChunkSource& source, std::string_view first, ParseContext& conte
                 JsonVisitor& visitor) {
   JsonInput input(source, first);
   PathSax sax(visitor, context, input);
-  const bool ok =
-      nlohmann::json::sax_parse(JsonByteIterator(input), JsonByteIterator(), &sax);
+  const bool ok = nlohmann::json::sax_parse(JsonByteIterator(input), JsonByteIterator(), &sax);
   // Count the lines of whatever the parser left unread too, so that `lines` means the document.
   while (!input.at_end()) input.advance();
   context.trace.lines = input.lines();

@@ -28,9 +28,9 @@ struct JsonScalar {
   enum class Kind { kNull, kBool, kInteger, kFloat, kString };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  double number = 0;          // kInteger and kFloat
-  std::int64_t integer = 0;   // kInteger
-  std::string_view string;    // kString, valid during the callback only
+  double number = 0;         // kInteger and kFloat
+  std::int64_t integer = 0;  // kInteger
+  std::string_view string;   // kString, valid during the callback only
 
   // A number, or a string holding one (older mtr prints "count": "1").
   std::optional<double> as_number() const;

@@ -8,8 +8,8 @@
 //     2. ???                          100.0    10    0.0   0.0   0.0   0.0   0.0     older
 //       |  `|-- 10.0.0.2                                                           load balancing
 // mtr writes each column at a fixed offset, so a value wider than its column loses its tail to
-// the next one ("100.0%" loses the '%'; "12345.6" in Avg would become "12345"). A time without
-// its decimal is therefore a truncated value: reported and left out.
+// the next one: "100.0%" loses the '%' (harmless), "3055.1" becomes "3055." (whole ms kept, with a
+// diagnostic), "12345.6" becomes "12345" (digits may be gone: left out, with a diagnostic).
 //
 // --json: report.hubs[] with count, host, Loss%, Snt, Last, Avg, Best, Wrst, StDev (numbers, or
 // strings in older mtr).
@@ -27,8 +27,20 @@ namespace shaper::trace_detail {
 namespace {
 
 enum class Column {
-  kLoss, kDrop, kReceived, kSent, kLast, kBest, kAvg, kWorst, kStDev, kGmean,
-  kJitter, kJitterAvg, kJitterMax, kJitterInterarrival
+  kLoss,
+  kDrop,
+  kReceived,
+  kSent,
+  kLast,
+  kBest,
+  kAvg,
+  kWorst,
+  kStDev,
+  kGmean,
+  kJitter,
+  kJitterAvg,
+  kJitterMax,
+  kJitterInterarrival
 };
 
 struct ColumnTitle {
@@ -53,8 +65,8 @@ constexpr std::array<ColumnTitle, 14> kColumnTitles{{{"Loss%", Column::kLoss},
                                                      {"Jint", Column::kJitterInterarrival}}};
 
 // mtr's default columns, for hop lines that come without a HOST: line.
-const std::vector<Column> kDefaultColumns{Column::kLoss, Column::kSent,  Column::kLast,
-                                          Column::kAvg,  Column::kBest,  Column::kWorst,
+const std::vector<Column> kDefaultColumns{Column::kLoss, Column::kSent, Column::kLast,
+                                          Column::kAvg,  Column::kBest, Column::kWorst,
                                           Column::kStDev};
 
 std::optional<Column> column_named(std::string_view title) {
@@ -73,26 +85,41 @@ std::string_view title_of(Column column) {
 
 std::optional<Nanoseconds>* time_field(HopSummary& hop, Column column) {
   switch (column) {
-    case Column::kLast: return &hop.last;
-    case Column::kBest: return &hop.best;
-    case Column::kAvg: return &hop.avg;
-    case Column::kWorst: return &hop.worst;
-    case Column::kStDev: return &hop.stdev;
-    case Column::kGmean: return &hop.geometric_mean;
-    case Column::kJitter: return &hop.jitter;
-    case Column::kJitterAvg: return &hop.jitter_avg;
-    case Column::kJitterMax: return &hop.jitter_max;
-    case Column::kJitterInterarrival: return &hop.jitter_interarrival;
-    default: return nullptr;
+    case Column::kLast:
+      return &hop.last;
+    case Column::kBest:
+      return &hop.best;
+    case Column::kAvg:
+      return &hop.avg;
+    case Column::kWorst:
+      return &hop.worst;
+    case Column::kStDev:
+      return &hop.stdev;
+    case Column::kGmean:
+      return &hop.geometric_mean;
+    case Column::kJitter:
+      return &hop.jitter;
+    case Column::kJitterAvg:
+      return &hop.jitter_avg;
+    case Column::kJitterMax:
+      return &hop.jitter_max;
+    case Column::kJitterInterarrival:
+      return &hop.jitter_interarrival;
+    default:
+      return nullptr;
   }
 }
 
 std::optional<std::uint64_t>* count_field(HopSummary& hop, Column column) {
   switch (column) {
-    case Column::kDrop: return &hop.dropped;
-    case Column::kReceived: return &hop.received;
-    case Column::kSent: return &hop.sent;
-    default: return nullptr;
+    case Column::kDrop:
+      return &hop.dropped;
+    case Column::kReceived:
+      return &hop.received;
+    case Column::kSent:
+      return &hop.sent;
+    default:
+      return nullptr;
   }
 }
 
@@ -140,11 +167,13 @@ class MtrReportParser final : public LineParser {
 
   ParseContext& context_;
   std::vector<Column> columns_ = kDefaultColumns;
-  std::size_t reports_ = 0;       // reports begun ("Start:" or "HOST:")
-  bool start_pending_ = false;    // a "Start:" line opened a report whose HOST: line is next
+  std::size_t reports_ = 0;     // reports begun ("Start:" or "HOST:")
+  bool start_pending_ = false;  // a "Start:" line opened a report whose HOST: line is next
 };
 
-void MtrReportParser::start_report() { ++reports_; }
+void MtrReportParser::start_report() {
+  ++reports_;
+}
 
 void MtrReportParser::line(std::string_view text, std::uint64_t number) {
   const std::string_view trimmed = trim(text);
@@ -197,7 +226,8 @@ void MtrReportParser::header(std::string_view text, std::size_t at, std::uint64_
     return;
   }
   columns_.clear();
-  for (std::size_t i = first_title; i < tokens.size(); ++i) columns_.push_back(*column_named(tokens[i].text));
+  for (std::size_t i = first_title; i < tokens.size(); ++i)
+    columns_.push_back(*column_named(tokens[i].text));
 }
 
 void MtrReportParser::hop(std::string_view text, std::size_t at, std::uint64_t number) {
@@ -218,8 +248,9 @@ void MtrReportParser::hop(std::string_view text, std::size_t at, std::uint64_t n
       if (!titles.empty()) titles += ' ';
       titles += title_of(column);
     }
-    context_.malformed(number, text.size() + 1,
-                       "expected a host and " + std::to_string(values) + " values (" + titles + ")");
+    context_.malformed(
+        number, text.size() + 1,
+        "expected a host and " + std::to_string(values) + " values (" + titles + ")");
     return;
   }
   if (reports_ == 0) start_report();
@@ -234,8 +265,9 @@ void MtrReportParser::hop(std::string_view text, std::size_t at, std::uint64_t n
     host_begin = 1;
   }
   const Token& last_host_token = tokens[host_tokens - 1];
-  summary.host = std::string(text.substr(
-      tokens[host_begin].at, last_host_token.at + last_host_token.text.size() - tokens[host_begin].at));
+  summary.host = std::string(
+      text.substr(tokens[host_begin].at,
+                  last_host_token.at + last_host_token.text.size() - tokens[host_begin].at));
 
   for (std::size_t i = 0; i < values; ++i) {
     const Token& token = tokens[host_tokens + i];
@@ -295,7 +327,9 @@ void MtrReportParser::finish() {
 
 // --json ---------------------------------------------------------------------------------------
 
-Nanoseconds from_ms(double ms) { return Nanoseconds{std::llround(ms * 1e6)}; }
+Nanoseconds from_ms(double ms) {
+  return Nanoseconds{std::llround(ms * 1e6)};
+}
 
 // A time in ms that fits Nanoseconds with room to spare (a day).
 constexpr double kMaxHopMs = 86400e3;

@@ -51,7 +51,8 @@ std::uint64_t first_seq_from_header(std::string_view header) {
 std::string host_from_header(std::string_view header) {
   if (starts_with(header, "PING6(")) {
     const auto arrow = header.find("--> ");
-    return arrow == std::string_view::npos ? std::string{} : std::string(trim(header.substr(arrow + 4)));
+    return arrow == std::string_view::npos ? std::string{}
+                                           : std::string(trim(header.substr(arrow + 4)));
   }
   std::string_view rest = header.substr(5);
   const auto end = rest.find_first_of(" (");
@@ -62,7 +63,8 @@ class PingParser final : public LineParser {
  public:
   explicit PingParser(ParseContext& context)
       : context_(context),
-        series_(context, SeriesRules{kIcmpSeqModulus, std::chrono::seconds{1}, kTypicalPingLineBytes}) {}
+        series_(context,
+                SeriesRules{kIcmpSeqModulus, std::chrono::seconds{1}, kTypicalPingLineBytes}) {}
 
   void line(std::string_view text, std::uint64_t number) override;
   void finish() override { series_.finish(); }
@@ -127,7 +129,8 @@ void PingParser::line(std::string_view text, std::uint64_t number) {
   if ((starts_with(body, "--- ") && contains(body, " statistics ---")) ||
       starts_with(body, "rtt ") || starts_with(body, "round-trip ") || starts_with(body, "pipe ") ||
       starts_with(body, "ping: ") || starts_with(body, "ping6: ") || starts_with(body, "PING: ") ||
-      starts_with(body, "WARNING: ") || starts_with(body, "Warning: ") || starts_with(body, "ai->")) {
+      starts_with(body, "WARNING: ") || starts_with(body, "Warning: ") ||
+      starts_with(body, "ai->")) {
     return;
   }
   if (starts_with(body, "Vr HL TOS")) {
@@ -146,8 +149,9 @@ std::optional<std::uint64_t> PingParser::sequence(std::string_view text, std::si
                                                   std::uint64_t number, std::string_view expected) {
   const auto seq = scan_unsigned(text.substr(at));
   if (!seq || static_cast<std::uint64_t>(seq->value) >= kIcmpSeqModulus) {
-    context_.malformed(number, at + 1, std::string("expected ") + std::string(expected) +
-                                           " with n from 0 to 65535");
+    context_.malformed(
+        number, at + 1,
+        std::string("expected ") + std::string(expected) + " with n from 0 to 65535");
     return std::nullopt;
   }
   return static_cast<std::uint64_t>(seq->value);
@@ -233,7 +237,8 @@ void PingParser::transmitted(std::string_view body, std::uint64_t number) {
   const auto sent = scan_unsigned(body);
   const std::optional<std::uint64_t> count =
       sent ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(sent->value)) : std::nullopt;
-  if (const std::size_t time_key = body.find(", time "); count && time_key != std::string_view::npos) {
+  if (const std::size_t time_key = body.find(", time ");
+      count && time_key != std::string_view::npos) {
     if (const auto ms = scan_fixed(body.substr(time_key + 7), 6);
         ms && starts_with(body.substr(time_key + 7 + ms->length), "ms")) {
       series_.summary_duration(*count, Nanoseconds{ms->value});

@@ -173,7 +173,8 @@ std::optional<ScannedTime> scan_civil_time(std::string_view text, std::chrono::m
   if (year < kFirstYear || year > kLastYear || hour > 23 || minute > 59 || second > 60) {
     return std::nullopt;
   }
-  const year_month_day date{std::chrono::year{year}, std::chrono::month{static_cast<unsigned>(month)},
+  const year_month_day date{std::chrono::year{year},
+                            std::chrono::month{static_cast<unsigned>(month)},
                             std::chrono::day{static_cast<unsigned>(day)}};
   if (!date.ok()) return std::nullopt;
 

@@ -15,8 +15,12 @@
 
 namespace shaper::trace_detail {
 
-inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
-inline bool is_blank(char c) { return c == ' ' || c == '\t'; }
+inline bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+inline bool is_blank(char c) {
+  return c == ' ' || c == '\t';
+}
 
 // `text` without leading and trailing spaces and tabs.
 std::string_view trim(std::string_view text);
@@ -56,7 +60,8 @@ struct ScannedTime {
 };
 std::optional<ScannedTime> scan_civil_time(std::string_view text, std::chrono::minutes utc_offset);
 
-// Timestamp prefixes in front of a tool's line. Recognised, possibly two deep ("ts" around ping -D):
+// Timestamp prefixes in front of a tool's line. Recognised, possibly two deep ("ts" around ping
+// -D):
 //   [1732971234.123456]            ping -D, fping -D (when the probe's reply was printed)
 //   1732971234.123456:             <epoch>: from a shell loop or ts '%.s:'
 //   2024-11-30 12:00:01 |          moreutils ts '%Y-%m-%d %H:%M:%S |' (fraction optional: %.S)

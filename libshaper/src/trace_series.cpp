@@ -33,11 +33,15 @@ constexpr std::size_t kMaxReservedSamples = std::size_t{1} << 25;
 // Printed send times measure the interval only when their resolution is this many times finer.
 constexpr std::int64_t kResolutionMargin = 10;
 
-std::uint64_t distance(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : b - a; }
+std::uint64_t distance(std::uint64_t a, std::uint64_t b) {
+  return a > b ? a - b : b - a;
+}
 
 // Time arithmetic on values read from the capture saturates instead of overflowing: a hostile
 // stamp ("[9999999999.9]") or a corrupt interval must give a wrong time, never undefined behaviour.
-Nanoseconds saturate(bool negative) { return negative ? Nanoseconds::min() : Nanoseconds::max(); }
+Nanoseconds saturate(bool negative) {
+  return negative ? Nanoseconds::min() : Nanoseconds::max();
+}
 
 Nanoseconds plus(Nanoseconds a, Nanoseconds b) {
   std::int64_t sum = 0;
@@ -80,10 +84,11 @@ void SeriesBuilder::end_session(std::optional<std::uint64_t> transmitted, std::u
     } else if (session_.origin_declared) {
       const std::uint64_t last = session_.origin + sent - 1;
       if (sent == 0 || last < session_.high) {
-        context_.diagnostics.at(
-            line, 1,
-            "the summary counts " + std::to_string(sent) + " probes sent, but sequence numbers reach " +
-                std::to_string(session_.high - session_.origin + 1) + " probes; kept the sequence");
+        context_.diagnostics.at(line, 1,
+                                "the summary counts " + std::to_string(sent) +
+                                    " probes sent, but sequence numbers reach " +
+                                    std::to_string(session_.high - session_.origin + 1) +
+                                    " probes; kept the sequence");
       } else if (last - session_.high <= kMaxSequenceGap) {
         append_lost(last - session_.high);
         session_.high = last;
@@ -103,14 +108,16 @@ void SeriesBuilder::summary_duration(std::uint64_t transmitted, Nanoseconds elap
 void SeriesBuilder::observe(const Observation& observation, std::uint64_t line) {
   if (!reserved_) {
     reserved_ = true;
-    const std::size_t expected = context_.size_hint / std::max<std::size_t>(rules_.bytes_per_line, 1);
+    const std::size_t expected =
+        context_.size_hint / std::max<std::size_t>(rules_.bytes_per_line, 1);
     samples_.reserve(std::min(expected, kMaxReservedSamples));
   }
   std::size_t index = 0;
   if (observation.seq) {
     const std::uint64_t raw =
         rules_.seq_modulus != 0 ? *observation.seq % rules_.seq_modulus : *observation.seq;
-    index = slot_for(raw, observation.duplicate, line);
+    index = slot_for(raw, observation.duplicate, observation.rtt.has_value(), line);
+    if (index == kIgnore) return;
   } else if (!session_.started || session_.closed) {
     const std::uint64_t first = session_.declared_first.value_or(0);
     if (session_.started) new_session();
@@ -122,7 +129,8 @@ void SeriesBuilder::observe(const Observation& observation, std::uint64_t line) 
   apply(index, observation);
 }
 
-std::size_t SeriesBuilder::slot_for(std::uint64_t raw, bool duplicate, std::uint64_t line) {
+std::size_t SeriesBuilder::slot_for(std::uint64_t raw, bool duplicate, bool reply,
+                                    std::uint64_t line) {
   if (!session_.started || session_.closed) {
     if (session_.started) new_session();
     return open_first_slot(raw);
@@ -146,7 +154,11 @@ std::size_t SeriesBuilder::slot_for(std::uint64_t raw, bool duplicate, std::uint
   if (ext >= session_.origin) {
     const std::size_t index = session_.base + static_cast<std::size_t>(ext - session_.origin);
     if (duplicate) return index;
-    if (!samples_[index].rtt && session_.high - ext <= kLateWindow) return index;
+    const bool within_window = session_.high - ext <= kLateWindow;
+    if (!samples_[index].rtt && within_window) return index;
+    // A loss line for a probe that has its reply (macOS names the timed-out probe by counting, so
+    // it can name one whose reply overtook another) says nothing new: it cannot start a run.
+    if (!reply && within_window) return kIgnore;
     // That probe has its reply already, or is too far behind to be late: the tool started over.
     new_session();
     return open_first_slot(raw);
@@ -199,7 +211,9 @@ void SeriesBuilder::append_lost(std::uint64_t count) {
   for (std::uint64_t i = 0; i < count; ++i) append_slot();
 }
 
-void SeriesBuilder::new_session() { session_ = Session{}; }
+void SeriesBuilder::new_session() {
+  session_ = Session{};
+}
 
 std::uint64_t SeriesBuilder::unwrap(std::uint64_t raw) const {
   const std::uint64_t modulus = rules_.seq_modulus;
@@ -268,7 +282,8 @@ std::optional<Nanoseconds> SeriesBuilder::interval_from_hints() const {
       return std::upper_bound(session_starts_.begin(), session_starts_.end(), index) -
              session_starts_.begin();
     };
-    if (b.index <= a.index || a.intervals != b.intervals || session_of(a.index) != session_of(b.index)) {
+    if (b.index <= a.index || a.intervals != b.intervals ||
+        session_of(a.index) != session_of(b.index)) {
       continue;
     }
     spacings.push_back(minus(b.at, a.at).count() / static_cast<std::int64_t>(b.index - a.index));
@@ -298,7 +313,8 @@ Nanoseconds SeriesBuilder::choose_interval() {
   std::size_t counted = 0;
   for (std::size_t s = 0; s < session_starts_.size(); ++s) {
     const std::size_t begin = session_starts_[s];
-    const std::size_t end = s + 1 < session_starts_.size() ? session_starts_[s + 1] : samples_.size();
+    const std::size_t end =
+        s + 1 < session_starts_.size() ? session_starts_[s + 1] : samples_.size();
     std::optional<std::size_t> first;
     std::optional<std::size_t> previous;
     for (std::size_t i = begin; i < end; ++i) {
@@ -357,7 +373,8 @@ void SeriesBuilder::fill_send_times() {
 
   for (std::size_t s = 0; s < session_starts_.size(); ++s) {
     const std::size_t begin = session_starts_[s];
-    const std::size_t end = s + 1 < session_starts_.size() ? session_starts_[s + 1] : samples_.size();
+    const std::size_t end =
+        s + 1 < session_starts_.size() ? session_starts_[s + 1] : samples_.size();
     std::optional<std::size_t> first_anchor;
     for (std::size_t i = begin; i < end && !first_anchor; ++i) {
       if (samples_[i].send_time) first_anchor = i;

@@ -1,7 +1,7 @@
 #pragma once
-// SeriesBuilder turns what an RTT tool printed (replies, losses, ICMP errors, duplicates, in arrival
-// order) into Trace::samples in probe order: one slot per probe, found from the tool's sequence
-// number, so that
+// SeriesBuilder turns what an RTT tool printed (replies, losses, ICMP errors, duplicates, in
+// arrival order) into Trace::samples in probe order: one slot per probe, found from the tool's
+// sequence number, so that
 //   - a gap in the sequence is a loss, and a reply that arrives after the gap was declared (late or
 //     reordered) fills its own slot instead of being counted twice;
 //   - 16-bit ICMP sequence numbers are unwrapped (65535 -> 0 continues, it does not restart);
@@ -77,7 +77,10 @@ class SeriesBuilder {
     std::uint8_t intervals;
   };
 
-  std::size_t slot_for(std::uint64_t raw, bool duplicate, std::uint64_t line);
+  // The slot for sequence number `raw`, opening slots or a new session as needed; kIgnore when
+  // the observation concerns no slot.
+  static constexpr std::size_t kIgnore = static_cast<std::size_t>(-1);
+  std::size_t slot_for(std::uint64_t raw, bool duplicate, bool reply, std::uint64_t line);
   std::size_t open_first_slot(std::uint64_t raw);
   std::size_t append_slot();
   void append_lost(std::uint64_t count);

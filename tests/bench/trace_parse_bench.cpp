@@ -44,7 +44,8 @@ std::string iputils_ms(double ms) {
 }
 
 // Calls `emit` with each line of a capture of `probes` probes at 10 Hz.
-void generate(Shape shape, std::int64_t probes, const std::function<void(const std::string&)>& emit) {
+void generate(Shape shape, std::int64_t probes,
+              const std::function<void(const std::string&)>& emit) {
   std::mt19937_64 random(kSeed);
   // A link of 20 ms with a log-normal queueing tail (median +3 ms, occasionally >100 ms).
   std::lognormal_distribution<double> queueing(1.1, 0.9);
@@ -134,9 +135,9 @@ double peak_rss_mib() {
 void report(benchmark::State& state, const Trace& trace, std::size_t bytes) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(bytes));
-  state.counters["lines/s"] = benchmark::Counter(
-      static_cast<double>(trace.lines) * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
+  state.counters["lines/s"] =
+      benchmark::Counter(static_cast<double>(trace.lines) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
   state.counters["samples"] = static_cast<double>(trace.samples.size());
   if (!trace.diagnostics.empty() || trace.unrecognised_lines != 0) {
     state.SkipWithError(to_string(trace.diagnostics).c_str());
@@ -153,11 +154,21 @@ void parse_text(benchmark::State& state, Shape shape) {
   report(state, trace, text.size());
 }
 
-void BM_PingDText(benchmark::State& state) { parse_text(state, Shape::kPingD); }
-void BM_PingText(benchmark::State& state) { parse_text(state, Shape::kPing); }
-void BM_FpingDText(benchmark::State& state) { parse_text(state, Shape::kFpingD); }
-void BM_EpochRttText(benchmark::State& state) { parse_text(state, Shape::kEpochRtt); }
-void BM_CsvText(benchmark::State& state) { parse_text(state, Shape::kCsv); }
+void BM_PingDText(benchmark::State& state) {
+  parse_text(state, Shape::kPingD);
+}
+void BM_PingText(benchmark::State& state) {
+  parse_text(state, Shape::kPing);
+}
+void BM_FpingDText(benchmark::State& state) {
+  parse_text(state, Shape::kFpingD);
+}
+void BM_EpochRttText(benchmark::State& state) {
+  parse_text(state, Shape::kEpochRtt);
+}
+void BM_CsvText(benchmark::State& state) {
+  parse_text(state, Shape::kCsv);
+}
 
 // Through parse_trace_file: open, 256 KiB reads (from the page cache after the first run), parse.
 void BM_PingDFile(benchmark::State& state) {

@@ -30,10 +30,11 @@ TEST(FpingTrace, OneTargetIsKeptAndTheOthersAreNamed) {
   const Trace first = parse_fixture("fping_two_targets.txt");
   EXPECT_EQ(first.host, "127.0.0.1");
   EXPECT_EQ(rtts_us(first), (std::vector<long long>{45, 42, 38, 36, 37}));
-  EXPECT_EQ(diagnostics_of(first),
-            (std::vector<std::string>{"fping_two_targets.txt: fping output for several targets: kept "
-                                      "127.0.0.1; ignored ::1 (6 lines); choose the target with "
-                                      "ParseOptions::host (--host)"}));
+  EXPECT_EQ(
+      diagnostics_of(first),
+      (std::vector<std::string>{"fping_two_targets.txt: fping output for several targets: kept "
+                                "127.0.0.1; ignored ::1 (6 lines); choose the target with "
+                                "ParseOptions::host (--host)"}));
   EXPECT_EQ(first.unrecognised_lines, 0u);
 
   ParseOptions options;
@@ -86,10 +87,10 @@ TEST(FpingTrace, EveryProbeTimedOut) {
 TEST(FpingTrace, ReorderedAndTimedOutThroughNetem) {
   // netem delay 150ms 60ms, fping -p 50: [4] prints before [3], [2] times out (printed after [7]).
   const Trace t = parse_fixture("fping_netem.txt");
-  EXPECT_EQ(rtts_us(t), (std::vector<long long>{151000, 128000, -1,     187000, 123000,
-                                                200000, 187000, 173000, 201000, 130000,
-                                                190000, 150000, 197000, 208000, 134000,
-                                                202000, 94900,  103000, 199000, 181000}));
+  EXPECT_EQ(rtts_us(t),
+            (std::vector<long long>{151000, 128000, -1,     187000, 123000, 200000, 187000,
+                                    173000, 201000, 130000, 190000, 150000, 197000, 208000,
+                                    134000, 202000, 94900,  103000, 199000, 181000}));
   EXPECT_EQ(t.samples[4].send_time, Nanoseconds{1796058198862100000} - 123ms);
   EXPECT_TRUE(t.diagnostics.empty()) << to_string(t.diagnostics);
 }
@@ -103,9 +104,9 @@ TEST(FpingTrace, DefaultModeAndMalformedLines) {
       "fping: not a valid host\n",
       "fping.txt", trace_test::with_format(TraceFormat::kFping));
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{41, 50}));
-  EXPECT_EQ(diagnostics_of(t),
-            (std::vector<std::string>{"fping.txt:3:28: expected \"<ms> ms\"",
-                                      "fping.txt:4:18: expected \"<ms>\" or \"-\" (fping -C list)"}));
+  EXPECT_EQ(diagnostics_of(t), (std::vector<std::string>{
+                                   "fping.txt:3:28: expected \"<ms> ms\"",
+                                   "fping.txt:4:18: expected \"<ms>\" or \"-\" (fping -C list)"}));
   EXPECT_EQ(t.unrecognised_lines, 2u);
 }
 
@@ -123,7 +124,7 @@ TEST(FpingTrace, SummariesOnlyHaveNoSeries) {
   const Trace t = parse_fixture("fping_l_Q1.txt");
   EXPECT_TRUE(t.samples.empty());
   EXPECT_EQ(t.unrecognised_lines, 0u);
-  EXPECT_EQ(diagnostics_of(t),
-            (std::vector<std::string>{"fping_l_Q1.txt: only fping summaries (-q or -Q): no "
-                                      "per-probe RTTs; capture with -C <count> or -c/-l without -q"}));
+  EXPECT_EQ(diagnostics_of(t), (std::vector<std::string>{
+                                   "fping_l_Q1.txt: only fping summaries (-q or -Q): no "
+                                   "per-probe RTTs; capture with -C <count> or -c/-l without -q"}));
 }

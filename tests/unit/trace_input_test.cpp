@@ -21,10 +21,10 @@ using trace_test::rtts_us;
 
 namespace {
 
-constexpr TraceFormat kAllFormats[] = {TraceFormat::kAuto,       TraceFormat::kPing,
-                                       TraceFormat::kFping,      TraceFormat::kMtrReport,
-                                       TraceFormat::kMtrJson,    TraceFormat::kIperf3Json,
-                                       TraceFormat::kEpochRtt,   TraceFormat::kCsv};
+constexpr TraceFormat kAllFormats[] = {TraceFormat::kAuto,     TraceFormat::kPing,
+                                       TraceFormat::kFping,    TraceFormat::kMtrReport,
+                                       TraceFormat::kMtrJson,  TraceFormat::kIperf3Json,
+                                       TraceFormat::kEpochRtt, TraceFormat::kCsv};
 
 // A file under the test's temporary directory, removed when the test ends.
 class TempFile {
@@ -48,7 +48,8 @@ std::string ping_text(int count) {
   std::string text = "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n";
   for (int i = 1; i <= count; ++i) {
     if (i % 7 == 0) continue;
-    text += "[" + std::to_string(1700000000 + i / 10) + "." + std::to_string(100000 + (i % 10) * 10000) +
+    text += "[" + std::to_string(1700000000 + i / 10) + "." +
+            std::to_string(100000 + (i % 10) * 10000) +
             "] 64 bytes from 192.0.2.7: icmp_seq=" + std::to_string(i % 65536) +
             " ttl=57 time=" + std::to_string(10 + i % 50) + ".5 ms\n";
   }
@@ -126,7 +127,8 @@ TEST(TraceInput, EnvironmentFailuresThrowSystemError) {
     parse_trace_file("/nonexistent/jitterd/capture.txt");
     FAIL() << "no exception";
   } catch (const SystemError& error) {
-    EXPECT_STREQ(error.what(), "open (/nonexistent/jitterd/capture.txt): No such file or directory");
+    EXPECT_STREQ(error.what(),
+                 "open (/nonexistent/jitterd/capture.txt): No such file or directory");
   }
   EXPECT_THROW(parse_trace_file(testing::TempDir()), SystemError);  // read(2) of a directory
 }
@@ -163,8 +165,9 @@ TEST(TraceInput, EndlessLinesAreSkippedWithADiagnostic) {
   const std::string text = "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=10.5 ms\n" + huge +
                            "\n64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=11.5 ms\n" + huge;
   const TempFile file("huge.txt", text);
-  for (const Trace& t : {parse_trace_text(text, "huge.txt", trace_test::with_format(TraceFormat::kPing)),
-                         parse_trace_file(file.path(), trace_test::with_format(TraceFormat::kPing))}) {
+  for (const Trace& t :
+       {parse_trace_text(text, "huge.txt", trace_test::with_format(TraceFormat::kPing)),
+        parse_trace_file(file.path(), trace_test::with_format(TraceFormat::kPing))}) {
     EXPECT_EQ(rtts_us(t), (std::vector<long long>{10500, 11500}));
     EXPECT_EQ(t.lines, 4u);
     EXPECT_EQ(t.unrecognised_lines, 2u);
@@ -178,12 +181,14 @@ TEST(TraceInput, EndlessLinesAreSkippedWithADiagnostic) {
 
 TEST(TraceInput, NulBytesAreQuotedNotFatal) {
   using namespace std::string_literals;
-  const Trace t = parse_trace_text("64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=10.5 ms\n"
-                                   "\x01garbage\0with nul\n"s,
-                                   "nul.txt");
+  const Trace t = parse_trace_text(
+      "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=10.5 ms\n"
+      "\x01garbage\0with nul\n"s,
+      "nul.txt");
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{10500}));
-  EXPECT_EQ(diagnostics_of(t), (std::vector<std::string>{
-                                   "nul.txt:2:1: unrecognised ping line: \"\\x01garbage\\x00with nul\""}));
+  EXPECT_EQ(diagnostics_of(t),
+            (std::vector<std::string>{
+                "nul.txt:2:1: unrecognised ping line: \"\\x01garbage\\x00with nul\""}));
 }
 
 TEST(TraceInput, DiagnosticsAreCappedWithACount) {
@@ -204,12 +209,44 @@ TEST(TraceInput, BinaryGarbageNeverCrashesAnyParser) {
   std::mt19937_64 random(20241130);
   std::string noise(1 << 20, '\0');
   for (char& c : noise) c = static_cast<char>(random() & 0xff);
-  const std::vector<std::string> fragments{
-      "64 bytes from ", "icmp_seq=", "seq=", " time=", " ms", "(DUP!)", "[1732971234.5] ", "From ",
-      "no answer yet for icmp_seq=", "PING ", " : [", "], ", " bytes, ", "timed out", " : ",
-      "xmt/rcv/%loss = ", "HOST: x Loss% Snt Avg", "  1.|-- ", "100.0", "%", "-", ".", "|  `|-- ",
-      "{\"intervals\":[{\"sum\":{", "\"hubs\":[", "\"start\":", "}", "]", ",", "\n", " ", "99999999999999999999",
-      "2024-11-30 12:00:00 | ", "\r", "\t", ";", "\"", "\xff"};
+  const std::vector<std::string> fragments{"64 bytes from ",
+                                           "icmp_seq=",
+                                           "seq=",
+                                           " time=",
+                                           " ms",
+                                           "(DUP!)",
+                                           "[1732971234.5] ",
+                                           "From ",
+                                           "no answer yet for icmp_seq=",
+                                           "PING ",
+                                           " : [",
+                                           "], ",
+                                           " bytes, ",
+                                           "timed out",
+                                           " : ",
+                                           "xmt/rcv/%loss = ",
+                                           "HOST: x Loss% Snt Avg",
+                                           "  1.|-- ",
+                                           "100.0",
+                                           "%",
+                                           "-",
+                                           ".",
+                                           "|  `|-- ",
+                                           "{\"intervals\":[{\"sum\":{",
+                                           "\"hubs\":[",
+                                           "\"start\":",
+                                           "}",
+                                           "]",
+                                           ",",
+                                           "\n",
+                                           " ",
+                                           "99999999999999999999",
+                                           "2024-11-30 12:00:00 | ",
+                                           "\r",
+                                           "\t",
+                                           ";",
+                                           "\"",
+                                           "\xff"};
   std::string soup;
   for (int i = 0; i < 200000; ++i) soup += fragments[random() % fragments.size()];
   for (const std::string* input : {&noise, &soup}) {

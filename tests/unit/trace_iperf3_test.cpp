@@ -53,10 +53,11 @@ TEST(Iperf3Trace, SenderIntervalsHaveNoJitter) {
   EXPECT_FALSE(t.intervals[0].jitter.has_value());
   EXPECT_FALSE(t.intervals[0].lost.has_value());
   EXPECT_EQ(t.intervals[0].packets, 209u);
-  EXPECT_EQ(diagnostics_of(t),
-            (std::vector<std::string>{
-                "iperf3_client_sender.json: these are the sender's intervals: they carry no jitter "
-                "or loss; capture the receiver (iperf3 -R on the client, or the server's --json)"}));
+  EXPECT_EQ(
+      diagnostics_of(t),
+      (std::vector<std::string>{
+          "iperf3_client_sender.json: these are the sender's intervals: they carry no jitter "
+          "or loss; capture the receiver (iperf3 -R on the client, or the server's --json)"}));
 }
 
 TEST(Iperf3Trace, ErrorReportedByIperf3) {
@@ -101,8 +102,9 @@ TEST(Iperf3Trace, HostileJsonIsADiagnostic) {
   const Trace cut = parse_trace_text("{\"intervals\": [{\"sum\": {\"start\": 0", "cut.json");
   ASSERT_FALSE(cut.diagnostics.empty());
   EXPECT_EQ(cut.diagnostics[0].where, "cut.json:1:35");
-  const Trace binary = parse_trace_text(std::string_view("{\"intervals\"\0\xff\xfe", 15), "bin.json",
-                                        trace_test::with_format(TraceFormat::kIperf3Json));
+  const Trace binary =
+      parse_trace_text(std::string_view("{\"intervals\"\0\xff\xfe", 15), "bin.json",
+                       trace_test::with_format(TraceFormat::kIperf3Json));
   ASSERT_FALSE(binary.diagnostics.empty());
   EXPECT_EQ(binary.diagnostics[0].where, "bin.json:1:13");
 }

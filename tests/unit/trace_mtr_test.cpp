@@ -11,7 +11,9 @@ using trace_test::parse_fixture;
 
 namespace {
 
-Probability percent(double value) { return *Probability::make(value / 100.0); }
+Probability percent(double value) {
+  return *Probability::make(value / 100.0);
+}
 
 }  // namespace
 
@@ -104,8 +106,8 @@ TEST(MtrReport, OldLayoutLoadBalancingAndTruncation) {
   EXPECT_EQ(t.hops[0].host, "192.168.1.1");
   EXPECT_EQ(t.hops[0].avg, 500us);
   EXPECT_EQ(t.hops[1].other_hosts, (std::vector<std::string>{"100.64.0.5", "100.64.0.9"}));
-  EXPECT_EQ(t.hops[2].host, "???");  // no reply at this TTL
-  EXPECT_EQ(t.hops[2].loss, Probability::one());  // "100.0": the '%' was overwritten
+  EXPECT_EQ(t.hops[2].host, "???");                          // no reply at this TTL
+  EXPECT_EQ(t.hops[2].loss, Probability::one());             // "100.0": the '%' was overwritten
   EXPECT_EQ(t.hops[3].host, "core1.fra.example-transit.n");  // cut by mtr at 25 characters
   EXPECT_EQ(t.hops[4].last, 1234ms);
   EXPECT_EQ(t.hops[4].avg, 987600us);
@@ -204,8 +206,8 @@ TEST(MtrJson, OlderStringValuesAndBadFields) {
 }
 
 TEST(MtrJson, SyntaxErrorHasLineAndColumn) {
-  const Trace t = parse_trace_text("{\"report\": {\"hubs\": [\n  {\"count\": 1,,}\n]}}\n", "bad.json",
-                                   trace_test::with_format(TraceFormat::kMtrJson));
+  const Trace t = parse_trace_text("{\"report\": {\"hubs\": [\n  {\"count\": 1,,}\n]}}\n",
+                                   "bad.json", trace_test::with_format(TraceFormat::kMtrJson));
   ASSERT_EQ(t.diagnostics.size(), 1u) << to_string(t.diagnostics);
   EXPECT_EQ(t.diagnostics[0].where, "bad.json:2:15");
   EXPECT_EQ(t.diagnostics[0].message.rfind("invalid JSON: syntax error", 0), 0u)

@@ -95,7 +95,8 @@ TEST(PingTrace, DuplicatesAreKeptApart) {
   EXPECT_EQ(t.duplicates[0].send_time, t.samples[0].send_time);
   EXPECT_EQ(t.duplicates[1].seq, 1u);
   EXPECT_EQ(t.duplicates[1].rtt, 77us);
-  // "ping: sock4.fd: ...", "ai->ai_family: ..." and "WARNING: pinging broadcast address" are ping's.
+  // "ping: sock4.fd: ...", "ai->ai_family: ..." and "WARNING: pinging broadcast address" are
+  // ping's.
   EXPECT_EQ(t.unrecognised_lines, 0u);
 }
 
@@ -243,8 +244,8 @@ TEST(PingTrace, BusyboxWithNoReplyAtAllCountsFromTheSummary) {
 
 TEST(PingTrace, MacOs) {
   const Trace t = parse_fixture("macos_ping.txt");
-  // icmp_seq 0..7; "Request timeout for icmp_seq 2" then its reply arrives late (1012 ms): not lost.
-  // 4 timed out and drew an ICMP error (its header dump is recognised); 7 is lost at the end,
+  // icmp_seq 0..7; "Request timeout for icmp_seq 2" then its reply arrives late (1012 ms): not
+  // lost. 4 timed out and drew an ICMP error (its header dump is recognised); 7 is lost at the end,
   // which only the summary's "8 packets transmitted" shows.
   EXPECT_EQ(rtts_us(t),
             (std::vector<long long>{12345, 11802, 1012447, 13010, -1, 12901, 100250, -1}));
@@ -268,8 +269,8 @@ TEST(PingTrace, ReorderedLateAndDuplicatedRepliesThroughNetem) {
   ASSERT_EQ(t.samples.size(), 60u);
   // The summary says 60 transmitted, 56 received, +1 duplicate.
   EXPECT_EQ(lost_indices(t), (std::vector<std::size_t>{18, 31, 40, 57}));
-  EXPECT_EQ(t.samples[0].rtt, 185ms);     // after "no answer yet for icmp_seq=1"
-  EXPECT_EQ(t.samples[9].rtt, 94700us);   // icmp_seq=10 arrived before 9
+  EXPECT_EQ(t.samples[0].rtt, 185ms);    // after "no answer yet for icmp_seq=1"
+  EXPECT_EQ(t.samples[9].rtt, 94700us);  // icmp_seq=10 arrived before 9
   EXPECT_EQ(t.samples[8].rtt, 161ms);
   EXPECT_EQ(t.samples[0].send_time, epoch(1796058188, 994450) - 185ms);
   ASSERT_EQ(t.duplicates.size(), 1u);

@@ -18,7 +18,8 @@ namespace {
 
 // An iputils reply line without a stamp.
 std::string reply(unsigned seq, const std::string& ms = "10.0") {
-  return "64 bytes from 192.0.2.7: icmp_seq=" + std::to_string(seq) + " ttl=57 time=" + ms + " ms\n";
+  return "64 bytes from 192.0.2.7: icmp_seq=" + std::to_string(seq) + " ttl=57 time=" + ms +
+         " ms\n";
 }
 
 Trace ping(const std::string& text, ParseOptions options = {}) {
@@ -58,8 +59,9 @@ TEST(TraceSequence, AReplyFurtherBackThanTheWindowIsARestart) {
 TEST(TraceSequence, RepeatedNumberWithAReplyIsARestartButDupIsNot) {
   const Trace restart = ping(reply(1) + reply(2) + reply(1) + reply(2));
   EXPECT_EQ(restart.session_starts, (std::vector<std::size_t>{0, 2}));
-  const Trace duplicate = ping(reply(1) + reply(2) + "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 "
-                                                     "time=11.0 ms (DUP!)\n");
+  const Trace duplicate = ping(reply(1) + reply(2) +
+                               "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 "
+                               "time=11.0 ms (DUP!)\n");
   EXPECT_EQ(duplicate.sessions, 1u);
   ASSERT_EQ(duplicate.duplicates.size(), 1u);
   EXPECT_EQ(duplicate.duplicates[0].seq, 0u);
@@ -90,9 +92,10 @@ TEST(TraceSequence, HugeJumpIsANewSessionNotMillionsOfLosses) {
 }
 
 TEST(TraceSequence, SummaryPlacesLossesAtTheEndAndChecksTheCount) {
-  const Trace tail = ping("PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n" + reply(1) + reply(2) +
-                          "\n--- 192.0.2.7 ping statistics ---\n"
-                          "5 packets transmitted, 2 received, 60% packet loss, time 4005ms\n");
+  const Trace tail =
+      ping("PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n" + reply(1) + reply(2) +
+           "\n--- 192.0.2.7 ping statistics ---\n"
+           "5 packets transmitted, 2 received, 60% packet loss, time 4005ms\n");
   EXPECT_EQ(lost_indices(tail), (std::vector<std::size_t>{2, 3, 4}));
   EXPECT_EQ(tail.interval, Nanoseconds{4005ms} / 4);
 
@@ -119,12 +122,12 @@ TEST(TraceSequence, IntervalOptionOverridesEverything) {
 }
 
 TEST(TraceSequence, SessionWithoutStampsFollowsOneWithThem) {
-  const Trace t =
-      ping("PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n"
-           "[1700000000.010000] 64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=10.0 ms\n"
-           "[1700000000.510000] 64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=10.0 ms\n"
-           "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n" +
-           reply(1) + reply(2));
+  const Trace t = ping(
+      "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n"
+      "[1700000000.010000] 64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=10.0 ms\n"
+      "[1700000000.510000] 64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=10.0 ms\n"
+      "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n" +
+      reply(1) + reply(2));
   ASSERT_EQ(t.samples.size(), 4u);
   EXPECT_EQ(t.interval, 500ms);
   EXPECT_EQ(t.samples[1].send_time, 1700000000500ms);
@@ -139,4 +142,13 @@ TEST(TraceSequence, ShortNumbersAreNotStamps) {
   const Trace t = ping("[100.5] 64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=10.0 ms\n");
   EXPECT_TRUE(t.samples.empty());
   EXPECT_EQ(t.unrecognised_lines, 1u);
+}
+
+TEST(TraceSequence, ALossLineForAnAnsweredProbeChangesNothing) {
+  // macOS names the timed-out probe by counting, so with reordering it can name one that was
+  // answered: that must neither erase the reply nor start a new run.
+  const Trace t =
+      ping(reply(0) + reply(2) + reply(1) + "Request timeout for icmp_seq 1\n" + reply(3));
+  EXPECT_EQ(t.sessions, 1u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{10000, 10000, 10000, 10000}));
 }

@@ -1,6 +1,6 @@
 #pragma once
-// Shared by the trace parser tests: where the fixtures are (tests/fixtures/traces, provenance in its
-// README.md) and compact views of a Trace for assertions.
+// Shared by the trace parser tests: where the fixtures are (tests/fixtures/traces, provenance in
+// its README.md) and compact views of a Trace for assertions.
 
 #include <cstddef>
 #include <string>
@@ -22,7 +22,8 @@ inline shaper::ParseOptions with_format(shaper::TraceFormat format) {
   return options;
 }
 
-inline shaper::Trace parse_fixture(std::string_view name, const shaper::ParseOptions& options = {}) {
+inline shaper::Trace parse_fixture(std::string_view name,
+                                   const shaper::ParseOptions& options = {}) {
   return shaper::parse_trace_file(fixture_path(name), options);
 }
 

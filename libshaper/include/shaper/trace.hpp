@@ -20,8 +20,8 @@ namespace shaper {
 
 enum class TraceFormat { kAuto, kPing, kFping, kMtrReport, kMtrJson, kIperf3Json, kEpochRtt, kCsv };
 
-// "auto", "ping", "fping", "mtr-report", "mtr-json", "iperf3-json", "epoch-rtt", "csv": the names the
-// CLI accepts. trace_format_from_name also takes "tsv" for kCsv.
+// "auto", "ping", "fping", "mtr-report", "mtr-json", "iperf3-json", "epoch-rtt", "csv": the names
+// the CLI accepts. trace_format_from_name also takes "tsv" for kCsv.
 std::string_view to_string(TraceFormat format);
 std::optional<TraceFormat> trace_format_from_name(std::string_view name);
 
@@ -50,18 +50,26 @@ struct RttSample {
 // One hop of an mtr report (--report or --json). mtr prints per-hop summaries, not samples; a
 // column the report did not have (mtr -o selects them) is nullopt. Times are mtr's milliseconds.
 struct HopSummary {
-  std::size_t hop = 0;       // 1-based TTL ("count" in the JSON)
-  std::string host;          // as printed: "10.0.0.1", "router (10.0.0.1)"; "???" = no reply
-  std::string asn;           // "AS15169" when mtr ran with -z, else empty
+  std::size_t hop = 0;  // 1-based TTL ("count" in the JSON)
+  std::string host;     // as printed: "10.0.0.1", "router (10.0.0.1)"; "???" = no reply
+  std::string asn;      // "AS15169" when mtr ran with -z, else empty
   std::vector<std::string> other_hosts;  // further addresses seen at this TTL (load balancing)
-  std::size_t report = 0;    // 0-based index of the report when several are concatenated
-  std::optional<Probability> loss;       // Loss%
-  std::optional<std::uint64_t> sent;     // Snt
-  std::optional<std::uint64_t> received;  // Rcv
-  std::optional<std::uint64_t> dropped;  // Drop
-  std::optional<Nanoseconds> last, avg, best, worst, stdev;  // Last, Avg, Best, Wrst, StDev
-  std::optional<Nanoseconds> geometric_mean;                 // Gmean
-  std::optional<Nanoseconds> jitter, jitter_avg, jitter_max, jitter_interarrival;  // Jttr Javg Jmax Jint
+  std::size_t report = 0;  // 0-based index of the report when several are concatenated
+
+  std::optional<Probability> loss;                 // Loss%
+  std::optional<std::uint64_t> sent;               // Snt
+  std::optional<std::uint64_t> received;           // Rcv
+  std::optional<std::uint64_t> dropped;            // Drop
+  std::optional<Nanoseconds> last;                 // Last
+  std::optional<Nanoseconds> avg;                  // Avg
+  std::optional<Nanoseconds> best;                 // Best
+  std::optional<Nanoseconds> worst;                // Wrst
+  std::optional<Nanoseconds> stdev;                // StDev
+  std::optional<Nanoseconds> geometric_mean;       // Gmean
+  std::optional<Nanoseconds> jitter;               // Jttr: difference of the last two RTTs
+  std::optional<Nanoseconds> jitter_avg;           // Javg
+  std::optional<Nanoseconds> jitter_max;           // Jmax
+  std::optional<Nanoseconds> jitter_interarrival;  // Jint
   friend bool operator==(const HopSummary&, const HopSummary&) = default;
 };
 
@@ -71,11 +79,11 @@ struct IntervalSummary {
   Nanoseconds start{0};  // since the start of the test
   Nanoseconds end{0};
   std::uint64_t bytes = 0;
-  std::optional<Nanoseconds> jitter;         // jitter_ms (RFC 3550 smoothed jitter)
+  std::optional<Nanoseconds> jitter;  // jitter_ms (RFC 3550 smoothed jitter)
   std::optional<std::uint64_t> lost_packets;
   std::optional<std::uint64_t> packets;
-  std::optional<Probability> lost;           // lost_percent / 100
-  bool omitted = false;                      // inside iperf3's -O warm-up: not measurement
+  std::optional<Probability> lost;  // lost_percent / 100
+  bool omitted = false;             // inside iperf3's -O warm-up: not measurement
   bool sender = false;
   friend bool operator==(const IntervalSummary&, const IntervalSummary&) = default;
 };
@@ -91,16 +99,16 @@ enum class IntervalSource {
 struct Trace {
   TraceFormat format = TraceFormat::kAuto;  // the format parsed (detected, or the one asked for)
   std::string source_name;
-  std::string host;                         // probed host when the capture names it
-  std::vector<RttSample> samples;           // RTT series: ping, fping, epoch-rtt, csv
-  std::vector<RttSample> duplicates;        // DUP! replies: kept out of `samples` so that a probe
-                                            // counts once; seq names the probe they duplicate
-  std::vector<HopSummary> hops;             // mtr: summaries, NOT sample series
-  std::vector<IntervalSummary> intervals;   // iperf3
+  std::string host;                        // probed host when the capture names it
+  std::vector<RttSample> samples;          // RTT series: ping, fping, epoch-rtt, csv
+  std::vector<RttSample> duplicates;       // DUP! replies: kept out of `samples` so that a probe
+                                           // counts once; seq names the probe they duplicate
+  std::vector<HopSummary> hops;            // mtr: summaries, NOT sample series
+  std::vector<IntervalSummary> intervals;  // iperf3
   // True when the capture has no time at all: every send_time is seq * interval since the first
   // probe (and every sample has send_time_inferred).
   bool send_times_inferred = false;
-  Nanoseconds interval{0};                  // probe interval used for inference
+  Nanoseconds interval{0};  // probe interval used for inference
   IntervalSource interval_source = IntervalSource::kDefault;
   std::size_t sessions = 0;                 // runs found (headers, restarted sequences, reports)
   std::vector<std::size_t> session_starts;  // index in `samples` of each session's first probe
@@ -118,7 +126,7 @@ struct ParseOptions {
   TraceFormat format = TraceFormat::kAuto;  // kAuto: detected from the first kDetectionBytes
   std::optional<Nanoseconds> interval;      // probe interval, for captures that do not show it
   std::size_t max_diagnostics = 20;
-  std::string host;                         // fping with several targets: which one (default: first)
+  std::string host;  // fping with several targets: which one (default: first)
   // Offset of the clock that wrote zone-less wall-clock stamps ("2024-11-30 12:00:01 | ...") from
   // UTC; they are read as UTC + offset. Stamps with Z or +hh:mm carry their own.
   std::chrono::minutes utc_offset{0};
