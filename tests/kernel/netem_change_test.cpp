@@ -15,10 +15,9 @@ using jitterd_test::VethPair;
 
 TEST(NetemChange, HundredInPlaceChangesUnderTrafficLoseNothingAndNeverUnshape) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
   NetemSpec low, high;
   low.delay.latency = 10ms;
   high.delay.latency = 30ms;

@@ -38,11 +38,10 @@ Baseline measure_baseline(const VethPair& net) {
 
 TEST(NetemDelay, NormalTwentyPlusMinusFive) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
   const Baseline base = measure_baseline(net);
-  RouteSocket socket;
-  NetemEngine engine(socket);
   NetemSpec spec;
   spec.delay = {20ms, 5ms, Probability::zero(), make_normal_table()};
   NetemQdisc qdisc = engine.install(engine.resolve(std::string(VethPair::kDevA)), spec);
@@ -70,11 +69,10 @@ TEST(NetemDelay, NormalTwentyPlusMinusFive) {
 
 TEST(NetemDelay, CustomBimodalTableSixtyFortyIsReproduced) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
   const Baseline base = measure_baseline(net);
-  RouteSocket socket;
-  NetemEngine engine(socket);
   // 60 % at 5 ms and 40 % at 40 ms: five samples make an exact five-entry table.
   const std::vector<Nanoseconds> samples{5ms, 5ms, 5ms, 40ms, 40ms};
   const auto built = build_exact_delay_table(samples);
@@ -109,4 +107,30 @@ TEST(NetemDelay, CustomBimodalTableSixtyFortyIsReproduced) {
   // beside the VM), so the bound is 15 %: far from what a wrong table gives.
   EXPECT_EQ(early, 0) << "RTTs (ms): " << odd;
   EXPECT_LE(between / n, 0.15) << "RTTs (ms): " << odd;
+}
+
+// Profiles with "reorder": false keep order with netem's rate (docs/profile-format.md). Checked on the
+// wire: with wide jitter and 2 ms between probes, replies arrive out of order without a rate and in
+// order with one.
+TEST(NetemOrder, RateKeepsOrderWhereJitterAloneReorders) {
+  JITTERD_REQUIRE_NETEM_KERNEL();
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
+  NetemSpec spec;
+  spec.delay = {20ms, 10ms, Probability::zero(), std::nullopt};  // uniform 10..30 ms
+  NetemQdisc qdisc = engine.install(engine.resolve(std::string(VethPair::kDevA)), spec);
+  auto inversions = [](const std::vector<int>& arrival) {
+    int count = 0;
+    for (std::size_t i = 1; i < arrival.size(); ++i) count += arrival[i] < arrival[i - 1];
+    return count;
+  };
+  const auto jittered = jitterd_test::ping(net, 300, 2ms);
+  // Uniform ±10 ms with 2 ms spacing: P(swap of neighbours) = (2J - Δ)² / (8J²) = 0.405.
+  EXPECT_GT(inversions(jittered.received_seq), 30);
+  spec.rate.rate = BytesPerSecond{12'500'000'000};  // what the compiler sets for "reorder": false
+  qdisc.change(spec);
+  const auto ordered = jitterd_test::ping(net, 300, 2ms);
+  EXPECT_EQ(ordered.received_seq.size(), 300u);
+  EXPECT_EQ(inversions(ordered.received_seq), 0);
 }

@@ -13,10 +13,9 @@ using jitterd_test::VethPair;
 
 TEST(NetemLoss, GilbertElliottRateAndBurstLength) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
   // Simple Gilbert: everything lost in Bad, nothing in Good. π_B = p/(p+r) = 7.4 %, mean burst 1/r = 4.
   constexpr double p = 0.02, r = 0.25;
   NetemSpec spec;

@@ -30,11 +30,10 @@ void tc_in_a(const VethPair& net, const std::string& args) {
 
 TEST(NetemOwnership, RemoveRestoresTheDefaultQdisc) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
-  const Interface dev = engine.resolve(std::string(VethPair::kDevA));
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
+  const Interface& dev = bed.dev;
   const auto before = engine.root_qdisc(dev);
   ASSERT_TRUE(before);
   EXPECT_TRUE(before->is_default());
@@ -53,11 +52,9 @@ TEST(NetemOwnership, RemoveRestoresTheDefaultQdisc) {
 
 TEST(NetemOwnership, DestroyingTheOwnerRemovesTheQdiscAndReleaseKeepsIt) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
-  const Interface dev = engine.resolve(std::string(VethPair::kDevA));
+  jitterd_test::NetemBed bed;
+  auto& engine = bed.engine;
+  const Interface& dev = bed.dev;
   { NetemQdisc scoped = engine.install(dev, NetemSpec{}); }
   EXPECT_TRUE(engine.root_qdisc(dev)->is_default());
   {
@@ -110,11 +107,10 @@ TEST(NetemOwnership, ForeignRootIsRefusedAndLeftUntouched) {
 
 TEST(NetemOwnership, AQdiscPutInPlaceOfOursIsNeverChangedOrRemoved) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
-  const Interface dev = engine.resolve(std::string(VethPair::kDevA));
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
+  const Interface& dev = bed.dev;
   NetemQdisc ours = engine.install(dev, NetemSpec{});
   // Someone replaces the root behind our back.
   tc_in_a(net, "qdisc replace dev jta root handle 2: netem delay 3ms");
@@ -135,10 +131,8 @@ TEST(NetemOwnership, AQdiscPutInPlaceOfOursIsNeverChangedOrRemoved) {
 
 TEST(NetemOwnership, KernelRefusalsCarryTheKernelsText) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
+  jitterd_test::NetemBed bed;
+  auto& engine = bed.engine;
   try {
     engine.resolve(std::string("nosuchdev0"));
     FAIL();
@@ -157,7 +151,7 @@ TEST(NetemOwnership, KernelRefusalsCarryTheKernelsText) {
     EXPECT_FALSE(engine.adopt(dev));
     NetemSpec spec;
     NlMsgPtr msg = build_netem_message(dev.index, kJitterdRootHandle, 0xffffffff, 0, spec, {});
-    socket.request(msg.get(), "netem change", "dev jta handle 1a7e:");
+    bed.socket.request(msg.get(), "netem change", "dev jta handle 1a7e:");
     FAIL() << "the kernel changed a qdisc that does not exist";
   } catch (const NetlinkError& e) {
     EXPECT_EQ(e.error_number(), ENOENT) << e.what();

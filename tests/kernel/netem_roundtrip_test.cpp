@@ -183,11 +183,10 @@ class NetemRoundTrip : public ::testing::TestWithParam<NamedSpec> {};
 
 TEST_P(NetemRoundTrip, InstalledSpecReadsBackThroughLibshaperAndTc) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
-  const Interface dev = engine.resolve(std::string(VethPair::kDevA));
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
+  const Interface& dev = bed.dev;
   const NetemSpec& spec = GetParam().spec;
   NetemQdisc qdisc = engine.install(dev, spec);
 
@@ -213,11 +212,10 @@ TEST(NetemRoundTripChange, AChangeLeavesNothingOfThePreviousState) {
   // `tc qdisc change` keeps every attribute it does not mention (reorder, corrupt, rate, slot, ecn);
   // our change sends the full state, so going from everything to defaults really gives defaults.
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
-  const Interface dev = engine.resolve(std::string(VethPair::kDevA));
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
+  const Interface& dev = bed.dev;
   const auto all = specs();
   NetemQdisc qdisc = engine.install(dev, all.front().spec);
   for (const auto& next : all) {
@@ -232,11 +230,10 @@ TEST(NetemRoundTripChange, AChangeLeavesNothingOfThePreviousState) {
 
 TEST(NetemStats, CountersMatchTc) {
   JITTERD_REQUIRE_NETEM_KERNEL();
-  VethPair net;
-  jitterd_test::NetnsGuard in_a(net.ns_a());
-  RouteSocket socket;
-  NetemEngine engine(socket);
-  const Interface dev = engine.resolve(std::string(VethPair::kDevA));
+  jitterd_test::NetemBed bed;
+  auto& net = bed.net;
+  auto& engine = bed.engine;
+  const Interface& dev = bed.dev;
   NetemSpec spec;
   spec.delay.latency = 1ms;
   spec.loss = RandomLoss{Probability::checked(0.3), Probability::zero()};

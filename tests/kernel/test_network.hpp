@@ -62,6 +62,17 @@ class VethPair {
   std::string ns_b_;
 };
 
+// One kernel test's world: a fresh veth pair, the test thread inside namespace a (so the socket
+// below talks to that namespace's kernel), an engine on it, and the interface jta. Members are built in
+// this order on purpose.
+struct NetemBed {
+  VethPair net;
+  NetnsGuard in_a{net.ns_a()};
+  shaper::RouteSocket socket;
+  shaper::NetemEngine engine{socket};
+  shaper::Interface dev = engine.resolve(std::string(VethPair::kDevA));
+};
+
 struct PingResult {
   int transmitted = 0;
   std::vector<int> received_seq;  // in arrival order, duplicates removed
