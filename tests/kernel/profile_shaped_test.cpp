@@ -1,0 +1,123 @@
+// A profile compiled from a real capture, installed on a real netem and probed with ping, must pass
+// the shaped-link comparisons of `jitterctl validate PROFILE CAPTURE --shaped SHAPED`: capture vs
+// shaped and profile vs shaped, with the shaped-link thresholds of docs/validation.md (they live in
+// libshaper/src/validation.cpp and are not restated here). The capture is
+// tests/fixtures/captures/multimodal.txt (five delay modes from 2 to 55 ms, made by make-captures
+// in that folder).
+//
+// Known result: in the qemu TCG test bed this fails on KS (0.11-0.13 against 0.05) while p99 and
+// p99.9 pass: the emulated machine's timer lateness (median 0.44 ms above its minimum) shifts the
+// 2 ms mode. Measured and explained in docs/fidelity.md ("In the kernel"); the thresholds are kept.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "shaper/compiler.hpp"
+#include "shaper/netem_engine.hpp"
+#include "shaper/sha256.hpp"
+#include "shaper/trace.hpp"
+#include "shaper/validation.hpp"
+#include "test_network.hpp"
+
+using namespace shaper;
+using jitterd_test::VethPair;
+
+namespace {
+
+// 4000 probes: the shaped link's 95 % KS critical value against the 12 000-sample capture is then
+// 1.358 * sqrt(16000 / (12000 * 4000)) = 0.025, below the shaped floor of 0.05, so the verdict is
+// decided by the thresholds and not by the probe count; and more than 1000, so p99.9 is judged.
+constexpr int kProbes = 4000;
+// The capture's own command (make-captures): asks for 2 ms; iputils then sends every 3-15 ms while
+// replies are outstanding, as it did for the capture.
+constexpr const char* kPingInterval = "0.002";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// What `jitterctl validate` prints, for the failure message.
+std::string describe(const ValidationReport& report) {
+  std::string out;
+  char line[256];
+  auto row = [&](const char* name, const SeriesStats& s) {
+    std::snprintf(line, sizeof line, "%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f\n",
+                  name, s.samples, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms,
+                  s.stddev_ms, s.loss_rate);
+    out += line;
+  };
+  std::snprintf(line, sizeof line, "%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s\n", "", "samples",
+                "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "mean ms", "std ms", "loss");
+  out += line;
+  row("capture", report.capture);
+  row("profile", report.profile);
+  if (report.shaped) row("shaped", *report.shaped);
+  for (const auto& c : report.comparisons) {
+    std::snprintf(line, sizeof line,
+                  "%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms, p99 %+.2f%%, p99.9 %+.2f%%: %s\n",
+                  c.a.c_str(), c.b.c_str(), c.ks, c.ks_limit, c.w1_ms, 100 * c.p99_error,
+                  100 * c.p999_error, c.pass() ? "pass" : "FAIL");
+    out += line;
+    for (const auto& f : c.failures) out += "  - " + f + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
+  JITTERD_REQUIRE_NETEM_KERNEL();
+  const std::string path =
+      std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/captures/multimodal.txt";
+  const std::string text = read_text(path);
+  const Trace capture = parse_trace_text(text, "multimodal.txt");
+  ASSERT_GE(capture.samples.size(), 10000u) << to_string(capture.diagnostics);
+  const CompileResult compiled =
+      compile_profile({CaptureInput{"multimodal.txt", sha256_hex(text), capture}}, {});
+  ASSERT_TRUE(compiled.profile) << to_string(compiled.diagnostics);
+  const Profile& profile = *compiled.profile;
+  // 12 000 samples fit one exact table: one phase, no tail phases, no schedule to follow.
+  ASSERT_EQ(profile.phases.size(), 1u);
+  ASSERT_FALSE(profile.schedule);
+
+  jitterd_test::NetemBed bed;
+  NetemQdisc qdisc = bed.engine.install(bed.dev, profile.phases.front().spec);
+
+  // ping exits 1 when a probe went unanswered; the trace then says which, and the loss comparison
+  // judges it. Anything else is a failure of the bed.
+  const std::string shaped_text = jitterd_test::run(
+      "ip netns exec " + bed.net.ns_a() + " ping -D -n -i " + kPingInterval + " -c " +
+      std::to_string(kProbes) + " " + VethPair::kAddrB + " || test $? -eq 1");
+  const Trace shaped = parse_trace_text(shaped_text, "shaped ping");
+  ASSERT_EQ(shaped.samples.size(), static_cast<std::size_t>(kProbes))
+      << shaped_text.substr(0, 2000);
+  EXPECT_EQ(shaped.unrecognised_lines, 0u) << to_string(shaped.diagnostics);
+
+  // As jitterctl validate does it: the capture as the compiler saw it, the profile simulated for as
+  // many probes at the capture's interval (seed 1), the shaped trace minus the veth's own round
+  // trip.
+  const bool halved = profile.provenance && profile.provenance->halved;
+  const DelaySeries capture_s = capture_series(capture, profile);
+  const DelaySeries profile_s = simulate_profile(profile, capture_s, capture.interval, 1);
+  const DelaySeries shaped_s = shaped_series(shaped, profile_s, halved);
+  const ValidationReport report = validate_series(capture_s, profile_s, &shaped_s);
+  ASSERT_EQ(report.comparisons.size(), 3u);
+  // What the kernel is answerable for: the shaped link against the capture and against the profile.
+  // capture vs profile is simulation against capture, with no kernel in it; one seed of it can miss
+  // the tight profile thresholds by sampling noise alone (docs/fidelity.md measures how often), so
+  // it is printed but not asserted here.
+  for (const auto& c : report.comparisons) {
+    if (c.b == "shaped") {
+      EXPECT_TRUE(c.pass()) << c.a << " vs shaped\n" << describe(report);
+    }
+  }
+  // Printed on success too: the figures behind docs/fidelity.md's VM section.
+  std::printf("%s", describe(report).c_str());
+}
