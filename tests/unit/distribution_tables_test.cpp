@@ -157,3 +157,20 @@ TEST(ExactTable, ReportsWhatCannotBeRepresented) {
   std::vector<Nanoseconds> fine{0ms, 17s};
   EXPECT_TRUE(build_exact_delay_table(fine).table);
 }
+
+TEST(ExactTable, StepDividesTheCapturesPrintResolution) {
+  // ping prints 10 µs steps between 10 and 100 ms: a 21 ms range would give a 321 ns step, which
+  // does not divide 10 µs; the builder picks 400 ns (the smallest divisor of 10 000 above 321), so
+  // every sample decodes exactly.
+  std::vector<Nanoseconds> samples;
+  for (std::int64_t i = 0; i <= 2100; ++i) samples.emplace_back(10'000'000 + i * 10'000);
+  const auto result = build_exact_delay_table(samples);
+  ASSERT_TRUE(result.table);
+  EXPECT_EQ(result.table->resolution, 400ns);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const auto decoded = netem_table_delay_ns(result.table->latency.count(),
+                                              static_cast<std::int32_t>(result.table->jitter.count()),
+                                              result.table->table[i]);
+    EXPECT_EQ(decoded, samples[i].count()) << i;
+  }
+}
