@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "shaper/compiler.hpp"
 #include "shaper/errors.hpp"
@@ -23,15 +22,6 @@ using namespace shaper;
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SystemError("open", path, errno);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw SystemError("read", path, errno);
-  return text.str();
-}
 
 void write_file(const std::string& path, const std::string& text) {
   const std::string temporary = path + ".tmp";
@@ -108,7 +98,7 @@ std::optional<Trace> load_trace(const std::string& path, const ParseOptions& opt
 }
 
 std::optional<Profile> load_profile(const std::string& path) {
-  const ProfileLoad load = parse_profile(read_file(path));
+  const ProfileLoad load = load_profile_file(path);
   for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
   return load.profile;
 }
@@ -264,7 +254,7 @@ int inspect_command(const std::vector<std::string>& raw) {
       }
     }
     if (path.empty()) throw UsageError("usage: jitterctl inspect PROFILE [--json]");
-    const ProfileLoad load = parse_profile(read_file(path));
+    const ProfileLoad load = load_profile_file(path);
     for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
     if (!load.profile) return kExitBadInput;
     const Profile& p = *load.profile;

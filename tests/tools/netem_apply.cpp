@@ -17,7 +17,6 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,17 +40,8 @@ constexpr const char* kUsage =
     "       netem_apply --follow DEV PROFILE.json SECONDS\n"
     "       netem_apply --remove DEV\n";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SystemError("open", path, errno);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw SystemError("read", path, errno);
-  return text.str();
-}
-
 std::optional<Profile> load_profile(const std::string& path) {
-  const ProfileLoad load = parse_profile(read_file(path));
+  const ProfileLoad load = load_profile_file(path);
   for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
   return load.profile;
 }

@@ -1,7 +1,11 @@
 // The profile format: strict parsing with JSON pointers, canonical form and digest, round trips.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "shaper/distribution_tables.hpp"
+#include "shaper/errors.hpp"
 #include "shaper/profile.hpp"
 
 using namespace shaper;
@@ -195,4 +199,25 @@ TEST(Profile, ReportsEveryProblemNotJustTheFirst) {
   const auto w = wheres(load.diagnostics);
   EXPECT_NE(std::find(w.begin(), w.end(), "/phases/storm/loss/p"), w.end()) << to_string(load.diagnostics);
   EXPECT_NE(std::find(w.begin(), w.end(), "/phases/calm/delay/distribution"), w.end());
+}
+
+TEST(Profile, LoadFileReadsAtMostTheLimit) {
+  EXPECT_THROW(load_profile_file("/nonexistent/jitterd/profile.json"), SystemError);
+  char path[] = "/tmp/jitterd-profile-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream out(path);
+    out << kMinimal;
+  }
+  EXPECT_TRUE(load_profile_file(path).profile);
+  {
+    std::ofstream out(path);
+    out << std::string(kMaxProfileBytes + 100, ' ');
+  }
+  const auto big = load_profile_file(path);
+  EXPECT_FALSE(big.profile);
+  EXPECT_NE(big.diagnostics.at(0).message.find("at most 8 MiB"), std::string::npos);
+  unlink(path);
 }

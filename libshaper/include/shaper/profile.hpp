@@ -87,6 +87,10 @@ struct ProfileLoad {
 // present, must match the content.
 ProfileLoad parse_profile(std::string_view text);
 
+// Reads and parses a profile file: at most kMaxProfileBytes are read (a larger file is a diagnostic,
+// not a gigabyte in memory). Throws SystemError when the file cannot be opened or read.
+ProfileLoad load_profile_file(const std::string& path);
+
 // Every check that parse_profile makes on values, for profiles built in code (the compiler).
 Diagnostics validate(const Profile& profile);
 
