@@ -122,7 +122,7 @@ std::vector<std::size_t> cluster(const std::vector<std::array<double, 3>>& featu
           best = c;
         }
       }
-      if (label[i] != best || iteration == 0) changed |= label[i] != best;
+      changed |= label[i] != best;
       label[i] = best;
     }
     std::vector<std::array<double, 3>> sum(k, {0, 0, 0});

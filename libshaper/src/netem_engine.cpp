@@ -163,13 +163,7 @@ NetemQdisc::NetemQdisc(NetemQdisc&& other) noexcept
 
 NetemQdisc& NetemQdisc::operator=(NetemQdisc&& other) noexcept {
   if (this != &other) {
-    if (engine_) {
-      try {
-        remove();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "jitterd: %s\n", e.what());
-      }
-    }
+    remove_quietly();
     engine_ = std::exchange(other.engine_, nullptr);
     interface_ = std::move(other.interface_);
     applied_ = std::move(other.applied_);
@@ -178,12 +172,14 @@ NetemQdisc& NetemQdisc::operator=(NetemQdisc&& other) noexcept {
   return *this;
 }
 
-NetemQdisc::~NetemQdisc() {
+NetemQdisc::~NetemQdisc() { remove_quietly(); }
+
+void NetemQdisc::remove_quietly() noexcept {
   if (!engine_) return;
   try {
     remove();
   } catch (const std::exception& e) {
-    // Never throw from a destructor; the interface may be gone already, which is fine.
+    // Never throw from a destructor or a move; the interface may be gone already, which is fine.
     std::fprintf(stderr, "jitterd: cleanup: %s\n", e.what());
   }
 }

@@ -94,6 +94,8 @@ class NetemQdisc {
  private:
   friend class NetemEngine;
   NetemQdisc(NetemEngine& engine, Interface interface, NetemSpec applied, bool tables_known);
+  // remove(), reporting a failure on stderr instead of throwing (destructor, move assignment).
+  void remove_quietly() noexcept;
 
   NetemEngine* engine_;
   Interface interface_;
