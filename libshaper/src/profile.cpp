@@ -10,9 +10,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "shaper/distribution_tables.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/json_reader.hpp"
 #include "shaper/sha256.hpp"
 
 namespace shaper {
@@ -30,20 +32,9 @@ struct Unit {
 };
 // Longest suffix first so that "ms" is not read as "s".
 constexpr Unit kUnits[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}};
-
-std::string pointer_escape(std::string_view token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+// Read but never written, so canonical forms (and digests) do not depend on them: leases and limits
+// are easier to read as "10m" and "24h".
+constexpr Unit kLongUnits[] = {{"m", 60 * std::int64_t{1000000000}}, {"h", 3600 * std::int64_t{1000000000}}};
 
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
@@ -115,162 +106,44 @@ std::string format_timestamp(Nanoseconds t) {
   return out + "Z";
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reading JSON into typed structs, reporting every problem with its JSON pointer.
 
-class Reader {
- public:
-  explicit Reader(Diagnostics& out) : out_(out) {}
-
-  void error(const std::string& pointer, std::string message) { out_.push_back({pointer, std::move(message)}); }
-
-  // Reports the type mismatch and returns false unless `j` is an object whose keys are all allowed.
-  bool object(const json& j, const std::string& pointer, std::initializer_list<std::string_view> allowed) {
-    if (!j.is_object()) {
-      error(pointer, "expected an object, found " + std::string(j.type_name()));
-      return false;
-    }
-    for (const auto& [key, value] : j.items()) {
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        std::string list;
-        for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        error(pointer + "/" + pointer_escape(key), "unknown key; expected one of: " + list);
-      }
-    }
-    return true;
-  }
-
-  const json* member(const json& obj, const std::string& pointer, const char* key, bool required) {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (required) error(pointer + "/" + key, "missing; this member is required");
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  std::optional<Probability> probability(const json& obj, const std::string& pointer, const char* key) {
-    const json* v = member(obj, pointer, key, false);
-    if (!v) return Probability::zero();
-    if (!v->is_number()) {
-      error(pointer + "/" + key, "expected a probability between 0 and 1, found " + std::string(v->type_name()));
-      return std::nullopt;
-    }
-    const double d = v->get<double>();
-    auto p = Probability::make(d);
-    if (!p) {
-      error(pointer + "/" + key, json(d).dump() + " is not a probability; expected 0 to 1 (0.01 is 1%)");
-    }
-    return p;
-  }
-
-  std::optional<Nanoseconds> duration(const json& obj, const std::string& pointer, const char* key, bool required) {
-    const json* v = member(obj, pointer, key, required);
-    if (!v) return required ? std::nullopt : std::optional<Nanoseconds>(Nanoseconds(0));
-    if (v->is_string()) {
-      if (auto d = parse_duration(v->get<std::string>())) return d;
-    }
-    error(pointer + "/" + key, "expected a duration such as \"20ms\", \"1.5s\", \"250us\" or \"100ns\", found " +
-                                   v->dump());
+// A table: a name of a standard distribution, or {"table": [int16...]}.
+std::optional<std::pair<TableSource, DistributionTable>> read_table(JsonReader& r, const json& v,
+                                                                 const std::string& pointer) {
+  if (v.is_string()) {
+    const std::string name = v.get<std::string>();
+    if (name == "normal") return std::pair{TableSource::kNormal, make_normal_table()};
+    if (name == "pareto") return std::pair{TableSource::kPareto, make_pareto_table()};
+    if (name == "paretonormal") return std::pair{TableSource::kParetoNormal, make_paretonormal_table()};
+    if (name == "uniform") return std::pair{TableSource::kUniform, make_uniform_table()};
+    r.error(pointer, "unknown distribution \"" + name +
+                       "\"; expected normal, pareto, paretonormal, uniform, or {\"table\": [...]}");
     return std::nullopt;
   }
-
-  template <typename Int>
-  std::optional<Int> integer(const json& obj, const std::string& pointer, const char* key, Int min, Int max,
-                             Int fallback) {
-    const json* v = member(obj, pointer, key, false);
-    if (!v) return fallback;
-    if (!v->is_number_integer()) {
-      error(pointer + "/" + key, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                                     ", found " + v->dump());
-      return std::nullopt;
-    }
-    bool in_range;
-    Int value{};
-    if (v->is_number_unsigned()) {
-      const auto u = v->get<std::uint64_t>();
-      in_range = u <= static_cast<std::uint64_t>(max) && (min <= 0 || u >= static_cast<std::uint64_t>(min));
-      value = static_cast<Int>(u);
-    } else {
-      const auto s = v->get<std::int64_t>();
-      in_range = s >= static_cast<std::int64_t>(min) &&
-                 (max > static_cast<Int>(std::numeric_limits<std::int64_t>::max()) || s <= static_cast<std::int64_t>(max));
-      value = static_cast<Int>(s);
-    }
-    if (!in_range) {
-      error(pointer + "/" + key, v->dump() + " is out of range; expected " + std::to_string(min) + " to " +
-                                     std::to_string(max));
-      return std::nullopt;
-    }
-    return value;
+  if (!r.object(v, pointer, {"table"})) return std::nullopt;
+  const json* t = r.member(v, pointer, "table", true);
+  if (!t) return std::nullopt;
+  if (!t->is_array()) {
+    r.error(pointer + "/table", "expected an array of integers from -32768 to 32767");
+    return std::nullopt;
   }
-
-  std::optional<bool> boolean(const json& obj, const std::string& pointer, const char* key, bool fallback) {
-    const json* v = member(obj, pointer, key, false);
-    if (!v) return fallback;
-    if (!v->is_boolean()) {
-      error(pointer + "/" + key, "expected true or false, found " + v->dump());
-      return std::nullopt;
-    }
-    return v->get<bool>();
+  if (t->empty() || t->size() > kMaxTableEntries) {
+    r.error(pointer + "/table", "has " + std::to_string(t->size()) + " entries; expected 1 to 16384");
+    return std::nullopt;
   }
-
-  std::optional<std::string> string(const json& obj, const std::string& pointer, const char* key, bool required,
-                                    std::size_t max_length) {
-    const json* v = member(obj, pointer, key, required);
-    if (!v) return required ? std::nullopt : std::optional<std::string>("");
-    if (!v->is_string()) {
-      error(pointer + "/" + key, "expected a string, found " + std::string(v->type_name()));
+  DistributionTable out;
+  out.reserve(t->size());
+  for (std::size_t i = 0; i < t->size(); ++i) {
+    const json& e = (*t)[i];
+    if (!e.is_number_integer() || e.get<std::int64_t>() < -32768 || e.get<std::int64_t>() > 32767) {
+      r.error(pointer + "/table/" + std::to_string(i), e.dump() + " is not an integer from -32768 to 32767");
       return std::nullopt;
     }
-    std::string s = v->get<std::string>();
-    if (s.size() > max_length) {
-      error(pointer + "/" + key, "is " + std::to_string(s.size()) + " characters long; at most " +
-                                     std::to_string(max_length) + " are allowed");
-      return std::nullopt;
-    }
-    return s;
+    out.push_back(static_cast<std::int16_t>(e.get<std::int64_t>()));
   }
+  return std::pair{TableSource::kCustom, std::move(out)};
+}
 
-  // A table: a name of a standard distribution, or {"table": [int16...]}.
-  std::optional<std::pair<TableSource, DistributionTable>> table(const json& v, const std::string& pointer) {
-    if (v.is_string()) {
-      const std::string name = v.get<std::string>();
-      if (name == "normal") return std::pair{TableSource::kNormal, make_normal_table()};
-      if (name == "pareto") return std::pair{TableSource::kPareto, make_pareto_table()};
-      if (name == "paretonormal") return std::pair{TableSource::kParetoNormal, make_paretonormal_table()};
-      if (name == "uniform") return std::pair{TableSource::kUniform, make_uniform_table()};
-      error(pointer, "unknown distribution \"" + name +
-                         "\"; expected normal, pareto, paretonormal, uniform, or {\"table\": [...]}");
-      return std::nullopt;
-    }
-    if (!object(v, pointer, {"table"})) return std::nullopt;
-    const json* t = member(v, pointer, "table", true);
-    if (!t) return std::nullopt;
-    if (!t->is_array()) {
-      error(pointer + "/table", "expected an array of integers from -32768 to 32767");
-      return std::nullopt;
-    }
-    if (t->empty() || t->size() > kMaxTableEntries) {
-      error(pointer + "/table", "has " + std::to_string(t->size()) + " entries; expected 1 to 16384");
-      return std::nullopt;
-    }
-    DistributionTable out;
-    out.reserve(t->size());
-    for (std::size_t i = 0; i < t->size(); ++i) {
-      const json& e = (*t)[i];
-      if (!e.is_number_integer() || e.get<std::int64_t>() < -32768 || e.get<std::int64_t>() > 32767) {
-        error(pointer + "/table/" + std::to_string(i), e.dump() + " is not an integer from -32768 to 32767");
-        return std::nullopt;
-      }
-      out.push_back(static_cast<std::int16_t>(e.get<std::int64_t>()));
-    }
-    return std::pair{TableSource::kCustom, std::move(out)};
-  }
-
- private:
-  Diagnostics& out_;
-};
 
 template <typename T>
 bool assign(std::optional<T> value, T& target) {
@@ -279,7 +152,7 @@ bool assign(std::optional<T> value, T& target) {
   return true;
 }
 
-std::optional<Phase> read_phase(Reader& r, const std::string& name, const json& j, const std::string& ptr) {
+std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const json& j, const std::string& ptr) {
   if (!r.object(j, ptr, {"description", "delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "limit",
                          "ecn", "seed"})) {
     return std::nullopt;
@@ -296,7 +169,7 @@ std::optional<Phase> read_phase(Reader& r, const std::string& name, const json& 
       ok &= assign(r.duration(*d, p, "jitter", false), s.delay.jitter);
       ok &= assign(r.probability(*d, p, "correlation"), s.delay.correlation);
       if (const json* t = r.member(*d, p, "distribution", false)) {
-        if (auto table = r.table(*t, p + "/distribution")) {
+        if (auto table = read_table(r, *t, p + "/distribution")) {
           phase.delay_table = table->first;
           s.delay.distribution = std::move(table->second);
         } else {
@@ -404,7 +277,7 @@ std::optional<Phase> read_phase(Reader& r, const std::string& name, const json& 
           ok &= assign(r.duration(*d, dp, "delay", false), dist.delay);
           ok &= assign(r.duration(*d, dp, "jitter", false), dist.jitter);
           if (const json* t = r.member(*d, dp, "table", true)) {
-            if (auto table = r.table(*t, dp + "/table")) {
+            if (auto table = read_table(r, *t, dp + "/table")) {
               phase.slot_table = table->first;
               dist.table = std::move(table->second);
             } else {
@@ -550,7 +423,9 @@ const Phase* Profile::find_phase(std::string_view phase_name) const {
 }
 
 std::optional<Nanoseconds> parse_duration(std::string_view text) {
-  for (const auto& unit : kUnits) {
+  std::vector<Unit> units(std::begin(kUnits), std::end(kUnits));
+  units.insert(units.end(), std::begin(kLongUnits), std::end(kLongUnits));
+  for (const auto& unit : units) {
     if (text.size() <= unit.suffix.size() || !text.ends_with(unit.suffix)) continue;
     std::string_view number = text.substr(0, text.size() - unit.suffix.size());
     // "ms" also ends in "s"; a number part that ends in a letter belongs to a longer suffix.
@@ -582,6 +457,9 @@ std::optional<Nanoseconds> parse_duration(std::string_view text) {
   }
   return std::nullopt;
 }
+
+std::optional<Nanoseconds> parse_utc_timestamp(std::string_view text) { return parse_timestamp(text); }
+std::string format_utc_timestamp(Nanoseconds since_epoch) { return format_timestamp(since_epoch); }
 
 std::string duration_to_string(Nanoseconds d) {
   const std::int64_t ns = d.count();
@@ -679,7 +557,7 @@ ProfileLoad parse_profile(std::string_view text) {
   }
   for (const auto& key : duplicates) out.push_back({"", "the key \"" + key + "\" appears twice in one object"});
 
-  Reader r(out);
+  JsonReader r(out);
   if (!r.object(j, "", {"version", "name", "description", "provenance", "reorder", "phases", "schedule", "digest"})) {
     return result;
   }

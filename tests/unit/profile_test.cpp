@@ -221,3 +221,19 @@ TEST(Profile, LoadFileReadsAtMostTheLimit) {
   EXPECT_NE(big.diagnostics.at(0).message.find("at most 8 MiB"), std::string::npos);
   unlink(path);
 }
+
+TEST(Duration, MinutesAndHoursAreReadButNeverWritten) {
+  EXPECT_EQ(shaper::parse_duration("10m"), std::chrono::minutes(10));
+  EXPECT_EQ(shaper::parse_duration("1.5h"), std::chrono::minutes(90));
+  EXPECT_EQ(shaper::parse_duration("5ms"), std::chrono::milliseconds(5));
+  EXPECT_EQ(shaper::parse_duration("m"), std::nullopt);
+  EXPECT_EQ(shaper::duration_to_string(std::chrono::minutes(2)), "120s");
+}
+
+TEST(UtcTimestamp, RoundTripsRfc3339) {
+  const auto t = shaper::parse_utc_timestamp("2026-11-30T20:00:00.25Z");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->count(), 1796068800250000000);
+  EXPECT_EQ(shaper::format_utc_timestamp(*t), "2026-11-30T20:00:00.25Z");
+  EXPECT_EQ(shaper::parse_utc_timestamp("2026-11-30 20:00:00Z"), std::nullopt);
+}
