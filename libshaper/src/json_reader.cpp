@@ -20,6 +20,17 @@ std::string pointer_escape(std::string_view token) {
   return out;
 }
 
+std::string json_syntax_error(std::string_view text, std::size_t* byte) {
+  try {
+    const auto parsed = nlohmann::json::parse(text);
+    (void)parsed;
+  } catch (const nlohmann::json::parse_error& e) {
+    if (byte) *byte = e.byte;
+    return e.what();
+  }
+  return {};
+}
+
 bool JsonReader::object(const json& j, const std::string& pointer, std::initializer_list<std::string_view> allowed) {
   if (!j.is_object()) {
     error(pointer, "expected an object, found " + std::string(j.type_name()));

@@ -224,22 +224,22 @@ Interface NetemEngine::resolve(const InterfaceRef& ref) {
   return Interface{rtnl_link_get_ifindex(link.get()), rtnl_link_get_name(link.get())};
 }
 
-std::vector<QdiscInfo> NetemEngine::qdiscs(const Interface& interface) {
+std::vector<QdiscInfo> NetemEngine::dump_qdiscs(int ifindex, const std::string& object) {
   NlMsgPtr msg = make_message(RTM_GETQDISC, 0);
   tcmsg tcm{};
   tcm.tcm_family = AF_UNSPEC;
-  tcm.tcm_ifindex = interface.index;
+  tcm.tcm_ifindex = ifindex;
   append_tcmsg(msg.get(), tcm);
 
   std::vector<QdiscInfo> out;
-  socket_->dump(msg.get(), "qdisc dump", "dev " + interface.name, [&](const nlmsghdr& hdr) {
+  socket_->dump(msg.get(), "qdisc dump", object, [&](const nlmsghdr& hdr) {
     if (hdr.nlmsg_type != RTM_NEWQDISC) return;
     const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
-    // Kernels dump every device's qdiscs whatever the filter says; keep this interface's.
-    if (t->tcm_ifindex != interface.index) return;
+    // Kernels dump every device's qdiscs whatever the filter says; keep the one asked for.
+    if (ifindex != 0 && t->tcm_ifindex != ifindex) return;
     nlattr* tb[TCA_MAX + 1] = {};
     if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(tcmsg), tb, TCA_MAX, nullptr) < 0) {
-      throw NetlinkError("qdisc dump", "dev " + interface.name, EPROTO, "unparseable RTM_NEWQDISC");
+      throw NetlinkError("qdisc dump", object, EPROTO, "unparseable RTM_NEWQDISC");
     }
     QdiscInfo info;
     info.ifindex = t->tcm_ifindex;
@@ -252,11 +252,45 @@ std::vector<QdiscInfo> NetemEngine::qdiscs(const Interface& interface) {
       const auto* data = static_cast<const std::byte*>(nla_data(tb[TCA_OPTIONS]));
       info.netem = decode_netem_options({data, static_cast<std::size_t>(nla_len(tb[TCA_OPTIONS]))}, &error);
       if (!info.netem) {
-        throw NetlinkError("qdisc dump", "dev " + interface.name + " handle " + format_handle(info.handle),
+        throw NetlinkError("qdisc dump", object + " handle " + format_handle(info.handle),
                            EPROTO, error);
       }
     }
     out.push_back(std::move(info));
+  });
+  return out;
+}
+
+std::vector<QdiscInfo> NetemEngine::qdiscs(const Interface& interface) {
+  return dump_qdiscs(interface.index, "dev " + interface.name);
+}
+
+std::vector<QdiscInfo> NetemEngine::all_root_qdiscs() {
+  std::vector<QdiscInfo> out;
+  for (auto& q : dump_qdiscs(0, "all devices")) {
+    if (q.is_root()) out.push_back(std::move(q));
+  }
+  return out;
+}
+
+std::vector<Interface> NetemEngine::interfaces() {
+  NlMsgPtr msg = make_message(RTM_GETLINK, 0);
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  if (nlmsg_append(msg.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0) {
+    throw NetlinkError("link dump", "all devices", ENOMEM, "cannot build RTM_GETLINK");
+  }
+  std::vector<Interface> out;
+  socket_->dump(msg.get(), "link dump", "all devices", [&](const nlmsghdr& hdr) {
+    if (hdr.nlmsg_type != RTM_NEWLINK) return;
+    const auto* info = static_cast<const ifinfomsg*>(nlmsg_data(&hdr));
+    nlattr* tb[IFLA_MAX + 1] = {};
+    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(ifinfomsg), tb, IFLA_MAX, nullptr) < 0 ||
+        !tb[IFLA_IFNAME]) {
+      throw NetlinkError("link dump", "ifindex " + std::to_string(info->ifi_index), EPROTO,
+                         "unparseable RTM_NEWLINK");
+    }
+    out.push_back(Interface{info->ifi_index, nla_get_string(tb[IFLA_IFNAME])});
   });
   return out;
 }

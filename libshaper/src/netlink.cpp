@@ -169,3 +169,9 @@ void RouteSocket::dump(nl_msg* msg, const std::string& operation, const std::str
 }
 
 }  // namespace shaper
+
+namespace shaper {
+
+std::uint32_t RouteSocket::local_port() const { return nl_socket_get_local_port(sock_.get()); }
+
+}  // namespace shaper

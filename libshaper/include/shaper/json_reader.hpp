@@ -18,6 +18,11 @@ namespace shaper {
 // "a/b" -> "a~1b", "~" -> "~0" (RFC 6901), for keys that become pointer tokens.
 std::string pointer_escape(std::string_view token);
 
+// Why `text` is not JSON ("syntax error while parsing value - invalid literal; last read: 'x'") and
+// the 1-based byte where the parser stopped; empty when it is JSON. nlohmann's non-throwing parse only
+// says "discarded", so the failure is parsed once more for the words.
+std::string json_syntax_error(std::string_view text, std::size_t* byte = nullptr);
+
 class JsonReader {
  public:
   using json = nlohmann::json;

@@ -121,6 +121,10 @@ class NetemEngine {
   std::optional<NetemQdisc> adopt(const Interface& interface);
 
   std::vector<QdiscInfo> qdiscs(const Interface& interface);
+  // The root qdisc of every interface, in one dump (listing, crash recovery).
+  std::vector<QdiscInfo> all_root_qdiscs();
+  // Every interface in this network namespace.
+  std::vector<Interface> interfaces();
   std::optional<QdiscInfo> root_qdisc(const Interface& interface);
 
   // Removes jitterd's root qdisc from `interface` if there is one (crash cleanup); true if removed.
@@ -133,6 +137,7 @@ class NetemEngine {
   void send_netem(const Interface& interface, const NetemSpec& spec, const NetemEncodePlan& plan,
                   int flags, const char* operation);
   void delete_root(const Interface& interface);
+  std::vector<QdiscInfo> dump_qdiscs(int ifindex, const std::string& object);
 
   RouteSocket* socket_;
 };

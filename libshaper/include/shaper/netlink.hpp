@@ -57,6 +57,10 @@ class RouteSocket {
 
   nl_sock* get() const { return sock_.get(); }
 
+  // The socket's netlink port id: the kernel puts it in the notifications it sends about this
+  // socket's own requests (RTNLGRP_TC), which is how the daemon tells its changes from others'.
+  std::uint32_t local_port() const;
+
  private:
   NlSockPtr sock_;
 };

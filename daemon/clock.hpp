@@ -1,0 +1,30 @@
+#pragma once
+// The two clocks every time in the protocol carries: CLOCK_MONOTONIC (what deadlines run on, and what
+// a harness on the same host compares with) and CLOCK_REALTIME (ping -D stamps, other hosts).
+
+#include <chrono>
+#include <cstdint>
+
+namespace jitterd {
+
+using Nanoseconds = std::chrono::nanoseconds;
+// std::chrono::steady_clock is CLOCK_MONOTONIC on Linux (libstdc++), so Asio's steady_timer deadlines
+// and clock_gettime(CLOCK_MONOTONIC) readings are the same numbers.
+using MonotonicClock = std::chrono::steady_clock;
+using MonotonicTime = MonotonicClock::time_point;
+
+struct Stamp {
+  Nanoseconds monotonic{0};
+  Nanoseconds realtime{0};
+};
+
+// Both clocks, read back to back.
+Stamp now_stamp();
+
+// A monotonic time point as a stamp; its realtime is estimated from the current offset between the
+// clocks (exact unless the wall clock is stepped in between).
+Stamp stamp_of(MonotonicTime t);
+
+inline MonotonicTime monotonic_time(Nanoseconds since_boot) { return MonotonicTime(since_boot); }
+
+}  // namespace jitterd

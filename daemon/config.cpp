@@ -1,0 +1,203 @@
+#include "config.hpp"
+
+#include <cerrno>
+#include <fnmatch.h>
+#include <fstream>
+#include <net/if.h>
+#include <sstream>
+
+#include "shaper/errors.hpp"
+#include "shaper/json_reader.hpp"
+
+namespace jitterd {
+namespace {
+
+using json = nlohmann::json;
+using shaper::JsonReader;
+
+// A config is a few hundred bytes; a megabyte means the wrong file was named.
+constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
+
+bool absolute_path(JsonReader& r, const std::string& pointer, const std::string& path) {
+  if (path.empty() || path.front() != '/') {
+    r.error(pointer, "\"" + path + "\" is not an absolute path; write it from / (e.g. /run/jitterd)");
+    return false;
+  }
+  return true;
+}
+
+void read_socket(JsonReader& r, const json& j, SocketConfig& out) {
+  const std::string p = "/socket";
+  if (!r.object(j, p, {"path", "group", "mode"})) return;
+  if (auto path = r.string(j, p, "path", false, 107)) {  // sun_path holds 108 bytes with the NUL
+    if (!path->empty() && absolute_path(r, p + "/path", *path)) out.path = *path;
+  }
+  if (auto group = r.string(j, p, "group", false, 32)) out.group = *group;
+  if (auto mode = r.string(j, p, "mode", false, 4)) {
+    if (!mode->empty()) {
+      char* end = nullptr;
+      const unsigned long m = std::strtoul(mode->c_str(), &end, 8);
+      if (*end != '\0' || m > 0777 || (m & 0006) != 0) {
+        r.error(p + "/mode", "\"" + *mode + "\" is not an octal mode without access for others; use \"0660\" or "
+                             "\"0600\" (others must never reach the socket)");
+      } else {
+        out.mode = static_cast<mode_t>(m);
+      }
+    }
+  }
+}
+
+void read_limits(JsonReader& r, const json& j, Limits& out) {
+  const std::string p = "/limits";
+  if (!r.object(j, p, {"max_connections", "max_request_bytes", "idle_timeout", "max_queued_events"})) return;
+  if (auto v = r.integer<std::size_t>(j, p, "max_connections", 1, 4096, out.max_connections)) out.max_connections = *v;
+  if (auto v = r.integer<std::size_t>(j, p, "max_request_bytes", 4096, 64 * 1024 * 1024, out.max_request_bytes)) {
+    out.max_request_bytes = *v;
+  }
+  if (j.contains("idle_timeout")) {
+    if (auto v = r.duration(j, p, "idle_timeout", true)) {
+      if (*v < std::chrono::seconds(1)) {
+        r.error(p + "/idle_timeout", "must be at least 1s");
+      } else {
+        out.idle_timeout = *v;
+      }
+    }
+  }
+  if (auto v = r.integer<std::size_t>(j, p, "max_queued_events", 16, 1000000, out.max_queued_events)) {
+    out.max_queued_events = *v;
+  }
+}
+
+void read_interfaces(JsonReader& r, const json& j, Config& out) {
+  const std::string p = "/interfaces";
+  if (!r.object(j, p, {"allow"})) return;
+  const json* allow = r.member(j, p, "allow", false);
+  if (!allow) return;
+  if (!allow->is_array()) {
+    r.error(p + "/allow", "expected an array of interface names or glob patterns, e.g. [\"veth*\", \"eth1\"]");
+    return;
+  }
+  for (std::size_t i = 0; i < allow->size(); ++i) {
+    const json& e = (*allow)[i];
+    const std::string ep = p + "/allow/" + std::to_string(i);
+    if (!e.is_string() || e.get<std::string>().empty() || e.get<std::string>().size() >= IFNAMSIZ * 4) {
+      r.error(ep, "expected an interface name or glob pattern such as \"veth*\", found " + e.dump());
+      continue;
+    }
+    const std::string pattern = e.get<std::string>();
+    if (pattern == "*") {
+      r.error(ep, "\"*\" would allow shaping every interface, including the one you manage this host through; "
+                  "list the test interfaces (\"veth*\", \"eth1\")");
+      continue;
+    }
+    out.allow_interfaces.push_back(pattern);
+  }
+}
+
+}  // namespace
+
+bool Config::interface_allowed(std::string_view name) const {
+  const std::string n(name);
+  for (const auto& pattern : allow_interfaces) {
+    if (fnmatch(pattern.c_str(), n.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+ConfigLoad parse_config(std::string_view text) {
+  ConfigLoad load;
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) {
+    std::size_t byte = 0;
+    const std::string why = shaper::json_syntax_error(text, &byte);
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    load.diagnostics.push_back(
+        {"line " + std::to_string(line) + ", column " + std::to_string(column), "not valid JSON: " + why});
+    return load;
+  }
+  JsonReader r(load.diagnostics);
+  Config config;
+  if (r.object(j, "", {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery", "limits",
+                       "leases"})) {
+    if (const json* s = r.member(j, "", "socket", false)) read_socket(r, *s, config.socket);
+    if (auto dir = r.string(j, "", "state_dir", false, 4096)) {
+      if (!dir->empty() && absolute_path(r, "/state_dir", *dir)) config.state_dir = *dir;
+    }
+    if (const json* dirs = r.member(j, "", "profile_dirs", false)) {
+      if (!dirs->is_array()) {
+        r.error("/profile_dirs", "expected an array of absolute directory paths");
+      } else {
+        config.profile_dirs.clear();
+        for (std::size_t i = 0; i < dirs->size(); ++i) {
+          const json& d = (*dirs)[i];
+          const std::string dp = "/profile_dirs/" + std::to_string(i);
+          if (!d.is_string()) {
+            r.error(dp, "expected a directory path, found " + d.dump());
+          } else if (absolute_path(r, dp, d.get<std::string>())) {
+            config.profile_dirs.push_back(d.get<std::string>());
+          }
+        }
+      }
+    }
+    if (const json* i = r.member(j, "", "interfaces", false)) read_interfaces(r, *i, config);
+    if (auto v = r.boolean(j, "", "allow_force", false)) config.allow_force = *v;
+    if (auto v = r.string(j, "", "recovery", false, 16)) {
+      if (*v == "adopt") {
+        config.recovery = Recovery::kAdopt;
+      } else if (!v->empty() && *v != "remove") {
+        r.error("/recovery", "\"" + *v + "\" is not a recovery mode; expected \"remove\" (the default: a restart "
+                             "removes what a crashed jitterd left) or \"adopt\"");
+      }
+    }
+    if (const json* l = r.member(j, "", "limits", false)) read_limits(r, *l, config.limits);
+    if (const json* l = r.member(j, "", "leases", false)) {
+      if (r.object(*l, "/leases", {"max", "required"})) {
+        if (l->contains("max")) {
+          if (auto v = r.duration(*l, "/leases", "max", true)) {
+            if (*v < std::chrono::seconds(1)) {
+              r.error("/leases/max", "must be at least 1s");
+            } else {
+              config.max_lease = *v;
+            }
+          }
+        }
+        if (auto v = r.boolean(*l, "/leases", "required", false)) config.lease_required = *v;
+      }
+    }
+  }
+  if (load.diagnostics.empty()) load.config = std::move(config);
+  return load;
+}
+
+ConfigLoad load_config_file(const std::string& path, bool must_exist) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno;
+    if (error == ENOENT && !must_exist) {
+      ConfigLoad load;
+      load.config = Config{};
+      return load;
+    }
+    throw shaper::SystemError("open", path, error);
+  }
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw shaper::SystemError("read", path, errno);
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    ConfigLoad load;
+    load.diagnostics.push_back({"", "larger than 1 MiB; is this the right file?"});
+    return load;
+  }
+  return parse_config(text);
+}
+
+}  // namespace jitterd

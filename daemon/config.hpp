@@ -1,0 +1,60 @@
+#pragma once
+// The daemon's configuration (/etc/jitterd/config.json, docs/daemon.md), converted to a typed struct
+// at the edge. Every problem is a diagnostic with its JSON pointer; `jitterd --check-config` prints
+// them all.
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+#include "shaper/diagnostics.hpp"
+
+namespace jitterd {
+
+enum class Recovery { kRemove, kAdopt };
+
+struct SocketConfig {
+  std::string path = "/run/jitterd/jitterd.sock";
+  std::string group;       // empty: the daemon's own group
+  mode_t mode = 0660;
+};
+
+struct Limits {
+  std::size_t max_connections = 64;
+  std::size_t max_request_bytes = 1024 * 1024;
+  std::chrono::nanoseconds idle_timeout = std::chrono::minutes(10);
+  std::size_t max_queued_events = 4096;
+};
+
+struct Config {
+  SocketConfig socket;
+  std::string state_dir = "/run/jitterd";
+  std::vector<std::string> profile_dirs = {"/etc/jitterd/profiles", "/usr/share/jitterd/profiles"};
+  // Glob patterns (fnmatch) of interface names that may be shaped. Empty: nothing may be shaped, so a
+  // fresh install cannot take down a management interface by a typo.
+  std::vector<std::string> allow_interfaces;
+  bool allow_force = false;  // whether `apply` may replace a root qdisc someone else installed
+  Recovery recovery = Recovery::kRemove;
+  Limits limits;
+  std::chrono::nanoseconds max_lease = std::chrono::hours(24);
+  bool lease_required = false;
+
+  bool interface_allowed(std::string_view name) const;
+};
+
+struct ConfigLoad {
+  std::optional<Config> config;      // set only when there are no diagnostics
+  shaper::Diagnostics diagnostics;   // `where` is a JSON pointer, or "line L, column C" for syntax
+};
+
+ConfigLoad parse_config(std::string_view text);
+
+// Reads and parses `path`. A missing file at the default path is not an error (defaults: nothing may
+// be shaped); `must_exist` makes it one. Throws shaper::SystemError when the file cannot be read.
+ConfigLoad load_config_file(const std::string& path, bool must_exist);
+
+}  // namespace jitterd

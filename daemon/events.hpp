@@ -1,0 +1,67 @@
+#pragma once
+// Events the daemon publishes (docs/protocol.md, "subscribe"), as typed values. The session manager
+// publishes; each subscriber (a control connection) filters and serialises them.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "clock.hpp"
+
+namespace jitterd {
+
+enum class EventType {
+  kApplied,
+  kPhaseChanged,
+  kDeadlineMissed,
+  kCleared,
+  kLeaseExpired,
+  kInterfaceGone,
+  kExternalChange,
+  kError,
+};
+
+std::string_view to_string(EventType type);
+std::optional<EventType> event_type_from_string(std::string_view name);
+
+struct Event {
+  EventType type = EventType::kError;
+  std::uint64_t seq = 0;  // assigned by the bus, strictly increasing
+  std::string interface;
+  std::string profile;
+  std::string digest;
+  std::string phase;
+  std::string previous;             // phase-changed
+  std::optional<std::size_t> step;  // schedule step, when a schedule drove it
+  Stamp at;                         // when it happened (for a transition: the kernel's acknowledgement)
+  std::optional<Stamp> deadline;    // when it was due
+  std::optional<Nanoseconds> lateness;
+  std::optional<Nanoseconds> apply_time;
+  std::optional<Nanoseconds> lease;
+  std::string reason;   // cleared: request, replaced, shutdown, schedule-finished
+  std::string message;  // error, external-change
+  std::optional<bool> ended;  // external-change: whether the session ended
+};
+
+// Fan-out to subscribers. Single-threaded (the io_context thread); a subscriber's callback must not
+// block (connections queue and write asynchronously).
+class EventBus {
+ public:
+  using Callback = std::function<void(const Event&)>;
+
+  // Returns a token for unsubscribe().
+  std::uint64_t subscribe(Callback callback);
+  void unsubscribe(std::uint64_t token);
+  void publish(Event event);
+  std::size_t subscribers() const { return subscribers_.size(); }
+  std::uint64_t published() const { return next_seq_ - 1; }
+
+ private:
+  std::map<std::uint64_t, Callback> subscribers_;
+  std::uint64_t next_token_ = 1;
+  std::uint64_t next_seq_ = 1;
+};
+
+}  // namespace jitterd

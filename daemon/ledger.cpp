@@ -1,0 +1,95 @@
+#include "ledger.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+#include "shaper/errors.hpp"
+
+namespace jitterd {
+namespace {
+
+using json = nlohmann::json;
+using shaper::check_syscall;
+
+// An owned file descriptor (the ledger writes through one so that it can fsync).
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+Ledger::Ledger(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+
+std::vector<LedgerEntry> Ledger::load(std::string* problem) const {
+  std::ifstream in(path());
+  if (!in) return {};
+  std::stringstream text;
+  text << in.rdbuf();
+  const json j = json::parse(text.str(), nullptr, false);
+  std::vector<LedgerEntry> out;
+  if (j.is_discarded() || !j.is_object() || !j.contains("interfaces") || !j["interfaces"].is_array()) {
+    if (problem) *problem = path() + " is not a jitterd ledger; relying on the handle scan";
+    return out;
+  }
+  for (const auto& e : j["interfaces"]) {
+    if (!e.is_object() || !e.contains("index") || !e["index"].is_number_integer()) continue;
+    LedgerEntry entry;
+    entry.index = e["index"].get<int>();
+    entry.interface = e.value("interface", "");
+    entry.profile = e.value("profile", "");
+    entry.digest = e.value("digest", "");
+    entry.phase = e.value("phase", "");
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+void Ledger::record(const LedgerEntry& entry) {
+  entries_[entry.index] = entry;
+  write();
+}
+
+void Ledger::erase(int index) {
+  if (entries_.erase(index)) write();
+}
+
+void Ledger::write() const {
+  json j = {{"version", 1}, {"pid", ::getpid()}, {"interfaces", json::array()}};
+  for (const auto& [index, e] : entries_) {
+    j["interfaces"].push_back({{"index", e.index},
+                               {"interface", e.interface},
+                               {"profile", e.profile},
+                               {"digest", e.digest},
+                               {"phase", e.phase}});
+  }
+  const std::string text = j.dump(2) + "\n";
+  const std::string tmp = path() + ".tmp";
+  {
+    Fd fd(static_cast<int>(
+        check_syscall(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), "open", tmp)));
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const long n = ::write(fd.get(), text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      done += static_cast<std::size_t>(check_syscall(n, "write", tmp));
+    }
+    check_syscall(::fsync(fd.get()), "fsync", tmp);
+  }
+  check_syscall(::rename(tmp.c_str(), path().c_str()), "rename", tmp + " -> " + path());
+}
+
+}  // namespace jitterd

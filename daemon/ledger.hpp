@@ -1,0 +1,45 @@
+#pragma once
+// The ledger: what this jitterd has installed, kept in <state_dir>/state.json and rewritten (atomically:
+// temporary file, fsync, rename) on every install and removal, so that the next start after a crash or
+// kill -9 knows what was left behind. The kernel is the authority (the reserved handle 1a7e: marks our
+// qdiscs); the ledger adds what the kernel cannot say: which profile and phase were running.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jitterd {
+
+struct LedgerEntry {
+  int index = 0;
+  std::string interface;
+  std::string profile;
+  std::string digest;
+  std::string phase;
+  friend bool operator==(const LedgerEntry&, const LedgerEntry&) = default;
+};
+
+class Ledger {
+ public:
+  explicit Ledger(std::string state_dir);
+
+  // What a previous process left (empty when there is no state file). A file that cannot be parsed is
+  // reported in `problem` and treated as empty: the handle scan still finds the qdiscs.
+  std::vector<LedgerEntry> load(std::string* problem) const;
+
+  void record(const LedgerEntry& entry);
+  void erase(int index);
+  const std::map<int, LedgerEntry>& entries() const { return entries_; }
+
+  std::string path() const { return state_dir_ + "/state.json"; }
+
+ private:
+  // Throws shaper::SystemError: a daemon that cannot keep its ledger must say so.
+  void write() const;
+
+  std::string state_dir_;
+  std::map<int, LedgerEntry> entries_;
+};
+
+}  // namespace jitterd

@@ -1,0 +1,222 @@
+// jitterd: the privileged daemon. Reads its config, removes (or adopts) what a crashed jitterd left,
+// listens on the control socket, and runs sessions until SIGTERM or SIGINT, when it removes everything
+// it installed. Environment failures reach main() as exceptions and end the process with a message.
+
+#include <grp.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "asio.hpp"
+#include "config.hpp"
+#include "events.hpp"
+#include "kernel_backend.hpp"
+#include "ledger.hpp"
+#include "logger.hpp"
+#include "netlink_monitor.hpp"
+#include "profile_store.hpp"
+#include "protocol.hpp"
+#include "server.hpp"
+#include "sessions.hpp"
+#include "shaper/errors.hpp"
+#include "systemd_notify.hpp"
+
+namespace {
+
+constexpr const char* kDefaultConfig = "/etc/jitterd/config.json";
+
+struct Options {
+  std::string config = kDefaultConfig;
+  bool config_given = false;
+  bool check_config = false;
+  std::optional<std::string> socket;
+  std::optional<std::string> state_dir;
+};
+
+constexpr const char* kUsage =
+    "usage: jitterd [--config FILE] [--check-config] [--socket PATH] [--state-dir DIR]\n"
+    "       jitterd --version | --help\n"
+    "\n"
+    "  --config FILE     the config (default /etc/jitterd/config.json; without it nothing may be shaped)\n"
+    "  --check-config    validate the config and the profile folders, print what is wrong, and exit\n"
+    "  --socket PATH     listen here instead of socket.path (ignored under socket activation)\n"
+    "  --state-dir DIR   keep the ledger here instead of state_dir\n"
+    "\n"
+    "Exit codes: 0 clean stop, 2 usage, 3 invalid config, 4 environment (netlink, socket, permissions).\n"
+    "The control protocol: docs/protocol.md. Stop with SIGTERM: jitterd removes everything it installed.\n";
+
+std::optional<Options> parse_arguments(int argc, char** argv, int* exit_code) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> std::optional<std::string> {
+      if (i + 1 >= argc) {
+        std::cerr << "jitterd: " << name << " needs a value\n" << kUsage;
+        return std::nullopt;
+      }
+      return std::string(argv[++i]);
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      *exit_code = 0;
+      return std::nullopt;
+    } else if (arg == "--version") {
+      std::cout << "jitterd " << JITTERD_VERSION << " (protocol " << jitterd::kProtocolVersion << ")\n";
+      *exit_code = 0;
+      return std::nullopt;
+    } else if (arg == "--check-config") {
+      options.check_config = true;
+    } else if (arg == "--config") {
+      auto v = value("--config");
+      if (!v) return std::nullopt;
+      options.config = *v;
+      options.config_given = true;
+    } else if (arg == "--socket") {
+      if (!(options.socket = value("--socket"))) return std::nullopt;
+    } else if (arg == "--state-dir") {
+      if (!(options.state_dir = value("--state-dir"))) return std::nullopt;
+    } else {
+      std::cerr << "jitterd: unknown argument '" << arg << "'\n" << kUsage;
+      return std::nullopt;
+    }
+  }
+  return options;
+}
+
+std::optional<gid_t> socket_group(const jitterd::Config& config, std::string* error) {
+  if (config.socket.group.empty()) return std::nullopt;
+  const group* g = ::getgrnam(config.socket.group.c_str());
+  if (!g) {
+    *error = "socket.group \"" + config.socket.group +
+             "\" does not exist; create it (systemd-sysusers, or groupadd --system " + config.socket.group +
+             ") or set socket.group to an existing group";
+    return std::nullopt;
+  }
+  return g->gr_gid;
+}
+
+int run(const Options& options) {
+  jitterd::Logger log(std::cerr);
+  const auto load = jitterd::load_config_file(options.config, options.config_given);
+  if (!load.config) {
+    for (const auto& d : load.diagnostics) std::cerr << options.config << ": " << d.to_string() << '\n';
+    return 3;
+  }
+  jitterd::Config config = *load.config;
+  if (options.socket) config.socket.path = *options.socket;
+  if (options.state_dir) config.state_dir = *options.state_dir;
+
+  std::string group_error;
+  const auto gid = socket_group(config, &group_error);
+  if (options.check_config) {
+    int status = 0;
+    if (!group_error.empty()) {
+      std::cerr << options.config << ": /socket/group: " << group_error << '\n';
+      status = 3;
+    }
+    const auto listing = jitterd::ProfileStore(config.profile_dirs).list();
+    for (const auto& bad : listing.invalid) {
+      for (const auto& e : bad.errors) std::cerr << "profile " << bad.file << ": " << e << '\n';
+      status = 3;
+    }
+    std::cout << options.config << ": " << (status ? "has problems (above)" : "OK") << "; "
+              << listing.profiles.size() << " profile(s); interfaces allowed: "
+              << (config.allow_interfaces.empty() ? std::string("none (set interfaces.allow)") : [&] {
+                   std::string s;
+                   for (const auto& p : config.allow_interfaces) s += (s.empty() ? "" : ", ") + p;
+                   return s;
+                 }())
+              << '\n';
+    return status;
+  }
+  if (!group_error.empty()) {
+    std::cerr << "jitterd: " << options.config << ": " << group_error << '\n';
+    return 3;
+  }
+  if (config.allow_interfaces.empty()) {
+    log.warning("no interface may be shaped: set interfaces.allow in " + options.config);
+  }
+
+  auto notifier = jitterd::SystemdNotifier::from_environment();
+  const auto handed = jitterd::listen_fds_from_environment();
+
+  jitterd::asio::io_context io(1);
+  jitterd::KernelBackend backend;
+  jitterd::Ledger ledger(config.state_dir);
+  jitterd::EventBus bus;
+  jitterd::SessionManager sessions(io.get_executor(), backend, ledger, bus, config, log);
+  sessions.recover();
+  jitterd::ProfileStore profiles(config.profile_dirs);
+  jitterd::ServerStats stats;
+  jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats);
+  jitterd::AccessPolicy policy{static_cast<std::uint32_t>(::geteuid()), gid ? std::optional<std::uint32_t>(*gid)
+                                                                             : std::optional<std::uint32_t>(::getegid())};
+  jitterd::ControlServer server(io, dispatcher, bus, config, policy, stats, log);
+  if (!handed.empty()) {
+    std::string path;
+    if (handed.size() != 1 || !jitterd::is_unix_stream_listener(handed.front(), &path)) {
+      std::cerr << "jitterd: socket activation handed " << handed.size()
+                << " fd(s); expected one listening AF_UNIX stream socket (check jitterd.socket)\n";
+      return 4;
+    }
+    server.adopt_listener(handed.front());
+    log.info("listening on " + path + " (from systemd)");
+  } else {
+    ::mkdir(config.state_dir.c_str(), 0755);
+    server.bind(config.socket.path, config.socket.mode, gid);
+    log.info("listening on " + config.socket.path);
+  }
+  server.start();
+  jitterd::NetlinkMonitor monitor(io, sessions, backend, log);
+  monitor.start();
+
+  jitterd::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    log.info(std::string("stopping on ") + strsignal(signal) + "; removing everything jitterd installed");
+    notifier.stopping("removing shaping");
+    sessions.shutdown();
+    monitor.stop();
+    server.stop();
+    io.stop();
+  });
+  // A client that disconnects while we write must not kill the daemon.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::optional<jitterd::asio::steady_timer> watchdog;
+  std::function<void()> kick;
+  if (auto interval = notifier.watchdog_interval()) {
+    watchdog.emplace(io);
+    kick = [&, half = *interval / 2] {
+      notifier.watchdog();
+      watchdog->expires_after(half);
+      watchdog->async_wait([&](const boost::system::error_code& ec) {
+        if (!ec) kick();
+      });
+    };
+    kick();
+  }
+  notifier.ready("listening; " + std::to_string(sessions.session_count()) + " session(s) adopted");
+  io.run();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int exit_code = 2;
+  const auto options = parse_arguments(argc, argv, &exit_code);
+  if (!options) return exit_code;
+  try {
+    return run(*options);
+  } catch (const shaper::NetlinkError& e) {
+    std::cerr << "jitterd: " << e.what() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
+  } catch (const std::exception& e) {
+    std::cerr << "jitterd: " << e.what() << '\n';
+  }
+  return 4;
+}

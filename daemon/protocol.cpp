@@ -1,0 +1,582 @@
+#include "protocol.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "shaper/errors.hpp"
+#include "shaper/json_reader.hpp"
+
+namespace jitterd {
+namespace {
+
+using json = nlohmann::json;
+using shaper::JsonReader;
+
+// A start time may lie this far in the past (a harness that computed "now" a moment ago) ...
+constexpr Nanoseconds kStartPast = std::chrono::seconds(1);
+// ... and this far ahead (further is a typo of the year or the time zone).
+constexpr Nanoseconds kStartFuture = std::chrono::hours(24 * 7);
+
+struct Method {
+  std::string_view name;
+  std::string_view summary;
+  bool mutating;
+};
+
+constexpr Method kMethods[] = {
+    {"list-commands", "the methods, with a line each", false},
+    {"version", "jitterd's version, protocol version, pid and kernel", false},
+    {"interfaces", "interfaces with their root qdisc and whether jitterd may shape or owns them", false},
+    {"profiles", "the profiles in the profile folders, with digests", false},
+    {"apply", "shape an interface with a profile: a held phase or its schedule, now or at a time, with a lease",
+     true},
+    {"switch", "change an interface's phase now or at a time, in place", true},
+    {"pause", "pause an interface's schedule", true},
+    {"resume", "resume a paused schedule", true},
+    {"skip", "jump to a step of the schedule", true},
+    {"status", "sessions: phase, next transition, lease, kernel counters, transitions", false},
+    {"clear", "remove jitterd's shaping from an interface, or from all", true},
+    {"renew", "renew a session's lease", true},
+    {"subscribe", "stream events (applied, phase-changed, cleared, ...) on this connection", false},
+    {"metrics", "Prometheus text exposition", false},
+};
+
+json stamp_json(const Stamp& s) { return {{"monotonic_ns", s.monotonic.count()}, {"realtime_ns", s.realtime.count()}}; }
+
+json error_json(const json& id, const RequestError& e) {
+  json err = {{"code", e.code}, {"message", e.message}};
+  if (!e.where.empty()) err["where"] = e.where;
+  if (!e.hint.empty()) err["hint"] = e.hint;
+  json reply = {{"ok", false}, {"error", err}};
+  if (!id.is_null()) reply["id"] = id;
+  return reply;
+}
+
+RequestError invalid(const shaper::Diagnostics& diagnostics) {
+  const auto& first = diagnostics.front();
+  std::string hint;
+  if (diagnostics.size() > 1) {
+    hint = "also: ";
+    for (std::size_t i = 1; i < diagnostics.size() && i < 4; ++i) {
+      hint += (i > 1 ? "; " : "") + diagnostics[i].to_string();
+    }
+  }
+  return {"invalid-params", first.message, first.where, hint};
+}
+
+// A duration in a request: "250ms" or integer nanoseconds.
+std::optional<Nanoseconds> read_duration(JsonReader& r, const json& params, const std::string& pointer,
+                                         const char* key) {
+  const json* v = params.contains(key) ? &params[key] : nullptr;
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) return Nanoseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(
+      v->get<std::uint64_t>(), static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))));
+  return r.duration(params, pointer, key, true);
+}
+
+// "now", "+2s", or "2026-11-30T20:00:00.25Z", as a CLOCK_MONOTONIC deadline.
+std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const std::string& pointer,
+                                        const char* key, const Stamp& now) {
+  const MonotonicTime mono_now(now.monotonic);
+  if (!params.contains(key)) return mono_now;
+  const json& v = params[key];
+  const std::string where = pointer + "/" + key;
+  const std::string expected =
+      "expected \"now\", an offset such as \"+2s\", or a UTC time such as \"2026-11-30T20:00:00.250Z\"";
+  if (!v.is_string()) {
+    r.error(where, expected + ", found " + v.dump());
+    return std::nullopt;
+  }
+  const std::string text = v.get<std::string>();
+  std::optional<MonotonicTime> at;
+  if (text == "now") {
+    at = mono_now;
+  } else if (!text.empty() && text.front() == '+') {
+    if (auto d = shaper::parse_duration(text.substr(1))) at = mono_now + *d;
+  } else if (auto wall = shaper::parse_utc_timestamp(text)) {
+    at = mono_now + (*wall - now.realtime);
+  }
+  if (!at) {
+    r.error(where, "\"" + text + "\" is not a start time; " + expected);
+    return std::nullopt;
+  }
+  if (*at < mono_now - kStartPast) {
+    r.error(where, "\"" + text + "\" is " + shaper::format_duration(mono_now - *at) +
+                       " in the past; check the host's clock (timedatectl) or use \"now\"");
+    return std::nullopt;
+  }
+  if (*at > mono_now + kStartFuture) {
+    r.error(where, "\"" + text + "\" is more than 7 days ahead; is the date or time zone right? Times are UTC");
+    return std::nullopt;
+  }
+  return at;
+}
+
+json status_json(const SessionStatus& s) {
+  json j = {{"interface", s.interface},
+            {"index", s.index},
+            {"state", s.state},
+            {"profile", s.profile},
+            {"digest", s.digest},
+            {"phase", s.phase.empty() ? json(nullptr) : json(s.phase)},
+            {"phase_since", s.phase_since ? stamp_json(*s.phase_since) : json(nullptr)},
+            {"time_in_phase_ns", s.time_in_phase.count()},
+            {"client", {{"uid", s.client.uid}, {"pid", s.client.pid}}}};
+  j["schedule"] = nullptr;
+  if (s.schedule) {
+    j["schedule"] = {{"state", s.schedule->state},
+                     {"step", s.schedule->step},
+                     {"steps", s.schedule->steps},
+                     {"loop", s.schedule->loop},
+                     {"iteration", s.schedule->iteration}};
+  }
+  j["next_transition"] = nullptr;
+  if (s.next_transition) {
+    const auto& n = *s.next_transition;
+    j["next_transition"] = {{"phase", n.phase},
+                            {"step", n.step ? json(*n.step) : json(nullptr)},
+                            {"deadline", stamp_json(n.deadline)},
+                            {"in_ns", n.in.count()}};
+  }
+  if (s.schedule) j["schedule"]["next_transition"] = j["next_transition"];
+  j["lease"] = nullptr;
+  if (s.lease) {
+    j["lease"] = {{"lease_ns", s.lease->length.count()},
+                  {"expires", stamp_json(s.lease->expires)},
+                  {"remaining_ns", s.lease->remaining.count()}};
+  }
+  j["counters"] = nullptr;
+  if (s.counters) {
+    j["counters"] = {{"packets", s.counters->packets},
+                     {"bytes", s.counters->bytes},
+                     {"drops", s.counters->drops},
+                     {"backlog_bytes", s.counters->backlog},
+                     {"backlog_packets", s.counters->qlen}};
+  }
+  json recent = json::array();
+  for (const auto& t : s.recent) {
+    recent.push_back({{"phase", t.phase},
+                      {"step", t.step ? json(*t.step) : json(nullptr)},
+                      {"deadline", stamp_json(t.deadline)},
+                      {"applied", stamp_json(t.applied)},
+                      {"lateness_ns", t.lateness.count()},
+                      {"apply_ns", t.apply_time.count()}});
+  }
+  j["transitions"] = {{"count", s.transitions},
+                      {"missed", s.missed},
+                      {"late_max_ns", s.late_max.count()},
+                      {"recent", recent}};
+  return j;
+}
+
+std::string kernel_release() {
+  utsname u{};
+  if (::uname(&u) != 0) return "";
+  return u.release;
+}
+
+// Prometheus label values escape \, " and newline.
+std::string label(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool SubscribeFilter::matches(const Event& e) const {
+  return (interfaces.empty() || interfaces.contains(e.interface)) && (events.empty() || events.contains(e.type));
+}
+
+Dispatcher::Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
+                       const Config& config, ServerStats& stats)
+    : sessions_(sessions), profiles_(profiles), backend_(backend), config_(config), stats_(stats),
+      started_(now_stamp()) {}
+
+std::string Dispatcher::error_line(std::string_view code, std::string_view message, std::string_view hint) {
+  return error_json(nullptr, RequestError{std::string(code), std::string(message), "", std::string(hint)}).dump();
+}
+
+std::string Dispatcher::event_line(const Event& e) {
+  json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", stamp_json(e.at)}};
+  if (!e.profile.empty()) j["profile"] = e.profile;
+  if (!e.digest.empty()) j["digest"] = e.digest;
+  if (!e.phase.empty()) j["phase"] = e.phase;
+  if (e.type == EventType::kPhaseChanged) j["previous"] = e.previous;
+  if (e.step) j["step"] = *e.step;
+  if (e.deadline) j["deadline"] = stamp_json(*e.deadline);
+  if (e.lateness) j["lateness_ns"] = e.lateness->count();
+  if (e.apply_time) j["apply_ns"] = e.apply_time->count();
+  if (e.lease) j["lease_ns"] = e.lease->count();
+  if (!e.reason.empty()) j["reason"] = e.reason;
+  if (!e.message.empty()) j[e.type == EventType::kExternalChange ? "what" : "message"] = e.message;
+  if (e.ended) j["ended"] = *e.ended;
+  return j.dump();
+}
+
+Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorized) {
+  ++stats_.requests_total;
+  json id = nullptr;
+  auto fail = [&](RequestError e) {
+    ++stats_.request_errors_total;
+    return Reply{error_json(id, e).dump(), std::nullopt};
+  };
+  const json request = json::parse(line, nullptr, false);
+  if (request.is_discarded()) {
+    return fail({"parse-error", "the request is not JSON: " + shaper::json_syntax_error(line), "",
+                 "send one JSON object per line: {\"method\": \"status\"}"});
+  }
+  if (!request.is_object()) {
+    return fail({"invalid-request", "the request is a JSON " + std::string(request.type_name()) + ", not an object",
+                 "", "send {\"method\": \"...\", \"params\": {...}}"});
+  }
+  if (auto it = request.find("id"); it != request.end()) {
+    if (!it->is_string() && !it->is_number()) {
+      return fail({"invalid-request", "id must be a string or a number", "/id", ""});
+    }
+    id = *it;
+  }
+  shaper::Diagnostics envelope;
+  JsonReader er(envelope);
+  er.object(request, "", {"id", "method", "params"});
+  const auto method = er.string(request, "", "method", true, 64);
+  const json empty = json::object();
+  const json* params = request.contains("params") ? &request["params"] : &empty;
+  if (!params->is_object()) er.error("/params", "params must be an object");
+  if (!envelope.empty()) {
+    return fail({"invalid-request", envelope.front().message, envelope.front().where,
+                 "the envelope is {\"id\": ..., \"method\": \"...\", \"params\": {...}}"});
+  }
+  const Method* known = nullptr;
+  for (const auto& m : kMethods) {
+    if (m.name == *method) known = &m;
+  }
+  if (!known) {
+    std::string names;
+    for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + std::string(m.name);
+    return fail({"unknown-method", "no method \"" + *method + "\"", "/method", "methods: " + names});
+  }
+  if (!authorized) {
+    ++stats_.connections_refused;
+    return fail({"permission-denied",
+                 "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
+                     ") may not use jitterd",
+                 "", "ask an administrator to add you to the socket's group" +
+                         (config_.socket.group.empty() ? std::string() : " (" + config_.socket.group + ")")});
+  }
+
+  shaper::Diagnostics diagnostics;
+  JsonReader r(diagnostics);
+  const std::string p = "/params";
+  Outcome<json> outcome = json::object();
+  std::optional<SubscribeFilter> subscribe;
+  auto status_outcome = [](Outcome<SessionStatus> o) -> Outcome<json> {
+    if (auto* e = std::get_if<RequestError>(&o)) return *e;
+    return status_json(std::get<SessionStatus>(o));
+  };
+
+  try {
+    const std::string& m = *method;
+    if (m == "list-commands") {
+      r.object(*params, p, {});
+      json list = json::array();
+      for (const auto& c : kMethods) {
+        list.push_back({{"name", c.name}, {"summary", c.summary}, {"mutating", c.mutating}});
+      }
+      outcome = json{{"commands", list}};
+    } else if (m == "version") {
+      r.object(*params, p, {});
+      outcome = json{{"version", JITTERD_VERSION},
+                     {"protocol", kProtocolVersion},
+                     {"pid", ::getpid()},
+                     {"kernel", kernel_release()},
+                     {"started", stamp_json(started_)}};
+    } else if (m == "interfaces") {
+      r.object(*params, p, {});
+      if (diagnostics.empty()) {
+        const auto roots = backend_.root_qdiscs();
+        json list = json::array();
+        for (const auto& i : backend_.interfaces()) {
+          json root = nullptr;
+          for (const auto& q : roots) {
+            if (q.ifindex != i.index) continue;
+            root = {{"kind", q.kind},
+                    {"handle", shaper::format_handle(q.handle)},
+                    {"owner", q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"}};
+          }
+          list.push_back({{"name", i.name},
+                          {"index", i.index},
+                          {"allowed", config_.interface_allowed(i.name)},
+                          {"session", sessions_.has_session(i.index)},
+                          {"root", root}});
+        }
+        outcome = json{{"interfaces", list}};
+      }
+    } else if (m == "profiles") {
+      r.object(*params, p, {});
+      const auto listing = profiles_.list();
+      json list = json::array();
+      for (const auto& sp : listing.profiles) {
+        json phases = json::array();
+        for (const auto& ph : sp.profile->phases) phases.push_back(ph.name);
+        json schedule = nullptr;
+        if (sp.profile->schedule) {
+          Nanoseconds total{0};
+          for (const auto& s : sp.profile->schedule->steps) total += s.duration;
+          schedule = {{"steps", sp.profile->schedule->steps.size()},
+                      {"loop", sp.profile->schedule->loop},
+                      {"duration_ns", total.count()}};
+        }
+        list.push_back({{"name", sp.name},
+                        {"file", sp.file},
+                        {"digest", sp.digest},
+                        {"description", sp.profile->description},
+                        {"phases", phases},
+                        {"schedule", schedule}});
+      }
+      json bad = json::array();
+      for (const auto& ip : listing.invalid) bad.push_back({{"file", ip.file}, {"errors", ip.errors}});
+      outcome = json{{"profiles", list}, {"invalid", bad}};
+    } else if (m == "apply") {
+      r.object(*params, p, {"interface", "profile", "phase", "schedule", "direction", "start", "lease", "force"});
+      ApplyRequest a;
+      a.interface = r.string(*params, p, "interface", true, 15).value_or("");
+      const json* prof = r.member(*params, p, "profile", true);
+      const auto phase = r.string(*params, p, "phase", false, shaper::kMaxNameLength);
+      if (phase && !phase->empty()) a.phase = *phase;
+      const auto direction = r.string(*params, p, "direction", false, 16);
+      if (direction && !direction->empty() && *direction != "egress") {
+        r.error(p + "/direction", "\"" + *direction +
+                                      "\" is not supported by this jitterd: it shapes egress (packets leaving the "
+                                      "interface); to delay what arrives, shape the peer's egress");
+      }
+      a.start = read_start(r, *params, p, "start", now_stamp()).value_or(MonotonicTime{});
+      a.lease = read_duration(r, *params, p, "lease");
+      a.force = r.boolean(*params, p, "force", false).value_or(false);
+      if (prof && diagnostics.empty()) {
+        if (prof->is_string()) {
+          std::string error;
+          bool not_found = false;
+          auto stored = profiles_.load(prof->get<std::string>(), &error, &not_found);
+          if (!stored) {
+            outcome = RequestError{not_found ? "not-found" : "invalid-params", error, p + "/profile",
+                                   not_found ? "the profiles method lists them; or send the profile inline" : ""};
+          } else {
+            a.profile = stored->profile;
+            a.digest = stored->digest;
+          }
+        } else if (prof->is_object()) {
+          auto load = shaper::parse_profile(prof->dump());
+          if (!load.profile) {
+            for (auto& d : load.diagnostics) d.where = p + "/profile" + d.where;
+            outcome = invalid(load.diagnostics);
+          } else {
+            a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
+            a.digest = load.digest;
+          }
+        } else {
+          r.error(p + "/profile", "expected a profile name or a profile object, found " + std::string(prof->type_name()));
+        }
+      }
+      if (diagnostics.empty() && a.profile) {
+        const bool has_schedule = a.profile->schedule.has_value();
+        a.schedule = r.boolean(*params, p, "schedule", has_schedule && !a.phase).value_or(false);
+        if (a.schedule && a.phase) {
+          r.error(p + "/schedule", "give a phase to hold or run the schedule, not both");
+        }
+        if (diagnostics.empty()) outcome = status_outcome(sessions_.apply(a, peer));
+      }
+    } else if (m == "switch") {
+      r.object(*params, p, {"interface", "phase", "at"});
+      const auto interface = r.string(*params, p, "interface", true, 15);
+      const auto phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
+      const Stamp now = now_stamp();
+      const auto at = read_start(r, *params, p, "at", now);
+      if (diagnostics.empty()) {
+        std::optional<MonotonicTime> when;
+        if (params->contains("at")) when = at;
+        outcome = status_outcome(sessions_.switch_phase(*interface, *phase, when, peer));
+      }
+    } else if (m == "pause" || m == "resume") {
+      r.object(*params, p, {"interface"});
+      const auto interface = r.string(*params, p, "interface", true, 15);
+      if (diagnostics.empty()) {
+        outcome = status_outcome(m == "pause" ? sessions_.pause(*interface, peer) : sessions_.resume(*interface, peer));
+      }
+    } else if (m == "skip") {
+      r.object(*params, p, {"interface", "phase", "step"});
+      const auto interface = r.string(*params, p, "interface", true, 15);
+      std::optional<std::string> phase;
+      std::optional<std::size_t> step;
+      if (params->contains("phase")) phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
+      if (params->contains("step")) {
+        step = r.integer<std::size_t>(*params, p, "step", 0, shaper::kMaxScheduleSteps, 0);
+      }
+      if (params->contains("phase") == params->contains("step")) {
+        r.error(p, "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
+      }
+      if (diagnostics.empty()) outcome = status_outcome(sessions_.skip(*interface, step, phase, peer));
+    } else if (m == "status") {
+      r.object(*params, p, {"interface"});
+      const auto interface = r.string(*params, p, "interface", false, 15);
+      if (diagnostics.empty()) {
+        auto s = sessions_.status(*interface);
+        if (auto* e = std::get_if<RequestError>(&s)) {
+          outcome = *e;
+        } else {
+          json list = json::array();
+          for (const auto& st : std::get<std::vector<SessionStatus>>(s)) list.push_back(status_json(st));
+          outcome = json{{"sessions", list}};
+        }
+      }
+    } else if (m == "clear") {
+      r.object(*params, p, {"interface", "all"});
+      const auto interface = r.string(*params, p, "interface", false, 15);
+      const bool all = r.boolean(*params, p, "all", false).value_or(false);
+      if (diagnostics.empty() && (interface->empty() == !all)) {
+        r.error(p, "give \"interface\", or \"all\": true to clear every session");
+      }
+      if (diagnostics.empty()) {
+        auto c = sessions_.clear(all ? std::string() : *interface, peer);
+        if (auto* e = std::get_if<RequestError>(&c)) {
+          outcome = *e;
+        } else {
+          outcome = json{{"cleared", std::get<std::vector<std::string>>(c)}};
+        }
+      }
+    } else if (m == "renew") {
+      r.object(*params, p, {"interface", "lease"});
+      const auto interface = r.string(*params, p, "interface", true, 15);
+      const auto lease = read_duration(r, *params, p, "lease");
+      if (diagnostics.empty()) outcome = status_outcome(sessions_.renew(*interface, lease, peer));
+    } else if (m == "subscribe") {
+      r.object(*params, p, {"interfaces", "events"});
+      SubscribeFilter filter;
+      for (const char* key : {"interfaces", "events"}) {
+        if (!params->contains(key)) continue;
+        const json& list = (*params)[key];
+        if (!list.is_array()) {
+          r.error(p + "/" + key, "expected an array of strings");
+          continue;
+        }
+        for (std::size_t i = 0; i < list.size(); ++i) {
+          const std::string where = p + "/" + key + "/" + std::to_string(i);
+          if (!list[i].is_string()) {
+            r.error(where, "expected a string, found " + list[i].dump());
+          } else if (std::string_view(key) == "interfaces") {
+            filter.interfaces.insert(list[i].get<std::string>());
+          } else if (auto t = event_type_from_string(list[i].get<std::string>())) {
+            filter.events.insert(*t);
+          } else {
+            r.error(where, "no event \"" + list[i].get<std::string>() +
+                               "\"; events: applied, phase-changed, deadline-missed, cleared, lease-expired, "
+                               "interface-gone, external-change, error");
+          }
+        }
+      }
+      if (diagnostics.empty()) {
+        subscribe = filter;
+        outcome = json{{"subscribed", true}};
+      }
+    } else if (m == "metrics") {
+      r.object(*params, p, {});
+      outcome = json{{"text", metrics_text()}};
+    }
+  } catch (const shaper::NetlinkError& e) {
+    // what() ends with the hint; the reply carries it in its own member.
+    std::string message = e.what();
+    if (!e.hint().empty() && message.ends_with(e.hint())) {
+      message.resize(message.size() - e.hint().size());
+      while (!message.empty() && (message.back() == ' ' || message.back() == '.')) message.pop_back();
+    }
+    return fail({"kernel-error", message, "", e.hint()});
+  } catch (const shaper::OwnershipError& e) {
+    return fail({"conflict", e.what(), "", ""});
+  } catch (const shaper::SystemError& e) {
+    return fail({"system-error", e.what(), "", ""});
+  } catch (const std::exception& e) {
+    return fail({"internal-error", e.what(), "", "this is a bug in jitterd; please report it with the request"});
+  }
+  if (!diagnostics.empty()) return fail(invalid(diagnostics));
+  if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
+  json reply = {{"ok", true}, {"result", std::get<json>(outcome)}};
+  if (!id.is_null()) reply["id"] = id;
+  return Reply{reply.dump(), subscribe};
+}
+
+std::string Dispatcher::metrics_text() {
+  std::ostringstream out;
+  auto metric = [&](const char* name, const char* type, const char* help) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  const auto& m = sessions_.metrics();
+  metric("jitterd_sessions", "gauge", "Interfaces with a jitterd session.");
+  out << "jitterd_sessions " << sessions_.session_count() << '\n';
+  metric("jitterd_transitions_total", "counter", "Phase transitions applied.");
+  out << "jitterd_transitions_total " << m.transitions << '\n';
+  metric("jitterd_missed_deadlines_total", "counter", "Schedule steps that started after their own end.");
+  out << "jitterd_missed_deadlines_total " << m.missed_deadlines << '\n';
+  metric("jitterd_transition_errors_total", "counter", "Scheduled transitions the kernel refused.");
+  out << "jitterd_transition_errors_total " << m.transition_errors << '\n';
+  metric("jitterd_lease_expirations_total", "counter", "Sessions removed because their lease ran out.");
+  out << "jitterd_lease_expirations_total " << m.lease_expirations << '\n';
+  metric("jitterd_interfaces_gone_total", "counter", "Sessions ended because their interface disappeared.");
+  out << "jitterd_interfaces_gone_total " << m.interfaces_gone << '\n';
+  metric("jitterd_external_changes_total", "counter", "Changes others made to jitterd's qdiscs.");
+  out << "jitterd_external_changes_total " << m.external_changes << '\n';
+  metric("jitterd_transition_lateness_seconds", "histogram",
+         "From a transition's deadline to the kernel's acknowledgement.");
+  for (std::size_t b = 0; b < std::size(SessionMetrics::kBuckets); ++b) {
+    out << "jitterd_transition_lateness_seconds_bucket{le=\"" << SessionMetrics::kBuckets[b] << "\"} "
+        << m.lateness_buckets[b] << '\n';
+  }
+  out << "jitterd_transition_lateness_seconds_bucket{le=\"+Inf\"} " << m.transitions << '\n';
+  out << "jitterd_transition_lateness_seconds_sum " << m.lateness_sum_seconds << '\n';
+  out << "jitterd_transition_lateness_seconds_count " << m.transitions << '\n';
+  metric("jitterd_connections", "gauge", "Open control connections.");
+  out << "jitterd_connections " << stats_.connections_open << '\n';
+  metric("jitterd_connections_total", "counter", "Control connections accepted.");
+  out << "jitterd_connections_total " << stats_.connections_total << '\n';
+  metric("jitterd_requests_total", "counter", "Requests read.");
+  out << "jitterd_requests_total " << stats_.requests_total << '\n';
+  metric("jitterd_request_errors_total", "counter", "Requests answered with an error.");
+  out << "jitterd_request_errors_total " << stats_.request_errors_total << '\n';
+  metric("jitterd_subscribers_dropped_total", "counter", "Subscribers disconnected for not reading events.");
+  out << "jitterd_subscribers_dropped_total " << stats_.subscribers_dropped << '\n';
+
+  auto statuses = sessions_.status("");
+  if (auto* list = std::get_if<std::vector<SessionStatus>>(&statuses)) {
+    metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
+    for (const auto& s : *list) {
+      out << "jitterd_session_info{interface=\"" << label(s.interface) << "\",profile=\"" << label(s.profile)
+          << "\",digest=\"" << label(s.digest) << "\",phase=\"" << label(s.phase) << "\",state=\"" << s.state
+          << "\"} 1\n";
+    }
+    metric("jitterd_qdisc_packets_total", "counter", "Packets sent by jitterd's qdisc.");
+    for (const auto& s : *list) {
+      if (s.counters) out << "jitterd_qdisc_packets_total{interface=\"" << label(s.interface) << "\"} " << s.counters->packets << '\n';
+    }
+    metric("jitterd_qdisc_drops_total", "counter", "Packets dropped by jitterd's qdisc (loss model and limit).");
+    for (const auto& s : *list) {
+      if (s.counters) out << "jitterd_qdisc_drops_total{interface=\"" << label(s.interface) << "\"} " << s.counters->drops << '\n';
+    }
+    metric("jitterd_qdisc_backlog_packets", "gauge", "Packets held by jitterd's qdisc.");
+    for (const auto& s : *list) {
+      if (s.counters) out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} " << s.counters->qlen << '\n';
+    }
+  }
+  return out.str();
+}
+
+}  // namespace jitterd

@@ -1,0 +1,68 @@
+#pragma once
+// The control socket: a Unix stream listener (bound here, or handed over by systemd), one coroutine
+// per connection reading newline-delimited requests and one writing its replies and events, all on the
+// single io_context thread. Limits keep one slow or hostile client from stalling the others: a request
+// line has a maximum size, a connection's outgoing queue has a maximum length (a subscriber that does
+// not read is disconnected), idle connections are closed, and connections are counted.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "asio.hpp"
+#include "config.hpp"
+#include "events.hpp"
+#include "logger.hpp"
+#include "protocol.hpp"
+
+namespace jitterd {
+
+// Who may talk to jitterd: root, jitterd's own user, and members of the socket's group.
+struct AccessPolicy {
+  std::uint32_t daemon_uid = 0;
+  std::optional<std::uint32_t> group;  // the socket's group
+  bool permits(const Peer& peer, const std::vector<std::uint32_t>& groups) const;
+};
+
+class ControlServer {
+ public:
+  ControlServer(asio::io_context& io, Dispatcher& dispatcher, EventBus& bus, const Config& config,
+                AccessPolicy policy, ServerStats& stats, Logger& log);
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+  ~ControlServer();
+
+  // Takes over a listening socket (systemd socket activation).
+  void adopt_listener(int fd);
+  // Binds `path`: refuses when another jitterd answers there, replaces a stale socket file, and sets
+  // the mode and group before anyone can connect (the socket is created under a restrictive umask).
+  void bind(const std::string& path, mode_t mode, std::optional<gid_t> group);
+
+  void start();
+  // Stops accepting and closes every connection.
+  void stop();
+
+  const std::string& path() const { return path_; }
+
+  class Connection;
+
+ private:
+  asio::awaitable<void> accept_loop();
+
+  asio::io_context& io_;
+  Dispatcher& dispatcher_;
+  EventBus& bus_;
+  const Config& config_;
+  AccessPolicy policy_;
+  ServerStats& stats_;
+  Logger& log_;
+  asio::local::stream_protocol::acceptor acceptor_;
+  std::string path_;
+  bool owns_path_ = false;
+  std::set<std::shared_ptr<Connection>> connections_;
+};
+
+}  // namespace jitterd

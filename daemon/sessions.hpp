@@ -1,0 +1,186 @@
+#pragma once
+// Sessions: one per shaped interface, holding the profile, the phase in force, the schedule (on
+// absolute deadlines, scheduler.hpp), the lease (a dead-man switch) and the record of transitions.
+// Everything runs on the io_context thread. Requests arrive as typed values (the protocol layer
+// converted the JSON); bad requests come back as RequestError; kernel failures are exceptions that the
+// control session turns into error replies. Transitions that timers start catch their own failures and
+// publish them as `error` events, since there is no request to answer.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "asio.hpp"
+#include "clock.hpp"
+#include "config.hpp"
+#include "events.hpp"
+#include "ledger.hpp"
+#include "logger.hpp"
+#include "scheduler.hpp"
+#include "shaper/profile.hpp"
+#include "shaping_backend.hpp"
+
+namespace jitterd {
+
+// Who asked (SO_PEERCRED).
+struct Peer {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::int32_t pid = 0;
+  std::string command;  // /proc/<pid>/comm, for the log
+};
+
+// A request the daemon refuses: a protocol error code (docs/protocol.md) and the usual what/where/fix.
+struct RequestError {
+  std::string code;  // invalid-params, not-found, permission-denied, conflict ...
+  std::string message;
+  std::string where;  // JSON pointer into the request
+  std::string hint;
+};
+
+template <typename T>
+using Outcome = std::variant<T, RequestError>;
+
+struct ApplyRequest {
+  std::string interface;
+  std::shared_ptr<const shaper::Profile> profile;
+  std::string digest;
+  std::optional<std::string> phase;  // hold this phase
+  bool schedule = false;             // run the profile's schedule
+  MonotonicTime start;               // <= now: start at once
+  std::optional<Nanoseconds> lease;
+  bool force = false;
+};
+
+struct TransitionRecord {
+  std::string phase;
+  std::optional<std::size_t> step;
+  Stamp deadline;
+  Stamp applied;
+  Nanoseconds lateness{0};
+  Nanoseconds apply_time{0};
+};
+
+struct SessionStatus {
+  std::string interface;
+  int index = 0;
+  std::string state;  // pending, active, paused
+  std::string profile;
+  std::string digest;
+  std::string phase;  // empty while pending
+  std::optional<Stamp> phase_since;
+  Nanoseconds time_in_phase{0};
+  struct Next {
+    std::string phase;
+    std::optional<std::size_t> step;
+    Stamp deadline;
+    Nanoseconds in{0};
+  };
+  struct Schedule {
+    std::string state;  // running, paused
+    std::size_t step = 0;
+    std::size_t steps = 0;
+    bool loop = false;
+    std::uint64_t iteration = 0;
+  };
+  std::optional<Schedule> schedule;
+  std::optional<Next> next_transition;
+  struct Lease {
+    Nanoseconds length{0};
+    Stamp expires;
+    Nanoseconds remaining{0};
+  };
+  std::optional<Lease> lease;
+  std::optional<shaper::QdiscStats> counters;
+  std::uint64_t transitions = 0;
+  std::uint64_t missed = 0;
+  Nanoseconds late_max{0};
+  std::vector<TransitionRecord> recent;
+  Peer client;
+};
+
+// Figures for the metrics endpoint, kept as running totals.
+struct SessionMetrics {
+  std::uint64_t transitions = 0;
+  std::uint64_t missed_deadlines = 0;
+  std::uint64_t lease_expirations = 0;
+  std::uint64_t transition_errors = 0;
+  std::uint64_t interfaces_gone = 0;
+  std::uint64_t external_changes = 0;
+  // Lateness (deadline to kernel acknowledgement) histogram, cumulative buckets in seconds.
+  static constexpr double kBuckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.1};
+  std::uint64_t lateness_buckets[std::size(kBuckets)] = {};
+  double lateness_sum_seconds = 0;
+};
+
+class SessionManager {
+ public:
+  SessionManager(asio::any_io_executor executor, ShapingBackend& backend, Ledger& ledger, EventBus& bus,
+                 const Config& config, Logger& log);
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+  ~SessionManager();
+
+  Outcome<SessionStatus> apply(const ApplyRequest& request, const Peer& peer);
+  Outcome<SessionStatus> switch_phase(const std::string& interface, const std::string& phase,
+                                      std::optional<MonotonicTime> at, const Peer& peer);
+  Outcome<SessionStatus> pause(const std::string& interface, const Peer& peer);
+  Outcome<SessionStatus> resume(const std::string& interface, const Peer& peer);
+  // Exactly one of `step` and `phase`.
+  Outcome<SessionStatus> skip(const std::string& interface, std::optional<std::size_t> step,
+                              std::optional<std::string> phase, const Peer& peer);
+  Outcome<SessionStatus> renew(const std::string& interface, std::optional<Nanoseconds> lease, const Peer& peer);
+  // One interface, or every session when `interface` is empty.
+  Outcome<std::vector<std::string>> clear(const std::string& interface, const Peer& peer);
+  Outcome<std::vector<SessionStatus>> status(const std::string& interface);
+
+  // Removes everything (SIGTERM); failures are logged, never thrown.
+  void shutdown();
+
+  // Startup: what an earlier jitterd left (ledger + handle scan), removed or adopted per the config.
+  void recover();
+
+  // From the netlink monitor.
+  void on_interface_gone(int index);
+  // Someone else created, changed or deleted a root qdisc on `index`; `still_ours` says whether
+  // jitterd's qdisc is still the root.
+  void on_external_change(int index, const std::string& what, bool still_ours);
+
+  bool has_session(int index) const { return sessions_.contains(index); }
+  std::size_t session_count() const { return sessions_.size(); }
+  const SessionMetrics& metrics() const { return metrics_; }
+
+ private:
+  struct Session;
+
+  Session* find(const std::string& interface);
+  Outcome<Session*> require(const std::string& interface);
+  SessionStatus describe(const Session& s);
+  void arm(Session& s);
+  void on_timer(int index, std::uint64_t generation);
+  void arm_lease(Session& s);
+  void start_session(Session& s);
+  // Applies `phase` and records the transition; throws on a kernel failure.
+  void transition(Session& s, const std::string& phase, std::optional<std::size_t> step, MonotonicTime deadline,
+                  EventType type);
+  void end_session(int index, EventType type, const std::string& reason, bool remove_qdisc);
+  Event event_for(const Session& s, EventType type) const;
+  void log_request(const Peer& peer, const std::string& what);
+
+  asio::any_io_executor executor_;
+  ShapingBackend& backend_;
+  Ledger& ledger_;
+  EventBus& bus_;
+  const Config& config_;
+  Logger& log_;
+  std::map<int, std::unique_ptr<Session>> sessions_;
+  SessionMetrics metrics_;
+  std::uint64_t next_generation_ = 1;
+};
+
+}  // namespace jitterd
