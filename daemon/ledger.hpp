@@ -28,6 +28,10 @@ class Ledger {
   // reported in `problem` and treated as empty: the handle scan still finds the qdiscs.
   std::vector<LedgerEntry> load(std::string* problem) const;
 
+  // Writes the ledger as it stands (at startup: proves the state folder is writable before anything is
+  // installed, and replaces what the previous process left once recovery has dealt with it).
+  void save() const { write(); }
+
   void record(const LedgerEntry& entry);
   void erase(int index);
   const std::map<int, LedgerEntry>& entries() const { return entries_; }

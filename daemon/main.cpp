@@ -3,9 +3,12 @@
 // it installed. Environment failures reach main() as exceptions and end the process with a message.
 
 #include <grp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -144,6 +147,9 @@ int run(const Options& options) {
   auto notifier = jitterd::SystemdNotifier::from_environment();
   const auto handed = jitterd::listen_fds_from_environment();
 
+  if (::mkdir(config.state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw shaper::SystemError("mkdir", config.state_dir + " (state_dir)", errno);
+  }
   jitterd::asio::io_context io(1);
   jitterd::KernelBackend backend;
   jitterd::Ledger ledger(config.state_dir);
@@ -166,7 +172,6 @@ int run(const Options& options) {
     server.adopt_listener(handed.front());
     log.info("listening on " + path + " (from systemd)");
   } else {
-    ::mkdir(config.state_dir.c_str(), 0755);
     server.bind(config.socket.path, config.socket.mode, gid);
     log.info("listening on " + config.socket.path);
   }

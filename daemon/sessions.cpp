@@ -171,12 +171,21 @@ Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const 
     arm_lease(s);
   }
   if (request.start <= MonotonicClock::now()) {
+    const bool was_installed = backend_.installed(*interface);
     try {
       start_session(s);
     } catch (...) {
-      // Nothing was installed for this session (or the old qdisc stays as it was): forget it, and let
-      // the control session report the kernel's refusal.
+      // Forget the session and let the control session report the failure. If the kernel took the
+      // qdisc and something after it failed (the ledger), take the qdisc back out: nothing half-done
+      // stays behind. A replaced session's qdisc stays as it was.
       sessions_.erase(interface->index);
+      if (!was_installed && backend_.installed(*interface)) {
+        try {
+          backend_.remove(*interface);
+        } catch (const std::exception& e) {
+          log_.error("removing the qdisc after a failed apply on " + name + ": " + e.what());
+        }
+      }
       throw;
     }
   }
@@ -623,9 +632,8 @@ void SessionManager::recover() {
       log_.info("removed the qdisc a previous jitterd left on " + interface.name + what);
     }
   }
-  for (const auto& e : left) {
-    if (!sessions_.contains(e.index)) ledger_.erase(e.index);
-  }
+  // The ledger now says what this process holds (nothing, or what it adopted).
+  ledger_.save();
 }
 
 void SessionManager::on_interface_gone(int index) {
