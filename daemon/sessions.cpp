@@ -144,10 +144,6 @@ Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const 
   }
 
   log_request(peer, "apply " + profile.name + " (" + request.digest + ") to " + name);
-  if (sessions_.contains(interface->index)) {
-    // The qdisc stays installed: the new session changes it in place at its start.
-    end_session(interface->index, EventType::kCleared, "replaced", false);
-  }
   auto owned = std::make_unique<Session>(executor_);
   Session& s = *owned;
   s.interface = *interface;
@@ -165,20 +161,23 @@ Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const 
   } else {
     s.hold_phase = request.phase ? *request.phase : profile.phases.front().name;
   }
-  sessions_.emplace(interface->index, std::move(owned));
-  if (s.lease) {
-    s.lease_expires = MonotonicClock::now() + *s.lease;
-    arm_lease(s);
-  }
-  if (request.start <= MonotonicClock::now()) {
+  if (s.lease) s.lease_expires = MonotonicClock::now() + *s.lease;
+  const int index = interface->index;
+  // A later apply supersedes a successor that has not started yet.
+  drop_successor(index, EventType::kCleared, "replaced");
+
+  if (request.start > MonotonicClock::now() && sessions_.contains(index)) {
+    successors_.emplace(index, std::move(owned));
+  } else if (request.start > MonotonicClock::now()) {
+    sessions_.emplace(index, std::move(owned));
+  } else {
     const bool was_installed = backend_.installed(*interface);
     try {
+      // In place over whatever is installed: one netem change, no unshaped moment.
       start_session(s);
     } catch (...) {
-      // Forget the session and let the control session report the failure. If the kernel took the
-      // qdisc and something after it failed (the ledger), take the qdisc back out: nothing half-done
-      // stays behind. A replaced session's qdisc stays as it was.
-      sessions_.erase(interface->index);
+      // The current session (if any) is untouched: the kernel refused the change. If the kernel took a
+      // new qdisc and something after it failed (the ledger), take it back out: nothing half-done stays.
       if (!was_installed && backend_.installed(*interface)) {
         try {
           backend_.remove(*interface);
@@ -188,9 +187,56 @@ Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const 
       }
       throw;
     }
+    end_session(index, EventType::kCleared, "replaced", false);
+    sessions_.emplace(index, std::move(owned));
   }
+  if (s.lease) arm_lease(s);
   arm(s);
   return describe(s);
+}
+
+void SessionManager::drop_successor(int index, EventType type, const std::string& reason) {
+  auto it = successors_.find(index);
+  if (it == successors_.end()) return;
+  std::unique_ptr<Session> s = std::move(it->second);
+  successors_.erase(it);
+  s->transition_timer.cancel();
+  s->lease_timer.cancel();
+  Event e = event_for(*s, type);
+  e.reason = reason;
+  bus_.publish(std::move(e));
+}
+
+void SessionManager::promote(int index) {
+  auto it = successors_.find(index);
+  if (it == successors_.end()) return;
+  Session& s = *it->second;
+  try {
+    start_session(s);
+  } catch (const std::exception& failure) {
+    ++metrics_.transition_errors;
+    Event e = event_for(s, EventType::kError);
+    e.message = failure.what();
+    bus_.publish(std::move(e));
+    log_.error("starting the successor on " + s.interface.name + " failed: " + failure.what() +
+               "; the current session goes on");
+    drop_successor(index, EventType::kCleared, "start-failed");
+    return;
+  }
+  std::unique_ptr<Session> owned = std::move(it->second);
+  successors_.erase(it);
+  end_session(index, EventType::kCleared, "replaced", false);
+  Session& promoted = *owned;
+  sessions_.emplace(index, std::move(owned));
+  arm(promoted);
+}
+
+bool SessionManager::alive(const Session* s) const {
+  const int index = s->interface.index;
+  auto a = sessions_.find(index);
+  if (a != sessions_.end() && a->second.get() == s) return true;
+  auto b = successors_.find(index);
+  return b != successors_.end() && b->second.get() == s;
 }
 
 Outcome<SessionStatus> SessionManager::switch_phase(const std::string& interface, const std::string& phase,
@@ -345,6 +391,7 @@ Outcome<std::vector<std::string>> SessionManager::clear(const std::string& inter
   for (int index : indices) {
     const std::string name = sessions_.at(index)->interface.name;
     log_request(peer, "clear " + name);
+    drop_successor(index, EventType::kCleared, "request");
     end_session(index, EventType::kCleared, "request", true);
     cleared.push_back(name);
   }
@@ -356,10 +403,17 @@ Outcome<std::vector<SessionStatus>> SessionManager::status(const std::string& in
   if (!interface.empty()) {
     auto found = require(interface);
     if (auto* e = std::get_if<RequestError>(&found)) return *e;
-    out.push_back(describe(*std::get<Session*>(found)));
+    Session* s = std::get<Session*>(found);
+    out.push_back(describe(*s));
+    if (auto it = successors_.find(s->interface.index); it != successors_.end()) {
+      out.push_back(describe(*it->second));
+    }
     return out;
   }
-  for (auto& [index, s] : sessions_) out.push_back(describe(*s));
+  for (auto& [index, s] : sessions_) {
+    out.push_back(describe(*s));
+    if (auto it = successors_.find(index); it != successors_.end()) out.push_back(describe(*it->second));
+  }
   return out;
 }
 
@@ -434,16 +488,21 @@ void SessionManager::arm(Session& s) {
   }
   if (!deadline) return;
   s.transition_timer.expires_at(*deadline);
-  s.transition_timer.async_wait([this, index = s.interface.index, generation = s.generation](
+  s.transition_timer.async_wait([this, session = &s, generation = s.generation](
                                     const boost::system::error_code& ec) {
-    if (!ec) on_timer(index, generation);
+    if (!ec) on_timer(session, generation);
   });
 }
 
-void SessionManager::on_timer(int index, std::uint64_t generation) {
-  auto it = sessions_.find(index);
-  if (it == sessions_.end() || it->second->generation != generation) return;  // cancelled or re-armed
-  Session& s = *it->second;
+void SessionManager::on_timer(Session* session, std::uint64_t generation) {
+  // Ended, or re-armed since: the handler is stale.
+  if (!alive(session) || session->generation != generation) return;
+  Session& s = *session;
+  const int index = s.interface.index;
+  if (auto it = successors_.find(index); it != successors_.end() && it->second.get() == session) {
+    promote(index);
+    return;
+  }
   try {
     if (s.pending) {
       start_session(s);
@@ -485,23 +544,28 @@ void SessionManager::on_timer(int index, std::uint64_t generation) {
     bus_.publish(std::move(e));
     log_.error("transition on " + s.interface.name + " failed: " + failure.what());
     if (s.pending) {
-      end_session(index, EventType::kCleared, "start-failed", false);
+      // Nothing of this session may stay: remove what the kernel may hold for it.
+      end_session(index, EventType::kCleared, "start-failed", backend_.installed(s.interface));
       return;
     }
   }
-  if (sessions_.contains(index)) arm(s);
+  if (alive(session)) arm(s);
 }
 
 void SessionManager::arm_lease(Session& s) {
   s.lease_timer.cancel();
   s.lease_timer.expires_at(s.lease_expires);
-  s.lease_timer.async_wait([this, index = s.interface.index, expires = s.lease_expires](
-                               const boost::system::error_code& ec) {
-    if (ec) return;
-    auto it = sessions_.find(index);
-    if (it == sessions_.end() || it->second->lease_expires != expires) return;
+  s.lease_timer.async_wait([this, session = &s, expires = s.lease_expires](const boost::system::error_code& ec) {
+    if (ec || !alive(session) || session->lease_expires != expires) return;
     ++metrics_.lease_expirations;
-    log_.warning("lease on " + it->second->interface.name + " ran out; removing its shaping");
+    const int index = session->interface.index;
+    if (auto it = successors_.find(index); it != successors_.end() && it->second.get() == session) {
+      // The client is gone before its successor started: the current session goes on.
+      log_.warning("lease of the pending apply on " + session->interface.name + " ran out; it will not start");
+      drop_successor(index, EventType::kLeaseExpired, "");
+      return;
+    }
+    log_.warning("lease on " + session->interface.name + " ran out; removing its shaping");
     end_session(index, EventType::kLeaseExpired, "", true);
   });
 }
@@ -594,6 +658,7 @@ void SessionManager::shutdown() {
   for (const auto& [index, s] : sessions_) indices.push_back(index);
   for (int index : indices) {
     log_.info("removing the shaping on " + sessions_.at(index)->interface.name);
+    drop_successor(index, EventType::kCleared, "shutdown");
     end_session(index, EventType::kCleared, "shutdown", true);
   }
 }
@@ -643,6 +708,7 @@ void SessionManager::on_interface_gone(int index) {
   log_.warning(it->second->interface.name + " is gone; its session ended");
   backend_.forget(it->second->interface);
   ledger_.erase(index);
+  drop_successor(index, EventType::kInterfaceGone, "");
   end_session(index, EventType::kInterfaceGone, "", false);
 }
 
@@ -664,6 +730,7 @@ void SessionManager::on_external_change(int index, const std::string& what, bool
   backend_.forget(s.interface);
   ledger_.erase(index);
   bus_.publish(std::move(e));
+  drop_successor(index, EventType::kCleared, "external-change");
   end_session(index, EventType::kCleared, "external-change", false);
 }
 

@@ -162,8 +162,12 @@ class SessionManager {
   Outcome<Session*> require(const std::string& interface);
   SessionStatus describe(const Session& s);
   void arm(Session& s);
-  void on_timer(int index, std::uint64_t generation);
+  void on_timer(Session* s, std::uint64_t generation);
+  // A successor whose start time came: it takes over the interface in place.
+  void promote(int index);
+  void drop_successor(int index, EventType type, const std::string& reason);
   void arm_lease(Session& s);
+  bool alive(const Session* s) const;
   void start_session(Session& s);
   // Applies `phase` and records the transition; throws on a kernel failure.
   void transition(Session& s, const std::string& phase, std::optional<std::size_t> step, MonotonicTime deadline,
@@ -179,6 +183,9 @@ class SessionManager {
   const Config& config_;
   Logger& log_;
   std::map<int, std::unique_ptr<Session>> sessions_;
+  // An apply with a start time on an interface that has a session: it waits here, pending, while the
+  // current session keeps running, and replaces it in place at its start (several hosts switch together).
+  std::map<int, std::unique_ptr<Session>> successors_;
   SessionMetrics metrics_;
   std::uint64_t next_generation_ = 1;
 };
