@@ -25,7 +25,8 @@ struct SocketConfig {
 
 struct Limits {
   std::size_t max_connections = 64;
-  std::size_t max_request_bytes = 1024 * 1024;
+  // An inline profile may be as large as a profile file (8 MiB: kMaxProfileBytes), plus the envelope.
+  std::size_t max_request_bytes = 9 * 1024 * 1024;
   std::chrono::nanoseconds idle_timeout = std::chrono::minutes(10);
   std::size_t max_queued_events = 4096;
 };

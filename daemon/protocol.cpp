@@ -142,7 +142,6 @@ json status_json(const SessionStatus& s) {
                             {"deadline", stamp_json(n.deadline)},
                             {"in_ns", n.in.count()}};
   }
-  if (s.schedule) j["schedule"]["next_transition"] = j["next_transition"];
   j["lease"] = nullptr;
   if (s.lease) {
     j["lease"] = {{"lease_ns", s.lease->length.count()},

@@ -1,0 +1,171 @@
+#pragma once
+// The client side of jitterd's control protocol (docs/protocol.md): a blocking connection to the
+// Unix socket that sends one request line at a time and reads reply and event lines back. It knows
+// the envelope only; what a method's `result` means is for online_commands.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <signal.h>
+
+#include "shaper/quantities.hpp"
+
+namespace jitterctl {
+
+inline constexpr const char* kDefaultSocketPath = "/run/jitterd/jitterd.sock";
+// How long a reply may take by default: jitterd answers in milliseconds unless the kernel or the
+// daemon is stuck, and a script should find out rather than hang.
+inline constexpr shaper::Nanoseconds kDefaultTimeout = std::chrono::seconds(10);
+// The longest line accepted from jitterd: a `status` with every session's 32 recent transitions or
+// a `profiles` listing with long error lists stays far below this; anything longer is a broken
+// peer, and reading it would only exhaust memory.
+inline constexpr std::size_t kMaxLineBytes = 16 * 1024 * 1024;
+
+// jitterd could not be reached; the message says what to try (start it, --socket, the socket
+// group).
+class ConnectError : public std::runtime_error {
+ public:
+  ConnectError(const std::string& message, int error_number)
+      : std::runtime_error(message), errno_(error_number) {}
+  int error_number() const { return errno_; }
+
+ private:
+  int errno_;
+};
+
+// jitterd broke the protocol or the connection: a line that is not JSON, a line too long, a reply
+// to another request, no reply in time, or the connection closed early.
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// No reply within the timeout.
+class TimeoutError : public ProtocolError {
+ public:
+  using ProtocolError::ProtocolError;
+};
+
+// jitterd closed the connection; `mid_line` when it did so in the middle of a line.
+class ConnectionClosed : public ProtocolError {
+ public:
+  ConnectionClosed(const std::string& message, bool mid_line)
+      : ProtocolError(message), mid_line_(mid_line) {}
+  bool mid_line() const { return mid_line_; }
+
+ private:
+  bool mid_line_;
+};
+
+// The interrupt descriptor became readable (SIGINT or SIGTERM arrived) while waiting.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+// Owns one file descriptor; move-only, closed on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_ = -1;
+};
+
+// Blocks SIGINT and SIGTERM for the calling thread while it lives and delivers them through a
+// readable descriptor instead, so a long wait can stop cleanly without a global flag set by a
+// signal handler. The previous signal mask is restored on destruction. Signals that arrived
+// meanwhile stay pending, so it must outlive only code that consumes them (Ctrl-C ends the waiting
+// command).
+class InterruptSignals {
+ public:
+  InterruptSignals();
+  InterruptSignals(const InterruptSignals&) = delete;
+  InterruptSignals& operator=(const InterruptSignals&) = delete;
+  ~InterruptSignals();
+
+  int fd() const { return fd_.get(); }
+
+ private:
+  UniqueFd fd_;
+  sigset_t previous_mask_;
+};
+
+// An error reply's `error` object.
+struct ErrorReply {
+  std::string code;  // "invalid-params", "not-found", ... (docs/protocol.md, "Error codes")
+  std::string message;
+  std::string where;  // a JSON pointer into the request, empty when absent
+  std::string hint;   // empty when absent
+};
+
+// One reply line: either `result` (ok) or `error`.
+struct Reply {
+  bool ok = false;
+  nlohmann::json result;  // the method's result; converted to typed structs by its command
+  ErrorReply error;       // meaningful when !ok
+};
+
+struct ClientOptions {
+  std::string socket_path = kDefaultSocketPath;
+  shaper::Nanoseconds timeout = kDefaultTimeout;  // for connecting, sending and each reply
+  int interrupt_fd = -1;  // when >= 0 and readable, every wait throws Interrupted
+};
+
+// A connection to jitterd. Requests are sent one at a time; `call` returns the matching reply and
+// queues any event lines that arrive first, for `next_event`.
+class ControlClient {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Connects or throws ConnectError with a message that says what to do.
+  static ControlClient connect(const ClientOptions& options);
+
+  // Sends {"id":N,"method":...,"params":...} and waits up to the timeout for its reply. Throws
+  // TimeoutError, ConnectionClosed or ProtocolError when there is no usable reply.
+  Reply call(const std::string& method, const nlohmann::json& params);
+
+  // The next event line, queued or read; waits until `deadline` (forever when nullopt). nullopt
+  // when the deadline passed. Throws ConnectionClosed when jitterd closes the connection.
+  std::optional<nlohmann::json> next_event(std::optional<Clock::time_point> deadline);
+
+  const std::string& socket_path() const { return options_.socket_path; }
+
+ private:
+  ControlClient(UniqueFd fd, ClientOptions options)
+      : fd_(std::move(fd)), options_(std::move(options)) {}
+
+  void send_line(const std::string& line);
+  // One line without its newline; nullopt when `deadline` passed first.
+  std::optional<std::string> read_line(std::optional<Clock::time_point> deadline);
+  // Whether the socket became readable before `deadline`.
+  bool wait_readable(std::optional<Clock::time_point> deadline);
+  void queue_event(nlohmann::json event);
+
+  UniqueFd fd_;
+  ClientOptions options_;
+  std::string buffer_;        // bytes read but not yet returned as lines
+  std::size_t consumed_ = 0;  // buffer_[0, consumed_) was returned already
+  std::size_t scanned_ = 0;   // buffer_[consumed_, scanned_) holds no newline
+  std::int64_t next_id_ = 1;
+  std::deque<nlohmann::json> pending_events_;  // events that arrived while waiting for a reply
+};
+
+}  // namespace jitterctl

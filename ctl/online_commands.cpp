@@ -1,0 +1,926 @@
+#include "online_commands.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "control_client.hpp"
+#include "exit_codes.hpp"
+#include "shaper/errors.hpp"
+#include "shaper/profile.hpp"
+#include "text_table.hpp"
+
+#ifndef JITTERCTL_VERSION
+#error "the build passes JITTERCTL_VERSION (the project version)"
+#endif
+
+namespace jitterctl {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The protocol version this jitterctl speaks (docs/protocol.md).
+constexpr std::int64_t kProtocolVersion = 1;
+// `digest` values are "sha256:<64 hex>"; twelve hex digits tell profiles apart in a table.
+constexpr std::size_t kShortDigest = 12;
+// watch: how many events it keeps under the table, and how soon after an event it redraws at the
+// earliest, so that a schedule with 10 ms steps does not turn into 100 status requests a second.
+constexpr std::size_t kWatchEvents = 8;
+constexpr auto kWatchMinRedraw = std::chrono::milliseconds(100);
+// ANSI: cursor home, then erase the screen. Plain enough for every terminal jitterctl will meet.
+constexpr const char* kClearScreen = "\x1b[H\x1b[2J";
+
+// A bad command line: printed with the command's usage, exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad data given on the command line (a profile file that is not JSON): exit code 3.
+class BadInput : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// jitterd answered a request with an error reply.
+class ReplyFailure : public std::runtime_error {
+ public:
+  ReplyFailure(std::string method, ErrorReply error)
+      : std::runtime_error(error.message), method_(std::move(method)), error_(std::move(error)) {}
+  const std::string& method() const { return method_; }
+  const ErrorReply& error() const { return error_; }
+
+ private:
+  std::string method_;
+  ErrorReply error_;
+};
+
+// What the global options chose.
+struct Settings {
+  ClientOptions client;
+  bool json = false;
+};
+
+// The command's own arguments, read left to right.
+class Args {
+ public:
+  explicit Args(std::vector<std::string> args) : args_(std::move(args)) {}
+  bool done() const { return i_ >= args_.size(); }
+  std::string take() { return args_[i_++]; }
+  std::string value(const std::string& option) {
+    if (done()) throw UsageError(option + " needs a value");
+    return take();
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::size_t i_ = 0;
+};
+
+// One request to send: the method and its params.
+struct Request {
+  std::string method;
+  Json params = Json::object();
+};
+
+// One run of a streaming command: the global options, its own arguments, where to print.
+struct Invocation {
+  const Settings& settings;
+  Args& args;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+// One command: either `request` + `render` (one request, its result printed) or `run` (streams).
+struct CommandSpec {
+  std::string_view name;
+  std::string_view alias;
+  std::string_view usage;  // the arguments after the name
+  std::string_view summary;
+  Request (*request)(Args&) = nullptr;
+  void (*render)(const Json& result, std::ostream& out) = nullptr;
+  int (*run)(const Invocation&) = nullptr;
+};
+
+// ---- Arguments ---------------------------------------------------------------------------------
+
+bool is_option(const std::string& arg) {
+  return arg.size() > 1 && arg[0] == '-';
+}
+
+[[noreturn]] void unknown_option(const std::string& arg) {
+  throw UsageError("unknown option " + arg);
+}
+
+// Positional arguments go to `positional`; more than `max` of them is a usage error.
+void positional(const std::string& arg, std::vector<std::string>& out, std::size_t max) {
+  if (is_option(arg)) unknown_option(arg);
+  if (out.size() == max) throw UsageError("unexpected argument \"" + arg + "\"");
+  out.push_back(arg);
+}
+
+// Durations are checked here, so that a typo is a usage error, and sent as the user wrote them: the
+// protocol takes the same forms ("250ms", "30s", "1.5m", "1h") and jitterd's logs stay readable.
+std::string duration_text(const std::string& option, const std::string& text) {
+  const auto d = shaper::parse_duration(text);
+  if (!d)
+    throw UsageError(option + ": \"" + text + "\" is not a duration such as 30s, 500ms, 1.5m, 1h");
+  return text;
+}
+
+shaper::Nanoseconds positive_duration(const std::string& option, const std::string& text) {
+  const auto d = shaper::parse_duration(text);
+  if (!d || d->count() <= 0)
+    throw UsageError(option + ": \"" + text + "\" is not a positive duration such as 10s");
+  return *d;
+}
+
+// A start time (docs/protocol.md, "Times"): now, +DURATION or an RFC 3339 UTC time.
+std::string start_time(const std::string& option, const std::string& text) {
+  if (text == "now") return text;
+  if (text.size() > 1 && text[0] == '+' && shaper::parse_duration(std::string_view(text).substr(1)))
+    return text;
+  if (shaper::parse_utc_timestamp(text)) return text;
+  throw UsageError(
+      option + ": \"" + text +
+      "\" is not a start time: now, +DURATION (+2s) or a UTC time (2026-11-30T20:00:00Z)");
+}
+
+std::uint64_t step_number(const std::string& option, const std::string& text) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw UsageError(option + ": \"" + text + "\" is not a step number (0, 1, 2 ...)");
+  }
+  return n;
+}
+
+// An inline profile for `apply --file`: read and parsed as JSON here; jitterd validates the profile
+// and answers with the pointer of any problem.
+Json profile_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw shaper::SystemError("open", path, errno);
+  // Bounded like libshaper's own profile reader: a larger file is not a profile.
+  std::string text(shaper::kMaxProfileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw shaper::SystemError("read", path, errno);
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > shaper::kMaxProfileBytes) {
+    throw BadInput(path + ": larger than " +
+                   std::to_string(shaper::kMaxProfileBytes / (1024 * 1024)) +
+                   " MiB; not a profile");
+  }
+  try {
+    Json profile = Json::parse(text);
+    if (!profile.is_object()) throw BadInput(path + ": a profile is a JSON object");
+    return profile;
+  } catch (const Json::parse_error& e) {
+    // nlohmann's text: "[json.exception.parse_error.101] parse error at line 3, column 7: ...".
+    std::string why = e.what();
+    if (const auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
+    throw BadInput(path + ": not JSON: " + why);
+  }
+}
+
+Request no_params(const char* method, Args& a) {
+  if (!a.done()) {
+    const std::string arg = a.take();
+    if (is_option(arg)) unknown_option(arg);
+    throw UsageError("unexpected argument \"" + arg + "\"");
+  }
+  return {method, Json::object()};
+}
+
+Request list_commands_request(Args& a) {
+  return no_params("list-commands", a);
+}
+Request version_request(Args& a) {
+  return no_params("version", a);
+}
+Request interfaces_request(Args& a) {
+  return no_params("interfaces", a);
+}
+Request profiles_request(Args& a) {
+  return no_params("profiles", a);
+}
+Request metrics_request(Args& a) {
+  return no_params("metrics", a);
+}
+
+Request apply_request(Args& a) {
+  Request r{"apply"};
+  std::vector<std::string> words;
+  std::optional<std::string> file;
+  while (!a.done()) {
+    const std::string arg = a.take();
+    if (arg == "--phase") {
+      r.params["phase"] = a.value(arg);
+    } else if (arg == "--no-schedule") {
+      r.params["schedule"] = false;
+    } else if (arg == "--schedule") {
+      r.params["schedule"] = true;
+    } else if (arg == "--start") {
+      r.params["start"] = start_time(arg, a.value(arg));
+    } else if (arg == "--lease") {
+      r.params["lease"] = duration_text(arg, a.value(arg));
+    } else if (arg == "--force") {
+      r.params["force"] = true;
+    } else if (arg == "--direction") {
+      r.params["direction"] = a.value(arg);
+    } else if (arg == "--file") {
+      file = a.value(arg);
+    } else {
+      positional(arg, words, 2);
+    }
+  }
+  if (words.empty()) throw UsageError("which interface?");
+  r.params["interface"] = words[0];
+  if (file && words.size() == 2) throw UsageError("give a profile name or --file, not both");
+  if (file) {
+    r.params["profile"] = profile_file(*file);
+  } else if (words.size() == 2) {
+    r.params["profile"] = words[1];
+  } else {
+    throw UsageError("which profile? (a name from `jitterctl profiles`, or --file PROFILE.json)");
+  }
+  return r;
+}
+
+Request switch_request(Args& a) {
+  Request r{"switch"};
+  std::vector<std::string> words;
+  while (!a.done()) {
+    const std::string arg = a.take();
+    if (arg == "--at") {
+      r.params["at"] = start_time(arg, a.value(arg));
+    } else {
+      positional(arg, words, 2);
+    }
+  }
+  if (words.size() != 2) throw UsageError("needs an interface and a phase");
+  r.params["interface"] = words[0];
+  r.params["phase"] = words[1];
+  return r;
+}
+
+// pause, resume: the interface and nothing else.
+Request interface_only(const char* method, Args& a) {
+  Request r{method};
+  std::vector<std::string> words;
+  while (!a.done()) positional(a.take(), words, 1);
+  if (words.empty()) throw UsageError("which interface?");
+  r.params["interface"] = words[0];
+  return r;
+}
+
+Request pause_request(Args& a) {
+  return interface_only("pause", a);
+}
+Request resume_request(Args& a) {
+  return interface_only("resume", a);
+}
+
+Request skip_request(Args& a) {
+  Request r{"skip"};
+  std::vector<std::string> words;
+  while (!a.done()) {
+    const std::string arg = a.take();
+    if (arg == "--phase") {
+      r.params["phase"] = a.value(arg);
+    } else if (arg == "--step") {
+      r.params["step"] = step_number(arg, a.value(arg));
+    } else {
+      positional(arg, words, 1);
+    }
+  }
+  if (words.empty()) throw UsageError("which interface?");
+  if (r.params.contains("phase") == r.params.contains("step"))
+    throw UsageError("give one of --phase P or --step N");
+  r.params["interface"] = words[0];
+  return r;
+}
+
+Request status_request(Args& a) {
+  Request r{"status"};
+  std::vector<std::string> words;
+  while (!a.done()) positional(a.take(), words, 1);
+  if (!words.empty()) r.params["interface"] = words[0];
+  return r;
+}
+
+Request clear_request(Args& a) {
+  Request r{"clear"};
+  std::vector<std::string> words;
+  bool all = false;
+  while (!a.done()) {
+    const std::string arg = a.take();
+    if (arg == "--all") {
+      all = true;
+    } else {
+      positional(arg, words, 1);
+    }
+  }
+  if (all == !words.empty()) throw UsageError("give an interface or --all");
+  if (all) {
+    r.params["all"] = true;
+  } else {
+    r.params["interface"] = words[0];
+  }
+  return r;
+}
+
+Request renew_request(Args& a) {
+  Request r{"renew"};
+  std::vector<std::string> words;
+  while (!a.done()) {
+    const std::string arg = a.take();
+    if (arg == "--lease") {
+      r.params["lease"] = duration_text(arg, a.value(arg));
+    } else {
+      positional(arg, words, 1);
+    }
+  }
+  if (words.empty()) throw UsageError("which interface?");
+  r.params["interface"] = words[0];
+  return r;
+}
+
+// ---- Talking to jitterd ------------------------------------------------------------------------
+
+// The result of `method`, or ReplyFailure.
+Json call_for_result(ControlClient& client, const std::string& method, const Json& params) {
+  Reply reply = client.call(method, params);
+  if (!reply.ok) throw ReplyFailure(method, std::move(reply.error));
+  return std::move(reply.result);
+}
+
+// --json: the result as jitterd sent it, indented for people who read it too.
+void print_json(const Json& value, std::ostream& out) {
+  out << value.dump(2) << '\n';
+}
+
+// ---- Rendering ---------------------------------------------------------------------------------
+
+std::string or_dash(const std::string& text) {
+  return text.empty() ? "-" : text;
+}
+
+std::string yes_no(bool value) {
+  return value ? "yes" : "no";
+}
+
+// "sha256:3f1a9c0b7d2e..." -> "3f1a9c0b7d2e".
+std::string short_digest(const std::string& digest) {
+  std::string_view hex = digest;
+  if (const auto colon = hex.find(':'); colon != std::string_view::npos)
+    hex = hex.substr(colon + 1);
+  return or_dash(std::string(hex.substr(0, kShortDigest)));
+}
+
+// "140000" -> "137 KiB": counters for people.
+std::string format_bytes(std::uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes);
+  const char* unit = "B";
+  for (const char* next : {"KiB", "MiB", "GiB", "TiB"}) {
+    if (value < 1024) break;
+    value /= 1024;
+    unit = next;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s", value, unit);
+  return buf;
+}
+
+// The NEXT column: the next phase and how soon, or why there is none.
+std::string next_transition(const SessionStatus& s) {
+  if (s.next_transition) return s.next_transition->phase + " in " + format_human_duration(s.next_transition->in);
+  if (!s.schedule) return "held";
+  return s.schedule->state == "paused" ? "paused" : "-";
+}
+
+std::string late_max(const SessionStatus& s) {
+  return s.transitions.count == 0 ? "-" : format_human_duration(s.transitions.late_max);
+}
+
+// Event lines give lateness and apply time in whole µs, the resolution that matters for a switch.
+std::string lateness_us(Nanoseconds d) {
+  return std::to_string(std::llround(static_cast<double>(d.count()) / 1000.0)) + " µs";
+}
+
+void render_status(const Json& result, std::ostream& out) {
+  const auto sessions = read_status_result(result);
+  if (sessions.empty()) {
+    out << "no sessions\n";
+    return;
+  }
+  print_status_table(sessions, out);
+}
+
+void render_session(const Json& result, std::ostream& out) {
+  print_status_table({read_session_status(result)}, out);
+}
+
+void render_interfaces(const Json& result, std::ostream& out) {
+  const auto interfaces = read_interfaces_result(result);
+  if (interfaces.empty()) {
+    out << "no interfaces\n";
+    return;
+  }
+  print_interfaces_table(interfaces, out);
+}
+
+void render_profiles(const Json& result, std::ostream& out) {
+  print_profiles_table(read_profiles_result(result), out);
+}
+
+void render_version(const Json& result, std::ostream& out) {
+  const VersionInfo v = read_version_result(result);
+  TextTable t({{"jitterd"}, {or_dash(v.version) + ", protocol " + std::to_string(v.protocol)}});
+  t.add_row({"pid", std::to_string(v.pid)});
+  t.add_row({"kernel", or_dash(v.kernel)});
+  t.add_row({"started", v.started ? format_local_time(v.started->realtime_ns, true, 0) : "-"});
+  t.add_row({"jitterctl",
+             std::string(JITTERCTL_VERSION) + ", protocol " + std::to_string(kProtocolVersion)});
+  t.print(out);
+  if (v.protocol != kProtocolVersion) {
+    out << "note: jitterd speaks protocol " << v.protocol << " and jitterctl protocol "
+        << kProtocolVersion << "; some commands may fail\n";
+  }
+}
+
+void render_list_commands(const Json& result, std::ostream& out) {
+  TextTable t({{"COMMAND"}, {"MUTATING"}, {"SUMMARY"}});
+  for (const auto& c : read_list_commands_result(result))
+    t.add_row({c.name, yes_no(c.mutating), c.summary});
+  t.print(out);
+}
+
+void render_clear(const Json& result, std::ostream& out) {
+  const auto cleared = read_clear_result(result);
+  if (cleared.empty()) out << "nothing to clear\n";
+  for (const auto& name : cleared) out << "cleared " << name << '\n';
+}
+
+void render_metrics(const Json& result, std::ostream& out) {
+  const std::string text = read_metrics_result(result);
+  out << text;
+  if (!text.empty() && text.back() != '\n') out << '\n';
+}
+
+// ---- subscribe and watch -----------------------------------------------------------------------
+
+int run_subscribe(const Invocation& inv) {
+  Json params = Json::object();
+  std::optional<std::uint64_t> count;
+  while (!inv.args.done()) {
+    const std::string arg = inv.args.take();
+    if (arg == "--interface") {
+      params["interfaces"].push_back(inv.args.value(arg));
+    } else if (arg == "--event") {
+      params["events"].push_back(inv.args.value(arg));
+    } else if (arg == "--count") {
+      count = step_number(arg, inv.args.value(arg));
+    } else if (is_option(arg)) {
+      unknown_option(arg);
+    } else {
+      throw UsageError("unexpected argument \"" + arg +
+                       "\" (interfaces are given with --interface)");
+    }
+  }
+  const InterruptSignals signals;
+  ClientOptions options = inv.settings.client;
+  options.interrupt_fd = signals.fd();
+  try {
+    ControlClient client = ControlClient::connect(options);
+    call_for_result(client, "subscribe", params);
+    for (std::uint64_t seen = 0; !count || seen < *count; ++seen) {
+      // Without a deadline next_event returns an event or throws.
+      const Json event = client.next_event(std::nullopt).value();
+      // Flushed per line: subscribers are often pipes (| grep, | tee) that should see events live.
+      if (inv.settings.json) {
+        inv.out << event.dump() << std::endl;
+      } else {
+        inv.out << format_event_line(read_event(event)) << std::endl;
+      }
+    }
+    return kExitOk;
+  } catch (const Interrupted&) {
+    return kExitOk;
+  }
+}
+
+// What one watch screen shows.
+struct WatchFrame {
+  std::string header;
+  std::vector<SessionStatus> sessions;
+  const std::deque<Event>& events;
+};
+
+void print_watch_frame(const WatchFrame& frame, std::ostream& out) {
+  out << frame.header << "\n\n";
+  if (frame.sessions.empty()) {
+    out << "no sessions\n";
+  } else {
+    TextTable t({{"INTERFACE"},
+                 {"STATE"},
+                 {"PROFILE"},
+                 {"PHASE"},
+                 {"IN-PHASE", true},
+                 {"NEXT"},
+                 {"SENT", true},
+                 {"BYTES", true},
+                 {"DROPS", true},
+                 {"BACKLOG", true},
+                 {"SWITCHES", true},
+                 {"LATE-LAST", true},
+                 {"LATE-MAX", true},
+                 {"MISSED", true}});
+    for (const auto& s : frame.sessions) {
+      const auto& recent = s.transitions.recent;
+      t.add_row({s.interface, or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
+                 s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
+                 next_transition(s), std::to_string(s.counters.packets),
+                 format_bytes(s.counters.bytes), std::to_string(s.counters.drops),
+                 std::to_string(s.counters.backlog_packets), std::to_string(s.transitions.count),
+                 recent.empty() ? "-" : format_human_duration(recent.back().lateness), late_max(s),
+                 std::to_string(s.transitions.missed)});
+    }
+    t.print(out);
+  }
+  if (!frame.events.empty()) {
+    out << "\nrecent events:\n";
+    for (const auto& e : frame.events) out << "  " << format_event_line(e, false) << '\n';
+  }
+}
+
+std::int64_t realtime_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int run_watch(const Invocation& inv) {
+  std::vector<std::string> interfaces;
+  bool once = false;
+  shaper::Nanoseconds interval = std::chrono::seconds(1);
+  while (!inv.args.done()) {
+    const std::string arg = inv.args.take();
+    if (arg == "--once") {
+      once = true;
+    } else if (arg == "--interval") {
+      interval = positive_duration(arg, inv.args.value(arg));
+    } else {
+      positional(arg, interfaces, SIZE_MAX);
+    }
+  }
+  // --once is for scripts and tests: one frame, no signal handling, no escape codes.
+  std::optional<InterruptSignals> signals;
+  ClientOptions options = inv.settings.client;
+  if (!once) {
+    signals.emplace();
+    options.interrupt_fd = signals->fd();
+  }
+  try {
+    // Two connections: events arrive on one whenever they happen, status is asked on the other.
+    ControlClient events = ControlClient::connect(options);
+    Json subscribe = Json::object();
+    if (!interfaces.empty()) subscribe["interfaces"] = interfaces;
+    call_for_result(events, "subscribe", subscribe);
+    ControlClient control = ControlClient::connect(options);
+    const VersionInfo version =
+        read_version_result(call_for_result(control, "version", Json::object()));
+
+    std::deque<Event> recent;
+    auto draw = [&] {
+      std::vector<SessionStatus> sessions =
+          read_status_result(call_for_result(control, "status", Json::object()));
+      if (!interfaces.empty()) {
+        std::erase_if(sessions, [&](const SessionStatus& s) {
+          return std::find(interfaces.begin(), interfaces.end(), s.interface) == interfaces.end();
+        });
+      }
+      std::string header = "jitterd " + version.version + " at " + options.socket_path + ", " +
+                           format_local_time(realtime_now_ns(), false, 0);
+      if (!once) header += "; every " + format_human_duration(interval) + ", Ctrl-C quits";
+      std::ostringstream frame;
+      // One write per frame, so the terminal never shows half of one.
+      if (!once) frame << kClearScreen;
+      print_watch_frame({header, std::move(sessions), recent}, frame);
+      inv.out << frame.str() << std::flush;
+    };
+    if (once) {
+      draw();
+      return kExitOk;
+    }
+    using Clock = ControlClient::Clock;
+    auto last_draw = Clock::now();
+    draw();
+    bool dirty = false;
+    for (;;) {
+      const auto next_tick = last_draw + interval;
+      const auto wake = dirty ? std::min(next_tick, last_draw + kWatchMinRedraw) : next_tick;
+      if (const std::optional<Json> event = events.next_event(wake)) {
+        recent.push_back(read_event(*event));
+        if (recent.size() > kWatchEvents) recent.pop_front();
+        dirty = true;
+      }
+      const auto now = Clock::now();
+      if (now >= next_tick || (dirty && now >= last_draw + kWatchMinRedraw)) {
+        last_draw = now;
+        dirty = false;
+        draw();
+      }
+    }
+  } catch (const Interrupted&) {
+    inv.out << '\n';
+    return kExitOk;
+  }
+}
+
+// ---- The command table -------------------------------------------------------------------------
+
+constexpr CommandSpec kCommands[] = {
+    {"list-commands", "", "", "the methods jitterd offers", list_commands_request,
+     render_list_commands, nullptr},
+    {"version", "", "", "jitterd's version, pid and kernel", version_request, render_version,
+     nullptr},
+    {"interfaces", "", "", "interfaces, their root qdisc, whether jitterd may shape them",
+     interfaces_request, render_interfaces, nullptr},
+    {"profiles", "", "", "profiles in jitterd's folders (and invalid files)", profiles_request,
+     render_profiles, nullptr},
+    {"apply", "",
+     "INTERFACE PROFILE|--file F\n"
+     "[--phase P] [--no-schedule] [--start now|+2s|RFC3339] [--lease 30s] [--force]",
+     "start shaping (replaces a session in place)", apply_request, render_session, nullptr},
+    {"switch", "", "INTERFACE PHASE\n[--at now|+1s|RFC3339]", "hold PHASE (pauses the schedule)",
+     switch_request, render_session, nullptr},
+    {"pause", "", "INTERFACE", "freeze the schedule", pause_request, render_session, nullptr},
+    {"resume", "", "INTERFACE", "continue the schedule", resume_request, render_session, nullptr},
+    {"skip", "", "INTERFACE --phase P|--step N", "start that schedule step now", skip_request,
+     render_session, nullptr},
+    {"status", "", "[INTERFACE]", "sessions: phase, next transition, lease, counters",
+     status_request, render_status, nullptr},
+    {"clear", "", "INTERFACE|--all", "stop shaping, restore the kernel's default qdisc",
+     clear_request, render_clear, nullptr},
+    {"renew", "", "INTERFACE [--lease 30s]", "extend the session's lease", renew_request,
+     render_session, nullptr},
+    {"subscribe", "events", "\n[--interface X]... [--event E]... [--count N]",
+     "print events as they happen", nullptr, nullptr, run_subscribe},
+    {"metrics", "", "", "Prometheus metrics text", metrics_request, render_metrics, nullptr},
+    {"watch", "", "[INTERFACE]...\n[--interval 1s] [--once]",
+     "live table of sessions and events (Ctrl-C quits)", nullptr, nullptr, run_watch},
+};
+
+const CommandSpec* find_command(std::string_view word) {
+  for (const auto& c : kCommands) {
+    if (c.name == word || (!c.alias.empty() && c.alias == word)) return &c;
+  }
+  return nullptr;
+}
+
+// The usage on one line, for error messages ("\n" in a usage only wraps it in --help).
+std::string usage_line(const CommandSpec& c) {
+  std::string line = "jitterctl " + std::string(c.name);
+  if (!c.usage.empty()) line += " " + std::string(c.usage);
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  if (const auto p = line.find("  "); p != std::string::npos) line.erase(p, 1);
+  return line;
+}
+
+// Takes --socket, --json and --timeout out of `args` (anywhere before "--") into `settings`.
+std::vector<std::string> take_global_options(const std::vector<std::string>& args,
+                                             Settings& settings) {
+  std::vector<std::string> rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    const bool takes_value = arg == "--socket" || arg == "--timeout";
+    if (takes_value && i + 1 == args.size()) throw UsageError(arg + " needs a value");
+    if (arg == "--socket") {
+      settings.client.socket_path = args[++i];
+    } else if (arg == "--timeout") {
+      settings.client.timeout = positive_duration(arg, args[++i]);
+    } else if (arg == "--json") {
+      settings.json = true;
+    } else {
+      rest.push_back(arg);
+    }
+  }
+  return rest;
+}
+
+void print_error_reply(const std::string& method, const ErrorReply& error, std::ostream& err) {
+  err << "jitterctl: " << method << ": " << error.message << '\n';
+  if (!error.where.empty()) err << "  at " << error.where << '\n';
+  if (!error.hint.empty()) err << "  hint: " << error.hint << '\n';
+}
+
+}  // namespace
+
+std::string default_socket_path(const char* environment_value) {
+  return environment_value && *environment_value ? environment_value : kDefaultSocketPath;
+}
+
+bool is_online_command(std::string_view word) {
+  return find_command(word) || word == "--socket" || word == "--json" || word == "--timeout";
+}
+
+void print_online_usage(std::ostream& out) {
+  // Name and arguments, then the summary in a column (on a line of its own when the arguments are
+  // too long); options after a "\n" in the usage go on an indented line, as for compile.
+  constexpr std::size_t kSummaryColumn = 37;
+  for (const auto& c : kCommands) {
+    const std::string_view usage = c.usage;
+    const auto wrap = usage.find('\n');
+    std::string left = "  " + std::string(c.name);
+    if (!usage.empty() && wrap != 0) left += " " + std::string(usage.substr(0, wrap));
+    std::string summary(c.summary);
+    if (!c.alias.empty()) summary += " (alias: " + std::string(c.alias) + ")";
+    if (left.size() + 1 <= kSummaryColumn) {
+      out << left << std::string(kSummaryColumn - left.size(), ' ') << summary << '\n';
+    } else {
+      out << left << '\n' << std::string(kSummaryColumn, ' ') << summary << '\n';
+    }
+    if (wrap != std::string_view::npos) out << "      " << usage.substr(wrap + 1) << '\n';
+  }
+}
+
+int exit_code_for_error(std::string_view code) {
+  if (code == "invalid-params" || code == "not-found" || code == "invalid-request" ||
+      code == "parse-error" || code == "unknown-method" || code == "too-large") {
+    return kExitBadInput;
+  }
+  if (code == "permission-denied") return kExitPermission;
+  if (code == "conflict") return kExitConflict;
+  // kernel-error, busy, internal-error, and codes newer than this jitterctl: jitterd or its
+  // environment failed, not the user's request.
+  return kExitEnvironment;
+}
+
+int run_online_command(const std::vector<std::string>& raw, const std::string& default_socket,
+                       std::ostream& out, std::ostream& err) {
+  Settings settings;
+  settings.client.socket_path = default_socket;
+  std::vector<std::string> words;
+  try {
+    words = take_global_options(raw, settings);
+  } catch (const UsageError& e) {
+    err << "jitterctl: " << e.what() << '\n';
+    return kExitUsage;
+  }
+  if (words.empty()) {
+    err << "jitterctl: which command? (jitterctl --help lists them)\n";
+    return kExitUsage;
+  }
+  const CommandSpec* command = find_command(words.front());
+  if (!command) {
+    err << "jitterctl: unknown command \"" << words.front() << "\" (jitterctl --help lists them)\n";
+    return kExitUsage;
+  }
+  const std::string name(command->name);
+  Args args(std::vector<std::string>(words.begin() + 1, words.end()));
+  if (std::find(words.begin() + 1, words.end(), "--help") != words.end()) {
+    out << "usage: " << usage_line(*command) << "\n  " << command->summary << '\n';
+    return kExitOk;
+  }
+  try {
+    const Invocation inv{settings, args, out, err};
+    if (command->run) return command->run(inv);
+    const Request request = command->request(args);
+    ControlClient client = ControlClient::connect(settings.client);
+    const Json result = call_for_result(client, request.method, request.params);
+    if (settings.json) {
+      print_json(result, out);
+    } else {
+      command->render(result, out);
+    }
+    return kExitOk;
+  } catch (const UsageError& e) {
+    err << "jitterctl " << name << ": " << e.what() << "\nusage: " << usage_line(*command) << '\n';
+    return kExitUsage;
+  } catch (const BadInput& e) {
+    err << "jitterctl " << name << ": " << e.what() << '\n';
+    return kExitBadInput;
+  } catch (const ReplyFailure& e) {
+    print_error_reply(e.method(), e.error(), err);
+    return exit_code_for_error(e.error().code);
+  } catch (const ConnectError& e) {
+    err << "jitterctl: " << e.what() << '\n';
+    return kExitEnvironment;
+  } catch (const Interrupted&) {
+    return kExitOk;
+  } catch (const Json::exception& e) {
+    // Only a request can get here (replies are read without exceptions): an argument that is not
+    // UTF-8 cannot be put into JSON text.
+    err << "jitterctl " << name << ": cannot send the request: " << e.what() << '\n';
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    // The connection or jitterd failed (timeout, closed, a reply we cannot read), or a file could
+    // not be read: the environment, not the request.
+    err << "jitterctl: " << name << ": " << e.what() << '\n';
+    return kExitEnvironment;
+  }
+}
+
+void print_status_table(const std::vector<SessionStatus>& sessions, std::ostream& out) {
+  TextTable t({{"INTERFACE"},
+               {"STATE"},
+               {"PROFILE"},
+               {"PHASE"},
+               {"IN-PHASE", true},
+               {"NEXT"},
+               {"LEASE", true},
+               {"SENT", true},
+               {"DROPS", true},
+               {"LATE-MAX", true}});
+  for (const auto& s : sessions) {
+    t.add_row({s.interface, or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
+               s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
+               next_transition(s), s.lease ? format_human_duration(s.lease->remaining) : "-",
+               std::to_string(s.counters.packets), std::to_string(s.counters.drops), late_max(s)});
+  }
+  t.print(out);
+}
+
+void print_interfaces_table(const std::vector<InterfaceInfo>& interfaces, std::ostream& out) {
+  TextTable t({{"NAME"}, {"INDEX", true}, {"ROOT"}, {"OWNER"}, {"ALLOWED"}, {"SESSION"}});
+  for (const auto& i : interfaces) {
+    std::string root = "-";
+    if (i.root) root = or_dash(i.root->kind) + (i.root->handle.empty() ? "" : " " + i.root->handle);
+    t.add_row({i.name, std::to_string(i.index), root, i.root ? or_dash(i.root->owner) : "-",
+               yes_no(i.allowed), yes_no(i.session)});
+  }
+  t.print(out);
+}
+
+void print_profiles_table(const ProfileListing& listing, std::ostream& out) {
+  if (listing.profiles.empty()) {
+    out << "no profiles in jitterd's profile folders\n";
+  } else {
+    TextTable t({{"NAME"}, {"PHASES"}, {"SCHEDULE"}, {"DIGEST"}, {"FILE"}});
+    for (const auto& p : listing.profiles) {
+      std::string phases;
+      for (const auto& phase : p.phases) phases += (phases.empty() ? "" : ",") + phase;
+      std::string schedule = "-";
+      if (p.schedule) {
+        schedule =
+            std::to_string(p.schedule->steps) + (p.schedule->steps == 1 ? " step, " : " steps, ") +
+            format_human_duration(p.schedule->duration) + (p.schedule->loop ? ", loop" : ", once");
+      }
+      t.add_row({p.name, or_dash(phases), schedule, short_digest(p.digest), or_dash(p.file)});
+    }
+    t.print(out);
+  }
+  if (!listing.invalid.empty()) {
+    out << "\ninvalid profile files:\n";
+    for (const auto& bad : listing.invalid) {
+      out << "  " << bad.file << '\n';
+      for (const auto& e : bad.errors) out << "    " << e << '\n';
+    }
+  }
+}
+
+std::string format_event_line(const Event& e, bool date) {
+  // Fixed widths for the time, the interface and the event name ("external-change" is the longest),
+  // so that a stream of events reads as columns.
+  const std::size_t time_width = date ? 26 : 15;
+  constexpr std::size_t kInterfaceWidth = 8, kEventWidth = 15;
+  auto pad = [](std::string text, std::size_t width) {
+    const std::size_t w = display_width(text);
+    if (w < width) text.append(width - w, ' ');
+    return text;
+  };
+  std::string line = pad(e.at ? format_local_time(e.at->realtime_ns, date, 6) : "-", time_width) +
+                     "  " + pad(or_dash(e.interface), kInterfaceWidth) + "  " +
+                     pad(or_dash(e.event), kEventWidth);
+  std::vector<std::string> details;
+  if (!e.phase.empty()) details.push_back(e.phase);
+  if (e.event == "applied" && !e.profile.empty()) details.push_back("profile " + e.profile);
+  if (e.lateness) details.push_back("late " + lateness_us(*e.lateness));
+  if (e.apply) details.push_back("apply " + lateness_us(*e.apply));
+  if (!e.previous.empty()) details.push_back("from " + e.previous);
+  if (e.step) details.push_back("step " + std::to_string(*e.step));
+  if (!e.reason.empty()) details.push_back("reason " + e.reason);
+  if (e.lease) details.push_back("lease " + format_human_duration(*e.lease));
+  if (!e.what.empty()) details.push_back(e.what);
+  if (e.ended) details.push_back(*e.ended ? "session ended" : "session kept");
+  if (!e.message.empty()) details.push_back(e.message);
+  for (const auto& d : details) line += "  " + d;
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+}  // namespace jitterctl
