@@ -293,7 +293,7 @@ int inspect_command(const std::vector<std::string>& raw) {
 int validate_command(const std::vector<std::string>& raw) {
   try {
     Args a(raw);
-    std::string profile_path, trace_path, shaped_path, plot_path;
+    std::string profile_path, trace_path, shaped_path, plot_path, calibration_path;
     bool json = false, log_scale = false;
     std::uint64_t seed = 1;
     ParseOptions parse;
@@ -306,6 +306,8 @@ int validate_command(const std::vector<std::string>& raw) {
         json = true;
       } else if (arg == "--shaped") {
         shaped_path = a.value(arg);
+      } else if (arg == "--link-calibration") {
+        calibration_path = a.value(arg);
       } else if (arg == "--plot") {
         plot_path = a.value(arg);
       } else if (arg == "--log") {
@@ -323,7 +325,12 @@ int validate_command(const std::vector<std::string>& raw) {
       }
     }
     if (profile_path.empty() || (trace_path.empty() && shaped_path.empty())) {
-      throw UsageError("usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE] [--json] [--plot FILE.svg] [--log]");
+      throw UsageError(
+          "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--json] "
+          "[--plot FILE.svg] [--log]");
+    }
+    if (!calibration_path.empty() && shaped_path.empty()) {
+      throw UsageError("validate: --link-calibration describes the link of --shaped; give both");
     }
     auto profile = load_profile(profile_path);
     if (!profile) return kExitBadInput;
@@ -339,7 +346,18 @@ int validate_command(const std::vector<std::string>& raw) {
     std::optional<DelaySeries> shaped_s;
     if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved);
     if (!capture) capture_s = shaped_series(*shaped, profile_s, halved);
-    const ValidationReport report = validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr);
+    std::optional<std::vector<Nanoseconds>> noise;
+    if (!calibration_path.empty()) {
+      const auto calibration = load_trace(calibration_path, parse);
+      if (!calibration) return kExitBadInput;
+      std::string problem;
+      if (!(noise = link_noise(*calibration, &problem))) {
+        std::cerr << "jitterctl: validate: " << calibration_path << ": " << problem << '\n';
+        return kExitBadInput;
+      }
+    }
+    const ValidationReport report =
+        validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise ? &*noise : nullptr, halved);
     if (json) {
       std::cout << validation_json(report) << '\n';
     } else {

@@ -66,8 +66,22 @@ DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool 
 
 SeriesStats series_stats(const DelaySeries& series);
 
+// The test link's own delay noise, measured by probing it through a netem with a constant delay (any
+// value, e.g. `delay 10ms`): every RTT above the trace's minimum is noise the link adds on its own
+// (timer lateness, scheduling; about 0.4 ms at the median in a TCG virtual machine, tens of µs on
+// hardware). Returns nullopt with `problem` set when the trace has fewer than 100 replies.
+std::optional<std::vector<Nanoseconds>> link_noise(const Trace& calibration, std::string* problem);
+
+// `series` with a noise sample (drawn with replacement, seeded) added to every delivered probe; for
+// a halved profile the link is crossed twice, so two draws are averaged as the shaped series halves.
+DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise, bool halved,
+                           std::uint64_t seed = 1);
+
+// The comparisons. With `noise`, what is compared with the shaped link is the capture and the profile
+// with the link's own noise added (a shaped link cannot be quieter than the link), and a note says so.
 ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile,
-                                 const DelaySeries* shaped);
+                                 const DelaySeries* shaped, const std::vector<Nanoseconds>* noise = nullptr,
+                                 bool halved = false);
 
 // The `jitterctl validate --json` object.
 std::string validation_json(const ValidationReport& report);

@@ -1,0 +1,97 @@
+// Validation against a shaped link: the link's own noise, measured through a constant-delay netem, is
+// added to what the shaped link is compared with.
+#include "shaper/validation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+using namespace shaper;
+using namespace std::chrono_literals;
+
+namespace {
+
+Trace calibration_trace(std::size_t replies, Nanoseconds base) {
+  Trace t;
+  for (std::size_t i = 0; i < replies; ++i) {
+    RttSample s;
+    s.seq = i;
+    s.send_time = std::chrono::milliseconds(10) * static_cast<std::int64_t>(i);
+    // Noise 0, 100, 200 ... 900 µs above the base, repeating.
+    s.rtt = base + std::chrono::microseconds(100) * static_cast<std::int64_t>(i % 10);
+    t.samples.push_back(s);
+  }
+  RttSample lost;
+  lost.seq = replies;
+  t.samples.push_back(lost);
+  return t;
+}
+
+DelaySeries series(const std::string& label, std::size_t n, Nanoseconds (*delay)(std::size_t)) {
+  DelaySeries s;
+  s.label = label;
+  for (std::size_t i = 0; i < n; ++i) {
+    s.sent.push_back(std::chrono::milliseconds(10) * static_cast<std::int64_t>(i));
+    s.delay.push_back(delay(i));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(LinkNoise, IsWhatLiesAboveTheCalibrationsMinimum) {
+  std::string problem;
+  const auto noise = link_noise(calibration_trace(200, 10300us), &problem);
+  ASSERT_TRUE(noise) << problem;
+  ASSERT_EQ(noise->size(), 200u);  // the lost probe carries no noise
+  EXPECT_EQ(*std::min_element(noise->begin(), noise->end()), 0ns);
+  EXPECT_EQ(*std::max_element(noise->begin(), noise->end()), 900us);
+}
+
+TEST(LinkNoise, TooFewRepliesIsAProblemNotANoiseModel) {
+  std::string problem;
+  EXPECT_FALSE(link_noise(calibration_trace(99, 10ms), &problem));
+  EXPECT_NE(problem.find("99 replies"), std::string::npos) << problem;
+}
+
+TEST(AddLinkNoise, AddsADrawToEveryDeliveredProbeAndKeepsLossesAndSeeds) {
+  DelaySeries s = series("profile", 1000, [](std::size_t) { return Nanoseconds(5ms); });
+  s.delay[7] = std::nullopt;
+  const std::vector<Nanoseconds> noise = {0us, 1000us};
+  const DelaySeries a = add_link_noise(s, noise, false, 3);
+  const DelaySeries b = add_link_noise(s, noise, false, 3);
+  EXPECT_EQ(a.delay, b.delay);
+  EXPECT_FALSE(a.delay[7]);
+  std::size_t raised = 0;
+  for (std::size_t i = 0; i < a.delay.size(); ++i) {
+    if (!a.delay[i]) continue;
+    EXPECT_TRUE(*a.delay[i] == 5ms || *a.delay[i] == 6ms) << i;
+    raised += *a.delay[i] == 6ms;
+  }
+  // Half of 999 draws, give or take 4 standard deviations (sqrt(999 / 4) = 15.8).
+  EXPECT_NEAR(static_cast<double>(raised), 499.5, 64);
+  // Halved: the mean of two draws, so 5.5 ms appears too.
+  const DelaySeries h = add_link_noise(s, noise, true, 3);
+  EXPECT_TRUE(std::any_of(h.delay.begin(), h.delay.end(), [](auto d) { return d && *d == 5500us; }));
+}
+
+TEST(ValidateSeries, ANoisyLinkPassesOnlyOnceItsNoiseIsAccountedFor) {
+  // The profile: 2 to 12 ms. The shaped link: the same delays plus the link's 0-2 ms of noise.
+  auto base = [](std::size_t i) { return Nanoseconds(2ms + std::chrono::microseconds(10) * static_cast<std::int64_t>((i * 7919) % 1000)); };
+  const DelaySeries capture = series("capture", 20000, base);
+  const DelaySeries profile = series("profile", 20000, base);
+  std::vector<Nanoseconds> noise;
+  for (int k = 0; k <= 200; ++k) noise.push_back(std::chrono::microseconds(10) * k);
+  DelaySeries shaped = add_link_noise(profile, noise, false, 99);
+  shaped.label = "shaped";
+
+  const ValidationReport raw = validate_series(capture, profile, &shaped);
+  ASSERT_EQ(raw.comparisons.size(), 3u);
+  EXPECT_FALSE(raw.comparisons[2].pass()) << "a 1 ms mean shift must fail KS";
+  const ValidationReport calibrated = validate_series(capture, profile, &shaped, &noise, false);
+  for (const auto& c : calibrated.comparisons) {
+    EXPECT_TRUE(c.pass()) << c.a << " vs " << c.b << ": KS " << c.ks;
+  }
+  ASSERT_FALSE(calibrated.notes.empty());
+  EXPECT_NE(calibrated.notes.back().find("201 calibration probes"), std::string::npos) << calibrated.notes.back();
+}
