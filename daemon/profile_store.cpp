@@ -59,12 +59,17 @@ ProfileListing ProfileStore::list() const {
     for (const auto& file : files) {
       const std::string name = file.stem().string();
       // The first folder wins, as in load().
-      if (!valid_name(name) || std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      if (!valid_name(name)) {
+        out.invalid.push_back({file.string(), {"\"" + name + "\" is not a profile name: use letters, digits, '.', "
+                                               "'_' and '-', not starting with '.'; rename the file"}});
+        continue;
+      }
+      seen.push_back(name);
       if (!inside(file, dir)) {
         out.invalid.push_back({file.string(), {"resolves outside " + dir + "; jitterd reads profiles only there"}});
         continue;
       }
-      seen.push_back(name);
       std::string error;
       if (auto p = load_file(name, file, &error)) {
         out.profiles.push_back(std::move(*p));

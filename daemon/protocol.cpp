@@ -213,7 +213,11 @@ std::string Dispatcher::event_line(const Event& e) {
   if (!e.digest.empty()) j["digest"] = e.digest;
   if (!e.phase.empty()) j["phase"] = e.phase;
   if (e.type == EventType::kPhaseChanged) j["previous"] = e.previous;
-  if (e.step) j["step"] = *e.step;
+  if (e.step) {
+    j["step"] = *e.step;
+  } else if (e.type == EventType::kPhaseChanged) {
+    j["step"] = nullptr;  // a switch, not a schedule step
+  }
   if (e.deadline) j["deadline"] = stamp_json(*e.deadline);
   if (e.lateness) j["lateness_ns"] = e.lateness->count();
   if (e.apply_time) j["apply_ns"] = e.apply_time->count();
@@ -267,7 +271,6 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
     return fail({"unknown-method", "no method \"" + *method + "\"", "/method", "methods: " + names});
   }
   if (!authorized) {
-    ++stats_.connections_refused;
     return fail({"permission-denied",
                  "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
                      ") may not use jitterd",
@@ -547,6 +550,8 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_connections " << stats_.connections_open << '\n';
   metric("jitterd_connections_total", "counter", "Control connections accepted.");
   out << "jitterd_connections_total " << stats_.connections_total << '\n';
+  metric("jitterd_connections_refused_total", "counter", "Connections refused: too many, or a peer not permitted.");
+  out << "jitterd_connections_refused_total " << stats_.connections_refused << '\n';
   metric("jitterd_requests_total", "counter", "Requests read.");
   out << "jitterd_requests_total " << stats_.requests_total << '\n';
   metric("jitterd_request_errors_total", "counter", "Requests answered with an error.");

@@ -192,7 +192,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       boost::system::error_code ec;
       co_await idle_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (closed_) co_return;
-      if (!subscription_ && MonotonicClock::now() >= last_activity_ + timeout) {
+      if (subscription_) co_return;  // subscribers only listen: never idle
+      if (MonotonicClock::now() >= last_activity_ + timeout) {
         close();
         co_return;
       }

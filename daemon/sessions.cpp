@@ -204,6 +204,7 @@ void SessionManager::drop_successor(int index, EventType type, const std::string
   s->lease_timer.cancel();
   Event e = event_for(*s, type);
   e.reason = reason;
+  if (type == EventType::kLeaseExpired && s->lease) e.lease = *s->lease;
   bus_.publish(std::move(e));
 }
 
@@ -424,12 +425,12 @@ void SessionManager::start_session(Session& s) {
   if (s.schedule) {
     s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
     if (!s.position) s.position = s.schedule->position(0, 0);
-    s.pending = false;
     transition(s, s.schedule->steps()[s.position->step].phase, s.position->step, s.position->start,
                EventType::kApplied);
-  } else {
     s.pending = false;
+  } else {
     transition(s, *s.hold_phase, std::nullopt, s.start, EventType::kApplied);
+    s.pending = false;
   }
 }
 
@@ -470,8 +471,8 @@ void SessionManager::transition(Session& s, const std::string& phase, std::optio
   e.apply_time = record.apply_time;
   s.phase = phase;
   s.phase_since = acked;
-  bus_.publish(std::move(e));
   ledger_.record(LedgerEntry{s.interface.index, s.interface.name, s.profile_name, s.digest, s.phase});
+  bus_.publish(std::move(e));
 }
 
 void SessionManager::arm(Session& s) {
@@ -640,7 +641,7 @@ SessionStatus SessionManager::describe(const Session& s) {
   if (s.lease) {
     out.lease = SessionStatus::Lease{*s.lease, stamp_of(s.lease_expires), s.lease_expires - now};
   }
-  if (backend_.installed(s.interface)) {
+  if (!s.pending && backend_.installed(s.interface)) {
     if (auto root = backend_.root_qdisc(s.interface); root && root->is_jitterd()) out.counters = root->stats;
   }
   out.transitions = s.transitions;
@@ -682,7 +683,9 @@ void SessionManager::recover() {
       if (e.index == interface.index && e.interface == interface.name) entry = &e;
     }
     const std::string what = entry ? " (profile " + entry->profile + ", phase " + entry->phase + ")" : "";
-    if (config_.recovery == Recovery::kAdopt && backend_.adopt(interface)) {
+    // Adopted only where this config still allows shaping; elsewhere the leftover is removed.
+    if (config_.recovery == Recovery::kAdopt && config_.interface_allowed(interface.name) &&
+        backend_.adopt(interface)) {
       auto owned = std::make_unique<Session>(executor_);
       owned->interface = interface;
       owned->pending = false;

@@ -1,0 +1,110 @@
+#pragma once
+// A ShapingBackend without a kernel, for the daemon's protocol tests (the real netlink path is
+// tested in tests/kernel, in the VM). It keeps interfaces and one root qdisc per interface the way
+// the kernel does, follows NetemEngine's ownership rules (a foreign root is replaced only with
+// force; a jitterd qdisc this process does not hold is neither changed nor installed over), and
+// records every call with the spec and a steady_clock timestamp, so tests can compare when a phase
+// reached the "kernel" with the deadline it was due at. It can be told to fail the next apply the
+// way the kernel (NetlinkError with extended-ACK text) or the engine (OwnershipError) fails, and to
+// take a while to answer (a stalled kernel, for missed deadlines).
+//
+// Thread-safe (one mutex), so that a test may run the io_context on a thread of its own and still
+// look at the fake from the test thread.
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shaper/errors.hpp"
+#include "shaping_backend.hpp"
+
+namespace jitterd::testing {
+
+class FakeBackend final : public ShapingBackend {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // What sits at the root of an interface.
+  enum class Root {
+    kKernelDefault,  // handle 0: (noqueue, pfifo_fast ...): free to install over
+    kForeign,        // htb 1:, installed by someone else: refused unless forced
+    kJitterd,        // netem 1a7e:; a leftover of an earlier jitterd unless this process holds it
+  };
+
+  enum class CallKind { kApply, kRemove, kForget, kRemoveLeftover, kAdopt };
+
+  struct Call {
+    CallKind kind = CallKind::kApply;
+    shaper::Interface interface;
+    std::optional<shaper::NetemSpec> spec;  // apply only
+    bool force = false;                     // apply only
+    bool change = false;                    // apply: an in-place change of a qdisc we held
+    bool succeeded = true;
+    Clock::time_point entered;   // when the call was made
+    Clock::time_point returned;  // when it returned or threw: the "kernel's acknowledgement"
+  };
+
+  // The interface appears; its root is `root`.
+  void add_interface(const std::string& name, int index, Root root = Root::kKernelDefault);
+  // The interface is deleted (with whatever was installed on it). The owner is kept, as the kernel
+  // backend keeps its NetemQdisc until forget().
+  void remove_interface(const std::string& name);
+  // Someone else puts `root` in place of whatever is there (our held qdisc, if any, stays "held" in
+  // the backend until forget(), as in KernelBackend).
+  void set_root(int index, Root root);
+  void set_counters(int index, const shaper::QdiscStats& stats);
+
+  // The next apply() throws this instead of reaching the kernel (one shot each).
+  void fail_next_apply(const shaper::NetlinkError& error);
+  void fail_next_apply(const shaper::OwnershipError& error);
+  // Every apply() from now on takes this long before it "reaches the kernel" (a stalled kernel or
+  // daemon). Zero: answers at once.
+  void set_apply_delay(std::chrono::nanoseconds delay);
+
+  std::vector<Call> calls() const;
+  std::vector<Call> calls(CallKind kind) const;
+  std::size_t count(CallKind kind) const { return calls(kind).size(); }
+  // The spec jitterd's qdisc on `index` carries now (held or leftover); nullopt when it has none.
+  std::optional<shaper::NetemSpec> spec_on(int index) const;
+  std::optional<Root> root_of(int index) const;
+
+  // ShapingBackend
+  std::vector<shaper::Interface> interfaces() override;
+  std::optional<shaper::Interface> find_interface(const std::string& name) override;
+  std::vector<shaper::QdiscInfo> root_qdiscs() override;
+  std::optional<shaper::QdiscInfo> root_qdisc(const shaper::Interface& interface) override;
+  bool installed(const shaper::Interface& interface) const override;
+  void apply(const shaper::Interface& interface, const shaper::NetemSpec& spec,
+             bool force) override;
+  void remove(const shaper::Interface& interface) override;
+  void forget(const shaper::Interface& interface) override;
+  bool remove_leftover(const shaper::Interface& interface) override;
+  bool adopt(const shaper::Interface& interface) override;
+  std::uint32_t netlink_port() const override { return 0; }
+
+ private:
+  struct Link {
+    std::string name;
+    Root root = Root::kKernelDefault;
+    std::optional<shaper::NetemSpec> spec;  // jitterd's qdisc's spec, when the root is kJitterd
+    shaper::QdiscStats stats;
+  };
+  std::optional<shaper::QdiscInfo> info_locked(int index) const;
+  void record(Call call);
+
+  mutable std::mutex mutex_;
+  std::map<int, Link> links_;
+  // Interfaces this process holds a qdisc on (KernelBackend's map of owners), by index.
+  std::map<int, shaper::Interface> held_;
+  std::optional<shaper::NetlinkError> netlink_failure_;
+  std::optional<shaper::OwnershipError> ownership_failure_;
+  std::chrono::nanoseconds apply_delay_{0};
+  std::vector<Call> calls_;
+};
+
+std::string to_string(FakeBackend::CallKind kind);
+
+}  // namespace jitterd::testing

@@ -1,0 +1,1070 @@
+// Dispatcher: the control protocol of docs/protocol.md, request line in, reply line out, against a
+// SessionManager on a FakeBackend. Every method's happy path and its error replies (code, `where`,
+// `hint`), the envelope, ids, start times, inline profiles, the event lines and the metrics text.
+// Where the contract is a table in docs/protocol.md (error codes, events and their members,
+// methods), the test reads the table from the document, so the two cannot drift apart silently.
+#include "protocol.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "shaper/errors.hpp"
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+
+namespace jitterd::testing {
+namespace {
+
+using json = nlohmann::json;
+using Call = FakeBackend::CallKind;
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------------------------
+// docs/protocol.md, read as the contract
+
+std::string protocol_doc() {
+  return read_file(JITTERD_PROTOCOL_DOC);
+}
+
+// The rows of the first Markdown table at or after the first line that starts with `marker`, header
+// and separator dropped; each row split into its cells.
+std::vector<std::vector<std::string>> doc_table(const std::string& marker) {
+  std::istringstream in(protocol_doc());
+  std::string line;
+  bool found = false;
+  bool in_table = false;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    if (!found) {
+      found = line.rfind(marker, 0) == 0;
+      if (!found) continue;
+    }
+    if (line.rfind("|", 0) != 0) {
+      if (in_table) break;
+      continue;
+    }
+    in_table = true;
+    std::vector<std::string> cells;
+    std::string cell;
+    for (std::size_t i = 1; i < line.size(); ++i) {
+      if (line[i] == '|') {
+        cells.push_back(cell);
+        cell.clear();
+      } else {
+        cell += line[i];
+      }
+    }
+    rows.push_back(cells);
+  }
+  EXPECT_TRUE(found) << "docs/protocol.md has no line starting with " << marker;
+  if (rows.size() >= 2) rows.erase(rows.begin(), rows.begin() + 2);  // header, |---|
+  return rows;
+}
+
+// The `backticked` words of a Markdown cell, in order, each with whether a ':' follows it; words in
+// (parenthesised remarks) are not counted.
+std::vector<std::pair<std::string, bool>> backticked(const std::string& markdown) {
+  std::string cell;
+  int depth = 0;
+  for (char c : markdown) {
+    if (c == '(') ++depth;
+    if (depth == 0) cell += c;
+    if (c == ')' && depth > 0) --depth;
+  }
+  std::vector<std::pair<std::string, bool>> out;
+  std::size_t pos = 0;
+  while ((pos = cell.find('`', pos)) != std::string::npos) {
+    const std::size_t end = cell.find('`', pos + 1);
+    if (end == std::string::npos) break;
+    out.emplace_back(cell.substr(pos + 1, end - pos - 1),
+                     end + 1 < cell.size() && cell[end + 1] == ':');
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::set<std::string> documented_error_codes() {
+  std::set<std::string> codes;
+  for (const auto& row : doc_table("Error codes:")) {
+    if (!row.empty() && !backticked(row[0]).empty()) codes.insert(backticked(row[0])[0].first);
+  }
+  return codes;
+}
+
+struct DocumentedEvent {
+  std::set<std::string> members;  // beyond event, seq, interface, at
+  std::map<std::string, std::set<std::string>>
+      values;  // `member`: `value`, ... (cleared's reasons)
+};
+
+std::map<std::string, DocumentedEvent> documented_events() {
+  std::map<std::string, DocumentedEvent> out;
+  for (const auto& row : doc_table("| event | when |")) {
+    if (row.size() < 3 || backticked(row[0]).empty()) continue;
+    DocumentedEvent& e = out[backticked(row[0])[0].first];
+    std::string valued;
+    for (const auto& [word, colon] : backticked(row[2])) {
+      if (!valued.empty()) {
+        e.values[valued].insert(word);
+        continue;
+      }
+      e.members.insert(word);
+      if (colon) valued = word;
+    }
+  }
+  return out;
+}
+
+TEST(ProtocolDoc, TheTablesTheseTestsReadAreThere) {
+  const auto codes = documented_error_codes();
+  for (const char* code :
+       {"parse-error", "invalid-request", "unknown-method", "invalid-params", "permission-denied",
+        "not-found", "conflict", "kernel-error", "too-large", "busy", "internal-error"}) {
+    EXPECT_TRUE(codes.contains(code)) << code;
+  }
+  const auto events = documented_events();
+  EXPECT_EQ(events.size(), 8u);
+  EXPECT_EQ(
+      events.at("phase-changed").members,
+      (std::set<std::string>{"phase", "previous", "step", "deadline", "lateness_ns", "apply_ns"}));
+  EXPECT_EQ(events.at("cleared").members, std::set<std::string>{"reason"});
+  const auto reasons = events.at("cleared").values.at("reason");
+  for (const char* reason : {"request", "replaced", "shutdown", "schedule-finished"}) {
+    EXPECT_TRUE(reasons.contains(reason)) << reason;
+  }
+  EXPECT_FALSE(reasons.contains("loop")) << "a word in a remark is not a reason";
+  EXPECT_EQ(events.at("external-change").members, (std::set<std::string>{"what", "ended"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A dispatcher over a rig, with a profile folder
+
+class Protocol {
+ public:
+  explicit Protocol(const std::function<void(Config&)>& adjust = {})
+      : rig(adjust),
+        store({profiles.path()}),
+        dispatcher(rig.sessions, store, rig.backend, rig.config, stats) {
+    profiles.write("held.json", profile_json("held"));
+    profiles.write("wifi.json", profile_json("wifi", {{"a", "1s"}, {"b", "3s"}}));
+  }
+
+  // The reply to one raw line, parsed.
+  json raw(const std::string& line, bool authorized = true) {
+    last = dispatcher.handle(line, test_peer(), authorized);
+    EXPECT_EQ(last.line.find('\n'), std::string::npos) << "a reply is one line";
+    return json::parse(last.line);
+  }
+
+  json call(const std::string& method, const json& params = json::object(),
+            bool authorized = true) {
+    return raw(json{{"method", method}, {"params", params}}.dump(), authorized);
+  }
+
+  // The result of a call that must succeed.
+  json ok(const std::string& method, const json& params = json::object()) {
+    const json reply = call(method, params);
+    EXPECT_EQ(reply["ok"], true) << reply.dump();
+    return reply.contains("result") ? reply["result"] : json();
+  }
+
+  DaemonRig rig;
+  TempDir profiles;
+  ProfileStore store;
+  ServerStats stats;
+  Dispatcher dispatcher;
+  Reply last;
+};
+
+// The error of a reply that must fail, checked against the expected code and `where`.
+json error_of(const json& reply, const std::string& code, const std::string& where) {
+  EXPECT_EQ(reply["ok"], false) << reply.dump();
+  if (!reply.contains("error")) return json::object();
+  const json& e = reply["error"];
+  EXPECT_EQ(e["code"], code) << reply.dump();
+  if (where.empty()) {
+    EXPECT_FALSE(e.contains("where")) << reply.dump();
+  } else {
+    EXPECT_EQ(e.value("where", ""), where) << reply.dump();
+  }
+  EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << reply.dump();
+  return e;
+}
+
+bool is_stamp(const json& j) {
+  return j.is_object() && j.size() == 2 && j["monotonic_ns"].is_number_integer() &&
+         j["realtime_ns"].is_number_integer();
+}
+
+std::string utc_in(Nanoseconds offset) {
+  return shaper::format_utc_timestamp(now_stamp().realtime + offset);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The envelope
+
+TEST(Protocol, ALineThatIsNotJsonIsAParseError) {
+  Protocol p;
+  const json reply = p.raw("{\"method\": \"status\"");
+  const json e = error_of(reply, "parse-error", "");
+  EXPECT_FALSE(reply.contains("id"));
+  EXPECT_NE(e["message"].get<std::string>().find("the request is not JSON"), std::string::npos);
+  EXPECT_EQ(e["hint"], "send one JSON object per line: {\"method\": \"status\"}");
+}
+
+TEST(Protocol, EnvelopeProblemsAreInvalidRequests) {
+  Protocol p;
+  error_of(p.raw("[1, 2]"), "invalid-request", "");
+  error_of(p.raw("\"status\""), "invalid-request", "");
+  error_of(p.raw(R"({"params": {}})"), "invalid-request", "/method");
+  error_of(p.raw(R"({"method": 7})"), "invalid-request", "/method");
+  error_of(p.raw(R"({"method": "status", "params": []})"), "invalid-request", "/params");
+  error_of(p.raw(R"({"method": "status", "param": {}})"), "invalid-request", "/param");
+  error_of(p.raw(R"({"id": {"n": 1}, "method": "status"})"), "invalid-request", "/id");
+  error_of(p.raw(R"({"id": null, "method": "status"})"), "invalid-request", "/id");
+  EXPECT_EQ(p.stats.requests_total, 8u);
+  EXPECT_EQ(p.stats.request_errors_total, 8u);
+}
+
+TEST(Protocol, AnUnknownMethodIsNamedAndTheMethodsListed) {
+  Protocol p;
+  const json reply = p.raw(R"({"id": 4, "method": "aply"})");
+  EXPECT_EQ(reply["id"], 4);
+  const json e = error_of(reply, "unknown-method", "/method");
+  EXPECT_EQ(e["message"], "no method \"aply\"");
+  const std::string hint = e["hint"];
+  const json commands = p.ok("list-commands")["commands"];
+  for (const auto& c : commands) {
+    EXPECT_NE(hint.find(c["name"].get<std::string>()), std::string::npos) << hint;
+  }
+  EXPECT_EQ(hint.rfind("methods: list-commands, version, ", 0), 0u) << hint;
+}
+
+TEST(Protocol, IdsAreEchoedStringsAndNumbersAlike) {
+  Protocol p;
+  for (const std::string id : {R"("abc")", "7", "-2", "1.5", "9007199254740993", R"("")"}) {
+    const json reply = p.raw(R"({"id": )" + id + R"(, "method": "version"})");
+    EXPECT_EQ(reply["id"], json::parse(id)) << reply.dump();
+    EXPECT_EQ(reply["ok"], true);
+    // On errors too.
+    EXPECT_EQ(p.raw(R"({"id": )" + id +
+                    R"(, "method": "status", "params": {"interface": "veth9"}})")["id"],
+              json::parse(id));
+  }
+  EXPECT_FALSE(p.raw(R"({"method": "version"})").contains("id")) << "no id, none in the reply";
+}
+
+TEST(Protocol, AnUnauthorizedPeerIsRefusedEveryMethodAndNothingHappens) {
+  Protocol p;
+  const json commands = p.ok("list-commands")["commands"];
+  for (const auto& c : commands) {
+    const std::string method = c["name"];
+    const json params =
+        method == "apply" ? json{{"interface", "veth0"}, {"profile", "held"}} : json::object();
+    const json e = error_of(p.call(method, params, false), "permission-denied", "");
+    EXPECT_EQ(e["message"], "uid 1000 (pid 4242) may not use jitterd") << method;
+    EXPECT_NE(e["hint"].get<std::string>().find("socket's group"), std::string::npos);
+    EXPECT_FALSE(p.last.subscribe) << method;
+  }
+  EXPECT_TRUE(p.rig.backend.calls().empty());
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Informational methods
+
+TEST(Protocol, ListCommandsNamesEveryDocumentedMethodAndWhichOnesMutate) {
+  Protocol p;
+  std::set<std::string> listed, mutating;
+  const json commands = p.ok("list-commands")["commands"];
+  for (const auto& c : commands) {
+    listed.insert(c["name"]);
+    EXPECT_FALSE(c["summary"].get<std::string>().empty());
+    if (c["mutating"] == true) mutating.insert(c["name"]);
+  }
+  // The methods are the `names` in the "### " headings of docs/protocol.md's Methods section.
+  std::set<std::string> documented;
+  std::istringstream in(protocol_doc());
+  std::string line;
+  bool methods = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) methods = line == "## Methods";
+    if (methods && line.rfind("### ", 0) == 0) {
+      for (const auto& [word, colon] : backticked(line)) documented.insert(word);
+    }
+  }
+  EXPECT_EQ(listed, documented);
+  EXPECT_EQ(mutating, (std::set<std::string>{"apply", "switch", "pause", "resume", "skip", "clear",
+                                             "renew"}));
+  error_of(p.call("list-commands", {{"verbose", true}}), "invalid-params", "/params/verbose");
+}
+
+TEST(Protocol, VersionSaysWhoAndWhat) {
+  Protocol p;
+  const json v = p.ok("version");
+  EXPECT_EQ(v["version"], JITTERD_VERSION);
+  EXPECT_EQ(v["protocol"], 1);
+  EXPECT_EQ(v["pid"], ::getpid());
+  utsname u{};
+  ASSERT_EQ(::uname(&u), 0);
+  EXPECT_EQ(v["kernel"], u.release);
+  ASSERT_TRUE(is_stamp(v["started"])) << v.dump();
+  EXPECT_LE(v["started"]["monotonic_ns"].get<std::int64_t>(), now_stamp().monotonic.count());
+}
+
+TEST(Protocol, InterfacesShowTheirRootQdiscAndWhoOwnsIt) {
+  Protocol p;
+  p.rig.backend.add_interface("test1", 9, FakeBackend::Root::kForeign);
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  std::map<std::string, json> by_name;
+  const json interfaces = p.ok("interfaces")["interfaces"];
+  for (const auto& i : interfaces) by_name[i["name"]] = i;
+  ASSERT_EQ(by_name.size(), 4u);
+  EXPECT_EQ(by_name["veth0"],
+            json::parse(R"({"name": "veth0", "index": 5, "allowed": true, "session": true,
+      "root": {"kind": "netem", "handle": "1a7e:", "owner": "jitterd"}})"));
+  EXPECT_EQ(by_name["veth1"],
+            json::parse(R"({"name": "veth1", "index": 6, "allowed": true, "session": false,
+      "root": {"kind": "noqueue", "handle": "0:", "owner": "kernel"}})"));
+  EXPECT_EQ(by_name["eth0"]["allowed"], false);
+  EXPECT_EQ(by_name["test1"]["root"]["owner"], "other");
+  EXPECT_EQ(by_name["test1"]["root"]["handle"], "1:");
+}
+
+TEST(Protocol, ProfilesListsTheFolderWithDigestsAndTheBrokenFiles) {
+  Protocol p;
+  p.profiles.write("broken.json",
+                   R"({"version": 1, "name": "broken", "phases": {"x": {"limit": 0}}})");
+  const json r = p.ok("profiles");
+  ASSERT_EQ(r["profiles"].size(), 2u);
+  const json& held = r["profiles"][0];
+  EXPECT_EQ(held["name"], "held");
+  EXPECT_EQ(held["file"], p.profiles.file("held.json"));
+  EXPECT_EQ(held["digest"], parse_test_profile(profile_json("held")).digest);
+  EXPECT_EQ(held["description"], "test profile");
+  EXPECT_EQ(held["phases"], json::parse(R"(["a", "b", "c"])"));
+  EXPECT_EQ(held["schedule"], nullptr);
+  const json& wifi = r["profiles"][1];
+  EXPECT_EQ(wifi["schedule"],
+            json::parse(R"({"steps": 2, "loop": true, "duration_ns": 4000000000})"));
+  ASSERT_EQ(r["invalid"].size(), 1u);
+  EXPECT_EQ(r["invalid"][0]["file"], p.profiles.file("broken.json"));
+  EXPECT_NE(r["invalid"][0]["errors"][0].get<std::string>().find("/phases/x/limit"),
+            std::string::npos)
+      << r.dump();
+}
+
+// ---------------------------------------------------------------------------------------------
+// apply
+
+TEST(Protocol, ApplyByNameReturnsTheSessionsStatus) {
+  Protocol p;
+  p.rig.backend.set_counters(5, {1520, 140000, 3, 0, 0, 0, 0});
+  const json s = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"phase", "b"}});
+  EXPECT_EQ(s["interface"], "veth0");
+  EXPECT_EQ(s["index"], 5);
+  EXPECT_EQ(s["state"], "active");
+  EXPECT_EQ(s["profile"], "held");
+  EXPECT_EQ(s["digest"], parse_test_profile(profile_json("held")).digest);
+  EXPECT_EQ(s["phase"], "b");
+  EXPECT_TRUE(is_stamp(s["phase_since"])) << s.dump();
+  EXPECT_GE(s["time_in_phase_ns"].get<std::int64_t>(), 0);
+  EXPECT_EQ(s["schedule"], nullptr);
+  EXPECT_EQ(s["next_transition"], nullptr);
+  EXPECT_EQ(s["lease"], nullptr);
+  EXPECT_EQ(s["counters"],
+            json::parse(R"({"packets": 1520, "bytes": 140000, "drops": 3, "backlog_bytes": 0,
+                                           "backlog_packets": 0})"));
+  EXPECT_EQ(s["transitions"]["count"], 1);
+  EXPECT_EQ(s["transitions"]["missed"], 0);
+  ASSERT_EQ(s["transitions"]["recent"].size(), 1u);
+  const json& t = s["transitions"]["recent"][0];
+  EXPECT_EQ(t["phase"], "b");
+  EXPECT_EQ(t["step"], nullptr);
+  EXPECT_TRUE(is_stamp(t["deadline"]) && is_stamp(t["applied"])) << t.dump();
+  EXPECT_GE(t["lateness_ns"].get<std::int64_t>(), 0);
+  EXPECT_GE(t["apply_ns"].get<std::int64_t>(), 0);
+  EXPECT_EQ(s["client"], json::parse(R"({"uid": 1000, "pid": 4242})"));
+  EXPECT_EQ(phase_of(*p.rig.backend.spec_on(5)), "b");
+}
+
+TEST(Protocol, ApplyRunsTheScheduleByDefaultWhenTheProfileHasOne) {
+  Protocol p;
+  const json s = p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}, {"lease", "30s"}});
+  EXPECT_EQ(s["phase"], "a");
+  EXPECT_EQ(s["schedule"]["state"], "running");
+  EXPECT_EQ(s["schedule"]["step"], 0);
+  EXPECT_EQ(s["schedule"]["steps"], 2);
+  EXPECT_EQ(s["schedule"]["loop"], true);
+  EXPECT_EQ(s["schedule"]["iteration"], 0);
+  EXPECT_EQ(s["next_transition"]["phase"], "b");
+  EXPECT_EQ(s["next_transition"]["step"], 1);
+  EXPECT_EQ(s["schedule"].size(), 5u)
+      << "state, step, steps, loop, iteration; next_transition is beside it";
+  const auto in = s["next_transition"]["in_ns"].get<std::int64_t>();
+  EXPECT_GT(in, 0);
+  EXPECT_LE(in, 1'000'000'000);
+  EXPECT_EQ(s["lease"]["lease_ns"], 30'000'000'000LL);
+  EXPECT_TRUE(is_stamp(s["lease"]["expires"]));
+  EXPECT_LE(s["lease"]["remaining_ns"].get<std::int64_t>(), 30'000'000'000LL);
+  // With a phase, or "schedule": false, the profile's phase is held instead.
+  EXPECT_EQ(
+      p.ok("apply", {{"interface", "veth1"}, {"profile", "wifi"}, {"schedule", false}})["schedule"],
+      nullptr);
+}
+
+TEST(Protocol, ApplyAcceptsAnInlineProfile) {
+  Protocol p;
+  const json profile = json::parse(profile_json("inline"));
+  const json s = p.ok("apply", {{"interface", "veth0"}, {"profile", profile}, {"phase", "c"}});
+  EXPECT_EQ(s["profile"], "inline");
+  EXPECT_EQ(s["digest"], parse_test_profile(profile_json("inline")).digest);
+  EXPECT_EQ(phase_of(*p.rig.backend.spec_on(5)), "c");
+}
+
+TEST(Protocol, AnInlineProfilesProblemsPointIntoParamsProfile) {
+  Protocol p;
+  json profile = json::parse(profile_json("inline"));
+  profile["phases"]["a"]["loss"] = {{"model", "random"}, {"probability", 1.7}};
+  json e = error_of(p.call("apply", {{"interface", "veth0"}, {"profile", profile}}),
+                    "invalid-params", "/params/profile/phases/a/loss/probability");
+  EXPECT_NE(e["message"].get<std::string>().find("1.7 is not a probability"), std::string::npos)
+      << e.dump();
+
+  // Several problems: the first is the error, the next ones are in the hint.
+  profile["phases"]["b"]["delay"]["jiter"] = "1ms";
+  e = error_of(p.call("apply", {{"interface", "veth0"}, {"profile", profile}}), "invalid-params",
+               "/params/profile/phases/a/loss/probability");
+  EXPECT_NE(e["hint"].get<std::string>().find("also: /params/profile/phases/b/delay/jiter"),
+            std::string::npos)
+      << e.dump();
+  EXPECT_TRUE(p.rig.backend.calls().empty());
+}
+
+TEST(Protocol, ApplyParameterErrorsPointAtTheParameter) {
+  Protocol p;
+  struct Case {
+    json params;
+    std::string code;
+    std::string where;
+  };
+  const std::vector<Case> cases = {
+      {{{"profile", "held"}}, "invalid-params", "/params/interface"},
+      {{{"interface", "veth0"}}, "invalid-params", "/params/profile"},
+      {{{"interface", 5}, {"profile", "held"}}, "invalid-params", "/params/interface"},
+      {{{"interface", "veth0123456789ab"}, {"profile", "held"}},
+       "invalid-params",
+       "/params/interface"},
+      {{{"interface", "veth0"}, {"profile", 7}}, "invalid-params", "/params/profile"},
+      {{{"interface", "veth0"}, {"profile", "nosuch"}}, "not-found", "/params/profile"},
+      {{{"interface", "veth0"}, {"profile", "../held"}}, "invalid-params", "/params/profile"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"phase", "z"}}, "not-found", "/params/phase"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"phasee", "a"}},
+       "invalid-params",
+       "/params/phasee"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"direction", "ingress"}},
+       "invalid-params",
+       "/params/direction"},
+      {{{"interface", "veth0"}, {"profile", "wifi"}, {"phase", "a"}, {"schedule", true}},
+       "invalid-params",
+       "/params/schedule"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"schedule", true}},
+       "invalid-params",
+       "/params/schedule"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"schedule", "yes"}},
+       "invalid-params",
+       "/params/schedule"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"lease", "soon"}},
+       "invalid-params",
+       "/params/lease"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"lease", "0s"}},
+       "invalid-params",
+       "/params/lease"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"lease", 0}},
+       "invalid-params",
+       "/params/lease"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"lease", -5}},
+       "invalid-params",
+       "/params/lease"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"lease", "25h"}},
+       "invalid-params",
+       "/params/lease"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"force", "yes"}},
+       "invalid-params",
+       "/params/force"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"force", true}},
+       "permission-denied",
+       "/params/force"},
+      {{{"interface", "eth0"}, {"profile", "held"}}, "permission-denied", "/params/interface"},
+      {{{"interface", "veth9"}, {"profile", "held"}}, "not-found", "/params/interface"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.params.dump());
+    error_of(p.call("apply", c.params), c.code, c.where);
+  }
+  EXPECT_TRUE(p.rig.backend.calls().empty());
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+  // A missing profile says where to look.
+  const json e = error_of(p.call("apply", {{"interface", "veth0"}, {"profile", "nosuch"}}),
+                          "not-found", "/params/profile");
+  EXPECT_EQ(e["message"], "no profile \"nosuch\" in " + p.profiles.path());
+  EXPECT_EQ(e["hint"], "the profiles method lists them; or send the profile inline");
+}
+
+TEST(Protocol, ALeaseInNanosecondsIsAccepted) {
+  Protocol p;
+  const json s =
+      p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"lease", 5000000000LL}});
+  EXPECT_EQ(s["lease"]["lease_ns"], 5000000000LL);
+}
+
+TEST(Protocol, StartNowAndOffsets) {
+  Protocol p;
+  EXPECT_EQ(p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"start", "now"}})["state"],
+            "active");
+  const json s = p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "+2s"}});
+  EXPECT_EQ(s["state"], "pending");
+  EXPECT_EQ(s["phase"], nullptr);
+  const auto in = s["next_transition"]["in_ns"].get<std::int64_t>();
+  // Read as "2 s from when the request was read"; the status is computed a moment later (how much
+  // later depends on the load of this shared machine: 1 s still tells "+2s" from "now" or "+20s").
+  EXPECT_LE(in, 2'000'000'000);
+  EXPECT_GE(in, 1'000'000'000);
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 1u) << "the pending session installed nothing";
+}
+
+TEST(Protocol, StartAtAUtcTimeBecomesAMonotonicDeadline) {
+  Protocol p;
+  const Nanoseconds wall = now_stamp().realtime + 3s;
+  const json s = p.ok(
+      "apply",
+      {{"interface", "veth0"}, {"profile", "held"}, {"start", shaper::format_utc_timestamp(wall)}});
+  EXPECT_EQ(s["state"], "pending");
+  // Converted through the offset between the clocks, read back to back: exact to within the time
+  // between two clock readings (microseconds); 5 ms is far above that and far below the 3 s offset.
+  const auto deadline = s["next_transition"]["deadline"]["realtime_ns"].get<std::int64_t>();
+  EXPECT_LT(std::llabs(deadline - wall.count()), 5'000'000LL) << s.dump();
+}
+
+TEST(Protocol, StartTimesOutsideTheirLimitsOrMalformedAreInvalid) {
+  Protocol p;
+  // Half a second ago is "now" (a harness that computed it a moment before); two seconds ago is
+  // not.
+  EXPECT_EQ(p.ok("apply",
+                 {{"interface", "veth0"}, {"profile", "held"}, {"start", utc_in(-500ms)}})["state"],
+            "active");
+  const std::vector<json> bad = {utc_in(-2s),
+                                 "2020-01-01T00:00:00Z",
+                                 utc_in(std::chrono::hours(24 * 7) + 1min),
+                                 "+169h",
+                                 "tomorrow",
+                                 "",
+                                 "+",
+                                 "-1s",
+                                 "2026-11-30 20:00:00",
+                                 5};
+  for (const auto& start : bad) {
+    SCOPED_TRACE(start.dump());
+    error_of(p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", start}}),
+             "invalid-params", "/params/start");
+  }
+  const json e = error_of(
+      p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", utc_in(-2s)}}),
+      "invalid-params", "/params/start");
+  EXPECT_NE(e["message"].get<std::string>().find("in the past"), std::string::npos) << e.dump();
+  // Six days ahead is fine.
+  EXPECT_EQ(
+      p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "+144h"}})["state"],
+      "pending");
+}
+
+TEST(Protocol, AKernelRefusalKeepsTheKernelsWords) {
+  Protocol p;
+  p.rig.backend.fail_next_apply(
+      shaper::NetlinkError("netem install", "dev veth0 handle 1a7e:", EINVAL,
+                           "netem: negative latency", "check the profile's delays"));
+  json e =
+      error_of(p.call("apply", {{"interface", "veth0"}, {"profile", "held"}}), "kernel-error", "");
+  EXPECT_EQ(e["message"],
+            "netem install (dev veth0 handle 1a7e:): Invalid argument: netem: negative latency");
+  EXPECT_EQ(e["hint"], "check the profile's delays");
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+
+  p.rig.backend.fail_next_apply(shaper::NetlinkError(
+      "netem install", "dev veth0 handle 1a7e:", EOPNOTSUPP, "Specified qdisc kind is unknown"));
+  e = error_of(p.call("apply", {{"interface", "veth0"}, {"profile", "held"}}), "kernel-error", "");
+  EXPECT_EQ(e["message"],
+            "netem install (dev veth0 handle 1a7e:): Operation not supported: Specified qdisc kind "
+            "is unknown");
+  EXPECT_FALSE(e.contains("hint"));
+}
+
+TEST(Protocol, AForeignRootIsAConflict) {
+  Protocol p;
+  p.rig.backend.add_interface("test1", 9, FakeBackend::Root::kForeign);
+  const json e = error_of(p.call("apply", {{"interface", "test1"}, {"profile", "held"}}),
+                          "conflict", "/params/interface");
+  EXPECT_NE(e["message"].get<std::string>().find("htb 1:"), std::string::npos);
+  // The engine's own refusal (it re-checks at the kernel) is a conflict too.
+  p.rig.backend.fail_next_apply(
+      shaper::OwnershipError("netem install (dev veth0): the root qdisc is htb 1:"));
+  const json e2 =
+      error_of(p.call("apply", {{"interface", "veth0"}, {"profile", "held"}}), "conflict", "");
+  EXPECT_EQ(e2["message"], "netem install (dev veth0): the root qdisc is htb 1:");
+}
+
+TEST(Protocol, ForceWhereTheConfigAllowsIt) {
+  Protocol p([](Config& c) { c.allow_force = true; });
+  p.rig.backend.add_interface("test1", 9, FakeBackend::Root::kForeign);
+  EXPECT_EQ(p.ok("apply", {{"interface", "test1"}, {"profile", "held"}, {"force", true}})["state"],
+            "active");
+  EXPECT_TRUE(p.rig.backend.calls(Call::kApply)[0].force);
+}
+
+TEST(Protocol, EveryErrorCodeIsADocumentedOne) {
+  // An environment failure other than the kernel's (here: the state folder is gone, so the ledger
+  // cannot be written) must still reach the client with a code from the documented table.
+  Protocol p;
+  std::filesystem::remove_all(p.rig.state.path());
+  const json reply = p.call("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  ASSERT_EQ(reply["ok"], false) << reply.dump();
+  EXPECT_TRUE(documented_error_codes().contains(reply["error"]["code"].get<std::string>()))
+      << reply.dump();
+  EXPECT_NE(reply["error"]["message"].get<std::string>().find("state.json"), std::string::npos)
+      << reply.dump();
+}
+
+// ---------------------------------------------------------------------------------------------
+// switch, pause, resume, skip, status, clear, renew
+
+TEST(Protocol, SwitchPauseResumeSkip) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});
+  json s = p.ok("switch", {{"interface", "veth0"}, {"phase", "c"}});
+  EXPECT_EQ(s["phase"], "c");
+  EXPECT_EQ(s["schedule"]["state"], "paused");
+  s = p.ok("resume", {{"interface", "veth0"}});
+  EXPECT_EQ(s["phase"], "a");
+  EXPECT_EQ(s["schedule"]["state"], "running");
+  s = p.ok("pause", {{"interface", "veth0"}});
+  EXPECT_EQ(s["state"], "paused");
+  s = p.ok("skip", {{"interface", "veth0"}, {"step", 1}});
+  EXPECT_EQ(s["phase"], "b");
+  EXPECT_EQ(s["schedule"]["step"], 1);
+  EXPECT_EQ(s["schedule"]["state"], "running") << "a skip starts the step now";
+  s = p.ok("skip", {{"interface", "veth0"}, {"phase", "a"}});
+  EXPECT_EQ(s["phase"], "a");
+  EXPECT_EQ(s["schedule"]["step"], 0);
+  s = p.ok("switch", {{"interface", "veth0"}, {"phase", "b"}, {"at", "+1s"}});
+  EXPECT_EQ(s["phase"], "a");
+  EXPECT_EQ(s["next_transition"]["phase"], "b");
+  EXPECT_EQ(s["next_transition"]["step"], nullptr);
+  std::vector<std::string> phases;
+  for (const auto& c : p.rig.backend.calls(Call::kApply)) phases.push_back(phase_of(*c.spec));
+  EXPECT_EQ(phases, (std::vector<std::string>{"a", "c", "a", "b", "a"}));
+}
+
+TEST(Protocol, SwitchPauseResumeSkipErrors) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
+  json e = error_of(p.call("switch", {{"interface", "veth0"}, {"phase", "hgih"}}), "not-found",
+                    "/params/phase");
+  EXPECT_EQ(e["message"], "phase \"hgih\" is not in profile \"wifi\"");
+  EXPECT_EQ(e["hint"], "phases: a, b, c");
+  error_of(p.call("switch", {{"interface", "veth0"}}), "invalid-params", "/params/phase");
+  error_of(p.call("switch", {{"phase", "a"}}), "invalid-params", "/params/interface");
+  error_of(p.call("switch", {{"interface", "veth0"}, {"phase", "a"}, {"at", "yesterday"}}),
+           "invalid-params", "/params/at");
+  error_of(p.call("switch", {{"interface", "veth0"}, {"phase", "a"}, {"at", utc_in(-5s)}}),
+           "invalid-params", "/params/at");
+  error_of(p.call("switch", {{"interface", "veth2"}, {"phase", "a"}}), "not-found",
+           "/params/interface");
+  for (const char* m : {"pause", "resume"}) {
+    error_of(p.call(m, json::object()), "invalid-params", "/params/interface");
+    error_of(p.call(m, {{"interface", "veth2"}}), "not-found", "/params/interface");
+    error_of(p.call(m, {{"interface", "veth1"}}), "invalid-params",
+             "/params/interface");  // a held phase
+    error_of(p.call(m, {{"interface", "veth0"}, {"step", 1}}), "invalid-params", "/params/step");
+  }
+  error_of(p.call("skip", {{"interface", "veth0"}}), "invalid-params", "/params");
+  error_of(p.call("skip", {{"interface", "veth0"}, {"step", 0}, {"phase", "a"}}), "invalid-params",
+           "/params");
+  error_of(p.call("skip", {{"interface", "veth0"}, {"step", -1}}), "invalid-params",
+           "/params/step");
+  error_of(p.call("skip", {{"interface", "veth0"}, {"step", "1"}}), "invalid-params",
+           "/params/step");
+  error_of(p.call("skip", {{"interface", "veth0"}, {"step", 2}}), "invalid-params", "/params/step");
+  error_of(p.call("skip", {{"interface", "veth0"}, {"phase", "c"}}), "not-found", "/params/phase");
+  error_of(p.call("skip", {{"interface", "veth1"}, {"step", 0}}), "invalid-params",
+           "/params/interface");
+}
+
+TEST(Protocol, StatusOfOneOrEverySession) {
+  Protocol p;
+  EXPECT_EQ(p.ok("status"), json::parse(R"({"sessions": []})"));
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "wifi"}});
+  const json all = p.ok("status");
+  ASSERT_EQ(all["sessions"].size(), 2u);
+  EXPECT_EQ(all["sessions"][0]["interface"], "veth0");
+  EXPECT_EQ(all["sessions"][1]["interface"], "veth1");
+  const json one = p.ok("status", {{"interface", "veth1"}});
+  ASSERT_EQ(one["sessions"].size(), 1u);
+  EXPECT_EQ(one["sessions"][0]["profile"], "wifi");
+  error_of(p.call("status", {{"interface", "veth2"}}), "not-found", "/params/interface");
+  error_of(p.call("status", {{"interface", 5}}), "invalid-params", "/params/interface");
+  error_of(p.call("status", {{"iface", "veth0"}}), "invalid-params", "/params/iface");
+}
+
+TEST(Protocol, ClearOneOrAll) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
+  error_of(p.call("clear"), "invalid-params", "/params");
+  error_of(p.call("clear", {{"all", false}}), "invalid-params", "/params");
+  error_of(p.call("clear", {{"interface", "veth0"}, {"all", true}}), "invalid-params", "/params");
+  error_of(p.call("clear", {{"all", "yes"}}), "invalid-params", "/params/all");
+  EXPECT_EQ(p.rig.sessions.session_count(), 2u) << "refused clears removed nothing";
+  EXPECT_EQ(p.ok("clear", {{"interface", "veth0"}}), json::parse(R"({"cleared": ["veth0"]})"));
+  error_of(p.call("clear", {{"interface", "veth0"}}), "not-found", "/params/interface");
+  EXPECT_EQ(p.ok("clear", {{"all", true}}), json::parse(R"({"cleared": ["veth1"]})"));
+  EXPECT_EQ(p.ok("clear", {{"all", true}}), json::parse(R"({"cleared": []})"));
+  EXPECT_EQ(p.rig.backend.count(Call::kRemove), 2u);
+}
+
+TEST(Protocol, Renew) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"lease", "10s"}});
+  EXPECT_EQ(p.ok("renew", {{"interface", "veth0"}})["lease"]["lease_ns"], 10'000'000'000LL);
+  EXPECT_EQ(p.ok("renew", {{"interface", "veth0"}, {"lease", "30s"}})["lease"]["lease_ns"],
+            30'000'000'000LL);
+  error_of(p.call("renew", {{"interface", "veth0"}, {"lease", "long"}}), "invalid-params",
+           "/params/lease");
+  error_of(p.call("renew", {{"interface", "veth0"}, {"lease", "48h"}}), "invalid-params",
+           "/params/lease");
+  error_of(p.call("renew", {{"interface", "veth1"}}), "not-found", "/params/interface");
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
+  error_of(p.call("renew", {{"interface", "veth1"}}), "invalid-params", "/params/lease");
+}
+
+// ---------------------------------------------------------------------------------------------
+// subscribe and events
+
+TEST(Protocol, SubscribeReturnsTheFilter) {
+  Protocol p;
+  EXPECT_EQ(p.ok("subscribe"), json::parse(R"({"subscribed": true})"));
+  ASSERT_TRUE(p.last.subscribe);
+  EXPECT_TRUE(p.last.subscribe->interfaces.empty());
+  EXPECT_TRUE(p.last.subscribe->events.empty());
+
+  p.ok("subscribe", {{"interfaces", {"veth0"}}, {"events", {"phase-changed", "cleared"}}});
+  ASSERT_TRUE(p.last.subscribe);
+  const SubscribeFilter filter = *p.last.subscribe;
+  EXPECT_EQ(filter.interfaces, std::set<std::string>{"veth0"});
+  EXPECT_EQ(filter.events, (std::set<EventType>{EventType::kPhaseChanged, EventType::kCleared}));
+  Event e;
+  e.interface = "veth0";
+  e.type = EventType::kPhaseChanged;
+  EXPECT_TRUE(filter.matches(e));
+  e.type = EventType::kApplied;
+  EXPECT_FALSE(filter.matches(e));
+  e.type = EventType::kCleared;
+  e.interface = "veth1";
+  EXPECT_FALSE(filter.matches(e));
+
+  error_of(p.call("subscribe", {{"events", {"applied", "phase-chnaged"}}}), "invalid-params",
+           "/params/events/1");
+  EXPECT_FALSE(p.last.subscribe) << "a refused subscribe streams nothing";
+  error_of(p.call("subscribe", {{"interfaces", "veth0"}}), "invalid-params", "/params/interfaces");
+  error_of(p.call("subscribe", {{"interfaces", {"veth0", 3}}}), "invalid-params",
+           "/params/interfaces/1");
+  error_of(p.call("subscribe", {{"event", {"applied"}}}), "invalid-params", "/params/event");
+}
+
+TEST(Protocol, AnEventLineCarriesItsMembers) {
+  Event e;
+  e.type = EventType::kPhaseChanged;
+  e.seq = 12;
+  e.interface = "veth0";
+  e.profile = "wifi";
+  e.digest = "sha256:ab";
+  e.phase = "high";
+  e.previous = "low";
+  e.step = 1;
+  e.at = Stamp{5ns, 6ns};
+  e.deadline = Stamp{3ns, 4ns};
+  e.lateness = 2ns;
+  e.apply_time = 1ns;
+  EXPECT_EQ(json::parse(Dispatcher::event_line(e)),
+            json::parse(R"({"event": "phase-changed", "seq": 12,
+      "interface": "veth0", "profile": "wifi", "digest": "sha256:ab", "phase": "high", "previous": "low",
+      "step": 1, "at": {"monotonic_ns": 5, "realtime_ns": 6}, "deadline": {"monotonic_ns": 3, "realtime_ns": 4},
+      "lateness_ns": 2, "apply_ns": 1})"));
+  EXPECT_EQ(Dispatcher::event_line(e).find('\n'), std::string::npos);
+
+  Event x;
+  x.type = EventType::kExternalChange;
+  x.seq = 1;
+  x.interface = "veth0";
+  x.message = "replaced by htb 1:";
+  x.ended = true;
+  const json j = json::parse(Dispatcher::event_line(x));
+  EXPECT_EQ(j["what"], "replaced by htb 1:");
+  EXPECT_EQ(j["ended"], true);
+  EXPECT_FALSE(j.contains("ok")) << "events never have \"ok\"";
+}
+
+// Drives a Protocol through every kind of event (through the dispatcher where a request causes it).
+std::vector<Event> every_kind_of_event(Protocol& p) {
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});  // applied
+  p.ok("switch", {{"interface", "veth0"}, {"phase", "b"}});      // phase-changed
+  p.ok("clear", {{"interface", "veth0"}});                       // cleared (request)
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"lease", "20ms"}});
+  p.rig.run_until([&] { return p.rig.count(EventType::kLeaseExpired) == 1; },
+                  3000ms);  // lease-expired
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.rig.sessions.on_external_change(5, "netem changed by tc", true);  // external-change
+  p.rig.backend.remove_interface("veth0");
+  p.rig.sessions.on_interface_gone(5);  // interface-gone
+  // A scheduled transition the kernel refuses (error), then a kernel slower than a step
+  // (deadline-missed).
+  p.ok("apply", {{"interface", "veth1"},
+                 {"profile", json::parse(profile_json("fast", {{"a", "20ms"}, {"b", "20ms"}}))}});
+  p.rig.backend.fail_next_apply(
+      shaper::NetlinkError("netem change", "dev veth1 handle 1a7e:", ENOBUFS, ""));
+  p.rig.run_until([&] { return p.rig.count(EventType::kError) == 1; }, 3000ms);
+  p.rig.backend.set_apply_delay(50ms);
+  p.rig.run_until([&] { return p.rig.count(EventType::kDeadlineMissed) >= 1; }, 3000ms);
+  p.rig.backend.set_apply_delay(0ns);
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});  // cleared (replaced)
+  p.rig.sessions.shutdown();                                     // cleared (shutdown)
+  return p.rig.events;
+}
+
+TEST(Protocol, EveryEventCarriesTheDocumentedMembers) {
+  Protocol p;
+  const auto events = every_kind_of_event(p);
+  const auto documented = documented_events();
+  std::set<std::string> seen;
+  for (const Event& e : events) {
+    const json j = json::parse(Dispatcher::event_line(e));
+    const std::string name = j["event"];
+    SCOPED_TRACE(j.dump());
+    seen.insert(name);
+    ASSERT_TRUE(documented.contains(name)) << "undocumented event";
+    for (const char* common : {"event", "seq", "interface", "at"})
+      EXPECT_TRUE(j.contains(common)) << common;
+    EXPECT_TRUE(is_stamp(j["at"]));
+    for (const auto& member : documented.at(name).members)
+      EXPECT_TRUE(j.contains(member)) << member;
+  }
+  EXPECT_EQ(seen.size(), documented.size()) << "the flow above should produce every kind of event";
+}
+
+TEST(Protocol, ClearedReasonsAreDocumentedOnes) {
+  // The flows that end sessions: request, replaced, shutdown, schedule-finished, and those the
+  // daemon ends by itself (a start the kernel refused, a qdisc someone else replaced).
+  Protocol p;
+  every_kind_of_event(p);
+  p.ok("apply", {{"interface", "veth1"},
+                 {"profile", json::parse(profile_json("once", {{"a", "20ms"}}, false))}});
+  p.rig.run_until([&] { return p.rig.sessions.session_count() == 0; },
+                  3000ms);  // schedule-finished
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
+  p.rig.backend.set_root(6, FakeBackend::Root::kForeign);
+  p.rig.sessions.on_external_change(6, "replaced by htb 1:", false);
+  p.rig.backend.set_root(6, FakeBackend::Root::kKernelDefault);
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "+20ms"}});
+  p.rig.backend.fail_next_apply(
+      shaper::NetlinkError("netem install", "dev veth1 handle 1a7e:", EINVAL, "no"));
+  p.rig.run_until([&] { return p.rig.sessions.session_count() == 0; }, 300ms);
+
+  const auto allowed = documented_events().at("cleared").values.at("reason");
+  std::set<std::string> reasons;
+  for (const Event& e : p.rig.events_of(EventType::kCleared)) reasons.insert(e.reason);
+  EXPECT_TRUE(reasons.contains("schedule-finished") && reasons.contains("shutdown"));
+  for (const auto& r : reasons)
+    EXPECT_TRUE(allowed.contains(r)) << "cleared with undocumented reason \"" << r << "\"";
+}
+
+// ---------------------------------------------------------------------------------------------
+// metrics
+
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Parses Prometheus text exposition 0.0.4 strictly enough to catch what a scraper rejects: every
+// line a HELP, TYPE or sample line; each family's HELP and TYPE once, before its samples; a
+// family's samples together; no two samples with the same name and labels; histogram buckets
+// cumulative, ending in +Inf equal to _count. Returns the samples; reports problems as test
+// failures.
+std::vector<Sample> parse_exposition(const std::string& text) {
+  static const std::regex comment(R"(^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$)");
+  static const std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*)\})? ([^ ]+)$)");
+  static const std::regex label(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
+  std::vector<Sample> out;
+  std::map<std::string, std::string> types;
+  std::set<std::string> helps, finished, series;
+  std::string current;
+  EXPECT_TRUE(!text.empty() && text.back() == '\n') << "the text ends with a newline";
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    SCOPED_TRACE("line " + std::to_string(number) + ": " + line);
+    std::smatch m;
+    if (std::regex_match(line, m, comment)) {
+      const std::string family = m[2];
+      if (m[1] == "HELP") {
+        EXPECT_TRUE(helps.insert(family).second) << "HELP twice";
+      } else {
+        EXPECT_TRUE(types.emplace(family, m[3]).second) << "TYPE twice";
+        EXPECT_TRUE(std::set<std::string>({"counter", "gauge", "histogram", "summary", "untyped"})
+                        .contains(m[3]));
+      }
+      continue;
+    }
+    if (!std::regex_match(line, m, sample)) {
+      ADD_FAILURE() << "not a HELP, TYPE or sample line";
+      continue;
+    }
+    Sample s;
+    s.name = m[1];
+    const std::string labels = m[3];
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label);
+         it != std::sregex_iterator(); ++it) {
+      EXPECT_TRUE(s.labels.emplace((*it)[1], (*it)[2]).second) << "label given twice";
+    }
+    const std::string value = m[4];
+    if (value == "+Inf") {
+      s.value = INFINITY;
+    } else {
+      char* end = nullptr;
+      s.value = std::strtod(value.c_str(), &end);
+      EXPECT_TRUE(end && *end == '\0' && !value.empty()) << "not a number: " << value;
+    }
+    std::string family = s.name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string base = s.name.size() > std::strlen(suffix) && s.name.ends_with(suffix)
+                                   ? s.name.substr(0, s.name.size() - std::strlen(suffix))
+                                   : "";
+      if (!base.empty() && types.contains(base) && types[base] == "histogram") family = base;
+    }
+    EXPECT_TRUE(helps.contains(family)) << "no HELP before the first sample of " << family;
+    EXPECT_TRUE(types.contains(family)) << "no TYPE before the first sample of " << family;
+    if (family != current) {
+      EXPECT_FALSE(finished.contains(family)) << family << "'s samples are not together";
+      if (!current.empty()) finished.insert(current);
+      current = family;
+    }
+    std::string key = s.name + "{";
+    for (const auto& [k, v] : s.labels) key += k + "=" + v + ",";
+    EXPECT_TRUE(series.insert(key).second) << "duplicate series " << key;
+    out.push_back(std::move(s));
+  }
+  // Histograms.
+  for (const auto& [family, type] : types) {
+    if (type != "histogram") continue;
+    double previous = 0;
+    bool inf = false;
+    double count = -1;
+    for (const auto& s : out) {
+      if (s.name == family + "_bucket") {
+        EXPECT_GE(s.value, previous) << family << " buckets are cumulative";
+        previous = s.value;
+        inf = s.labels.at("le") == "+Inf";
+      }
+      if (s.name == family + "_count") count = s.value;
+    }
+    EXPECT_TRUE(inf) << family << " ends with le=\"+Inf\"";
+    EXPECT_EQ(previous, count) << family << "'s +Inf bucket equals its count";
+  }
+  return out;
+}
+
+double value(const std::vector<Sample>& samples, const std::string& name,
+             const std::map<std::string, std::string>& labels = {}) {
+  for (const auto& s : samples) {
+    if (s.name == name && s.labels == labels) return s.value;
+  }
+  ADD_FAILURE() << "no sample " << name;
+  return -1;
+}
+
+TEST(Protocol, MetricsAreValidPrometheusText) {
+  Protocol p;
+  p.rig.backend.set_counters(5, {1520, 140000, 3, 0, 7, 0, 0});
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.ok("switch", {{"interface", "veth0"}, {"phase", "b"}});
+  error_of(p.call("status", {{"interface", "veth9"}}), "not-found", "/params/interface");
+  const std::string text = p.ok("metrics")["text"];
+  const auto samples = parse_exposition(text);
+  EXPECT_EQ(value(samples, "jitterd_sessions"), 1);
+  EXPECT_EQ(value(samples, "jitterd_transitions_total"), 2);
+  EXPECT_EQ(value(samples, "jitterd_transition_lateness_seconds_count"), 2);
+  EXPECT_EQ(value(samples, "jitterd_requests_total"), 4) << "apply, switch, status, metrics";
+  EXPECT_EQ(value(samples, "jitterd_request_errors_total"), 1);
+  EXPECT_EQ(value(samples, "jitterd_session_info",
+                  {{"interface", "veth0"},
+                   {"profile", "held"},
+                   {"digest", parse_test_profile(profile_json("held")).digest},
+                   {"phase", "b"},
+                   {"state", "active"}}),
+            1);
+  EXPECT_EQ(value(samples, "jitterd_qdisc_packets_total", {{"interface", "veth0"}}), 1520);
+  EXPECT_EQ(value(samples, "jitterd_qdisc_drops_total", {{"interface", "veth0"}}), 3);
+  EXPECT_EQ(value(samples, "jitterd_qdisc_backlog_packets", {{"interface", "veth0"}}), 7);
+  error_of(p.call("metrics", {{"format", "json"}}), "invalid-params", "/params/format");
+}
+
+TEST(Protocol, MetricsStayValidWhileAnApplyWaitsForItsStart) {
+  // A running session and a pending successor on the same interface: the qdisc's counters belong to
+  // one series per interface, not one per session.
+  Protocol p;
+  p.rig.backend.set_counters(5, {10, 1000, 0, 0, 0, 0, 0});
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}, {"start", "+10s"}});
+  const auto samples = parse_exposition(p.ok("metrics")["text"]);
+  EXPECT_EQ(value(samples, "jitterd_qdisc_packets_total", {{"interface", "veth0"}}), 10);
+}
+
+TEST(Protocol, APendingSessionShowsNoCountersOfItsOwn) {
+  // It has installed nothing yet: the qdisc's counters are the running session's.
+  Protocol p;
+  p.rig.backend.set_counters(5, {10, 1000, 0, 0, 0, 0, 0});
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}, {"start", "+10s"}});
+  const json sessions = p.ok("status", {{"interface", "veth0"}})["sessions"];
+  ASSERT_EQ(sessions.size(), 2u);
+  EXPECT_EQ(sessions[0]["counters"]["packets"], 10);
+  EXPECT_EQ(sessions[1]["state"], "pending");
+  EXPECT_EQ(sessions[1]["counters"], nullptr);
+}
+
+TEST(Protocol, ErrorLinesForUnparsedRequests) {
+  const json j = json::parse(
+      Dispatcher::error_line("too-large", "the request line is longer than 4096 bytes", "x"));
+  EXPECT_EQ(j, json::parse(R"({"ok": false, "error": {"code": "too-large",
+                                "message": "the request line is longer than 4096 bytes", "hint": "x"}})"));
+  EXPECT_FALSE(json::parse(Dispatcher::error_line("busy", "full"))["error"].contains("hint"));
+}
+
+}  // namespace
+}  // namespace jitterd::testing

@@ -1,0 +1,632 @@
+// ControlServer on a real Unix socket in a temporary folder, and AccessPolicy. The server's
+// io_context runs on the test thread (DaemonRig::run_until), in between the test's plain
+// blocking-socket clients, which read without blocking (MSG_DONTWAIT) while the server runs: no
+// second thread, so the peer-credential tests may fork() a child that drops to another uid.
+//
+// Time in these tests is only ever a limit that must pass before something may happen (an idle
+// timeout) or a patience after which the test gives up; never a speed.
+#include "server.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "protocol.hpp"
+#include "shaper/errors.hpp"
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+
+namespace jitterd::testing {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// How long a test waits for something that should happen at once.
+constexpr auto kPatience = 3000ms;
+
+sockaddr_un address_of(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  return a;
+}
+
+// connect(2) to `path`; the fd, or -1 with errno.
+int connect_to(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const sockaddr_un a = address_of(path);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    const int error = errno;
+    ::close(fd);
+    errno = error;
+    return -1;
+  }
+  return fd;
+}
+
+// A listening socket at `path` owned by the test ("another jitterd").
+int listen_at(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const sockaddr_un a = address_of(path);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A blocking-socket client that reads without blocking while the server runs.
+class Client {
+ public:
+  explicit Client(const std::string& path) : fd_(connect_to(path)) {
+    EXPECT_GE(fd_, 0) << "connect " << path << ": " << std::strerror(errno);
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client() { close(); }
+
+  void send(std::string_view text) {
+    while (!text.empty()) {
+      const long n = ::send(fd_, text.data(), text.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      ASSERT_GT(n, 0) << "send: " << std::strerror(errno);
+      text.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+  void request(const json& j) { send(j.dump() + "\n"); }
+
+  // The next line (without "\n"), running the server meanwhile; nullopt at EOF or after `timeout`.
+  std::optional<std::string> line(DaemonRig& rig, std::chrono::milliseconds timeout = kPatience) {
+    rig.run_until([&] { return pump(), has_line() || eof_; }, timeout);
+    const auto nl = buffer_.find('\n');
+    if (nl == std::string::npos) return std::nullopt;
+    std::string out = buffer_.substr(0, nl);
+    buffer_.erase(0, nl + 1);
+    return out;
+  }
+  json reply(DaemonRig& rig) {
+    const auto l = line(rig);
+    EXPECT_TRUE(l) << "no reply (connection closed or nothing within the patience)";
+    return l ? json::parse(*l) : json();
+  }
+  // Runs the server until the daemon closes this connection; true if it did within `timeout`.
+  // Whatever arrived first stays readable with line().
+  bool closed_by_daemon(DaemonRig& rig, std::chrono::milliseconds timeout = kPatience) {
+    return rig.run_until([&] { return pump(), eof_; }, timeout);
+  }
+  // Reads what has arrived without running the server.
+  void drain() { pump(); }
+  bool eof() const { return eof_; }
+  std::size_t lines_buffered() const {
+    return static_cast<std::size_t>(std::count(buffer_.begin(), buffer_.end(), '\n'));
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  bool has_line() const { return buffer_.find('\n') != std::string::npos; }
+  void pump() {
+    if (fd_ < 0) return;
+    char chunk[65536];
+    for (;;) {
+      const long n = ::recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
+      if (n > 0) {
+        buffer_.append(chunk, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) eof_ = true;
+      return;
+    }
+  }
+
+  int fd_;
+  std::string buffer_;
+  bool eof_ = false;
+};
+
+// A daemon with a control server in a temporary folder.
+class ServerRig {
+ public:
+  explicit ServerRig(const std::function<void(Config&)>& adjust = {},
+                     AccessPolicy policy = AccessPolicy{0, std::nullopt})
+      : rig(adjust),
+        path(sockets.file("jitterd.sock")),
+        store(std::vector<std::string>{}),
+        dispatcher(rig.sessions, store, rig.backend, rig.config, stats),
+        server(rig.io, dispatcher, rig.bus, rig.config, policy, stats, rig.log) {}
+
+  void listen(mode_t mode = 0660, std::optional<gid_t> group = std::nullopt) {
+    server.bind(path, mode, group);
+    server.start();
+  }
+
+  DaemonRig rig;
+  TempDir sockets;
+  std::string path;
+  ProfileStore store;
+  ServerStats stats;
+  Dispatcher dispatcher;
+  ControlServer server;
+};
+
+const json kVersion = {{"method", "version"}};
+
+// The send buffer an accepted socket starts with (net.core.wmem_default).
+std::size_t default_send_buffer() {
+  const std::string text = read_file("/proc/sys/net/core/wmem_default");
+  return text.empty() ? 212992 : std::stoul(text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AccessPolicy
+
+TEST(AccessPolicy, RootTheDaemonsUserAndTheGroupsMembersArePermitted) {
+  const AccessPolicy policy{990, 991};
+  EXPECT_TRUE(policy.permits(Peer{0, 0, 1, ""}, {})) << "root";
+  EXPECT_TRUE(policy.permits(Peer{990, 990, 1, ""}, {})) << "jitterd's own user";
+  EXPECT_TRUE(policy.permits(Peer{1000, 991, 1, ""}, {})) << "primary group";
+  EXPECT_TRUE(policy.permits(Peer{1000, 1000, 1, ""}, {1000, 27, 991})) << "supplementary group";
+  EXPECT_FALSE(policy.permits(Peer{1000, 1000, 1, ""}, {1000, 27})) << "not a member";
+  EXPECT_FALSE(policy.permits(Peer{65534, 65534, 1, ""}, {})) << "nobody";
+}
+
+TEST(AccessPolicy, WithoutAGroupOnlyRootAndTheDaemonsUser) {
+  const AccessPolicy policy{990, std::nullopt};
+  EXPECT_TRUE(policy.permits(Peer{0, 0, 1, ""}, {}));
+  EXPECT_TRUE(policy.permits(Peer{990, 5, 1, ""}, {}));
+  EXPECT_FALSE(policy.permits(Peer{1000, 990, 1, ""}, {990}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The socket file
+
+TEST(ControlServer, TheSocketGetsItsModeAndGroup) {
+  ServerRig s;
+  s.listen(0660, 100);
+  struct stat st {};
+  ASSERT_EQ(::lstat(s.path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, 100u);
+  EXPECT_EQ(s.server.path(), s.path);
+}
+
+TEST(ControlServer, AStaleSocketFileIsReplaced) {
+  ServerRig s;
+  {
+    const int fd = listen_at(s.path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);  // the file stays, nobody listens: what a killed jitterd leaves
+  }
+  ASSERT_EQ(connect_to(s.path), -1);
+  EXPECT_EQ(errno, ECONNREFUSED);
+  s.listen();
+  Client c(s.path);
+  c.request(kVersion);
+  EXPECT_EQ(c.reply(s.rig)["ok"], true);
+}
+
+TEST(ControlServer, ALiveSocketIsNotTakenOver) {
+  ServerRig s;
+  const int other = listen_at(s.path);
+  ASSERT_GE(other, 0);
+  try {
+    s.server.bind(s.path, 0660, std::nullopt);
+    FAIL() << "bound over a live socket";
+  } catch (const shaper::SystemError& e) {
+    EXPECT_EQ(e.error_number(), EADDRINUSE);
+    EXPECT_NE(std::string(e.what()).find("another jitterd is listening there"), std::string::npos)
+        << e.what();
+  }
+  // The other listener still has its socket.
+  const int fd = connect_to(s.path);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  ::close(other);
+}
+
+TEST(ControlServer, AFileThatIsNotASocketIsLeftAlone) {
+  ServerRig s;
+  s.sockets.write("jitterd.sock", "precious");
+  try {
+    s.server.bind(s.path, 0660, std::nullopt);
+    FAIL() << "bound over a regular file";
+  } catch (const shaper::SystemError& e) {
+    EXPECT_EQ(e.error_number(), EEXIST);
+  }
+  EXPECT_EQ(read_file(s.path), "precious");
+}
+
+TEST(ControlServer, StopClosesEveryConnectionAndRemovesTheSocket) {
+  ServerRig s;
+  s.listen();
+  Client c(s.path);
+  c.request(kVersion);
+  c.reply(s.rig);
+  s.server.stop();
+  EXPECT_TRUE(c.closed_by_daemon(s.rig));
+  struct stat st {};
+  EXPECT_NE(::lstat(s.path.c_str(), &st), 0) << "the socket file is gone";
+  EXPECT_EQ(s.stats.connections_open, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests and replies
+
+TEST(ControlServer, PipelinedRequestsAreAnsweredInOrder) {
+  ServerRig s;
+  s.listen();
+  Client c(s.path);
+  c.send(R"({"id": 1, "method": "version"})"
+         "\n"
+         R"({"id": 2, "method": "status", "params": {"interface": "veth9"}})"
+         "\n"
+         "\n"  // a blank line is skipped
+         R"({"id": "three", "method": "list-commands"})"
+         "\r\n"
+         R"(not json)"
+         "\n");
+  const json r1 = c.reply(s.rig);
+  const json r2 = c.reply(s.rig);
+  const json r3 = c.reply(s.rig);
+  const json r4 = c.reply(s.rig);
+  EXPECT_EQ(r1["id"], 1);
+  EXPECT_EQ(r1["ok"], true);
+  EXPECT_EQ(r2["id"], 2);
+  EXPECT_EQ(r2["error"]["code"], "not-found");
+  EXPECT_EQ(r3["id"], "three");
+  EXPECT_EQ(r3["ok"], true);
+  EXPECT_EQ(r4["error"]["code"], "parse-error");
+  EXPECT_EQ(s.stats.requests_total, 4u);
+}
+
+TEST(ControlServer, ARequestInPiecesIsReassembled) {
+  ServerRig s;
+  s.listen();
+  Client c(s.path);
+  c.send(R"({"id": 9, "meth)");
+  s.rig.run_for(20ms);
+  c.send(R"(od": "version"})");
+  s.rig.run_for(20ms);
+  c.send("\n");
+  EXPECT_EQ(c.reply(s.rig)["id"], 9);
+}
+
+TEST(ControlServer, ALineUpToTheLimitIsReadALongerOneIsTooLargeAndCloses) {
+  ServerRig s([](Config& c) { c.limits.max_request_bytes = 4096; });
+  s.listen();
+  // Exactly 4096 bytes before the newline: accepted.
+  std::string request = R"({"id": 1, "method": "version"})";
+  request += std::string(4096 - request.size(), ' ');
+  Client ok(s.path);
+  ok.send(request + "\n");
+  EXPECT_EQ(ok.reply(s.rig)["ok"], true);
+
+  // 4097 bytes: refused, then closed.
+  Client big(s.path);
+  big.send(request + " \n");
+  const json reply = big.reply(s.rig);
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_EQ(reply["error"]["code"], "too-large");
+  EXPECT_EQ(reply["error"]["message"], "the request line is longer than 4096 bytes");
+  EXPECT_FALSE(reply.contains("id"));
+  EXPECT_TRUE(big.closed_by_daemon(s.rig));
+  // The other connection is unaffected.
+  ok.request(kVersion);
+  EXPECT_EQ(ok.reply(s.rig)["ok"], true);
+}
+
+TEST(ControlServer, ConnectionsBeyondTheLimitGetBusyAndAreClosed) {
+  ServerRig s([](Config& c) { c.limits.max_connections = 2; });
+  s.listen();
+  Client a(s.path), b(s.path);
+  a.request(kVersion);
+  b.request(kVersion);
+  ASSERT_EQ(a.reply(s.rig)["ok"], true);
+  ASSERT_EQ(b.reply(s.rig)["ok"], true);
+
+  Client c(s.path);
+  const json busy = c.reply(s.rig);
+  EXPECT_EQ(busy["error"]["code"], "busy");
+  EXPECT_FALSE(busy.contains("id"));
+  EXPECT_TRUE(c.closed_by_daemon(s.rig));
+  EXPECT_EQ(s.stats.connections_refused, 1u);
+
+  // A freed slot is taken by the next client.
+  a.close();
+  ASSERT_TRUE(s.rig.run_until([&] { return s.stats.connections_open == 1; }, kPatience));
+  Client d(s.path);
+  d.request(kVersion);
+  EXPECT_EQ(d.reply(s.rig)["ok"], true);
+  b.request(kVersion);
+  EXPECT_EQ(b.reply(s.rig)["ok"], true);
+}
+
+TEST(ControlServer, AClientThatHangsUpMidRequestIsForgotten) {
+  ServerRig s;
+  s.listen();
+  {
+    Client c(s.path);
+    c.send(R"({"method": "vers)");
+    s.rig.run_for(20ms);
+  }
+  ASSERT_TRUE(s.rig.run_until([&] { return s.stats.connections_open == 0; }, kPatience));
+  EXPECT_EQ(s.stats.requests_total, 0u);
+  Client d(s.path);
+  d.request(kVersion);
+  EXPECT_EQ(d.reply(s.rig)["ok"], true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idle connections
+
+TEST(ControlServer, ASilentClientIsClosedAfterTheIdleTimeoutButASubscriberIsNot) {
+  ServerRig s([](Config& c) { c.limits.idle_timeout = 200ms; });
+  s.listen();
+  const auto connected = Clock::now();
+  Client silent(s.path);
+  Client subscriber(s.path);
+  subscriber.request({{"method", "subscribe"}});
+  ASSERT_EQ(subscriber.reply(s.rig)["result"]["subscribed"], true);
+
+  ASSERT_TRUE(silent.closed_by_daemon(s.rig));
+  EXPECT_GE(Clock::now() - connected, 200ms) << "closed before its idle timeout";
+
+  // Three idle timeouts later the subscriber is still served.
+  s.rig.run_for(600ms);
+  subscriber.request(kVersion);
+  const auto reply = subscriber.line(s.rig);
+  ASSERT_TRUE(reply) << "the subscriber was disconnected";
+  EXPECT_EQ(json::parse(*reply)["ok"], true);
+}
+
+TEST(ControlServer, AClientThatKeepsTalkingIsNotIdle) {
+  ServerRig s([](Config& c) { c.limits.idle_timeout = 200ms; });
+  s.listen();
+  Client c(s.path);
+  for (int i = 0; i < 6; ++i) {  // 6 x 100 ms: three idle timeouts, never 200 ms of silence
+    s.rig.run_for(100ms);
+    c.request(kVersion);
+    ASSERT_EQ(c.reply(s.rig)["ok"], true) << "request " << i;
+  }
+}
+
+TEST(ControlServer, AnIdleSubscriberCostsTheDaemonNothing) {
+  // Once a subscriber has been silent past the idle timeout, the daemon has nothing to do for it
+  // until an event comes. Counting the handlers the io_context runs (not time): a quiet daemon runs
+  // a handful at most; a timer re-armed in the past runs without end.
+  ServerRig s([](Config& c) { c.limits.idle_timeout = 100ms; });
+  s.listen();
+  Client subscriber(s.path);
+  subscriber.request({{"method", "subscribe"}});
+  ASSERT_EQ(subscriber.reply(s.rig)["ok"], true);
+  s.rig.run_for(150ms);  // past the idle timeout
+  const std::size_t handlers = s.rig.run_for(300ms);
+  EXPECT_LT(handlers, 100u) << "the io_context is busy while nothing happens";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subscribers
+
+TEST(ControlServer, SubscribersReceiveTheEventsTheirFilterSelects) {
+  ServerRig s;
+  s.listen();
+  Client filtered(s.path), everything(s.path), control(s.path);
+  filtered.request(
+      {{"method", "subscribe"},
+       {"params", {{"interfaces", {"veth0"}}, {"events", {"phase-changed", "cleared"}}}}});
+  everything.request({{"id", "sub"}, {"method", "subscribe"}});
+  EXPECT_EQ(filtered.reply(s.rig)["result"], json::parse(R"({"subscribed": true})"));
+  EXPECT_EQ(everything.reply(s.rig)["id"], "sub");
+
+  const json profile = json::parse(profile_json("held"));
+  for (const json& request :
+       {json{{"method", "apply"}, {"params", {{"interface", "veth0"}, {"profile", profile}}}},
+        json{{"method", "switch"}, {"params", {{"interface", "veth0"}, {"phase", "b"}}}},
+        json{{"method", "apply"}, {"params", {{"interface", "veth1"}, {"profile", profile}}}},
+        json{{"method", "switch"}, {"params", {{"interface", "veth1"}, {"phase", "c"}}}},
+        json{{"method", "clear"}, {"params", {{"all", true}}}}}) {
+    control.request(request);
+    const json reply = control.reply(s.rig);
+    ASSERT_EQ(reply["ok"], true) << reply.dump();
+    EXPECT_FALSE(reply.contains("event")) << "the requester did not subscribe";
+  }
+
+  std::vector<json> all;
+  for (int i = 0; i < 6; ++i) {
+    const auto l = everything.line(s.rig);
+    ASSERT_TRUE(l) << "event " << i;
+    all.push_back(json::parse(*l));
+  }
+  std::vector<std::string> seen;
+  for (const auto& e : all) {
+    EXPECT_FALSE(e.contains("ok")) << e.dump();
+    seen.push_back(e["event"].get<std::string>() + " " + e["interface"].get<std::string>());
+  }
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"applied veth0", "phase-changed veth0", "applied veth1",
+                                      "phase-changed veth1", "cleared veth0", "cleared veth1"}));
+  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_GT(all[i]["seq"], all[i - 1]["seq"]);
+
+  const auto f1 = filtered.line(s.rig);
+  const auto f2 = filtered.line(s.rig);
+  ASSERT_TRUE(f1 && f2);
+  EXPECT_EQ(json::parse(*f1)["event"], "phase-changed");
+  EXPECT_EQ(json::parse(*f1)["phase"], "b");
+  EXPECT_EQ(json::parse(*f2)["event"], "cleared");
+  EXPECT_EQ(json::parse(*f2)["interface"], "veth0");
+  EXPECT_FALSE(filtered.line(s.rig, 50ms)) << "nothing else matches the filter";
+
+  // A subscriber may still send requests; replies and events share the line stream.
+  everything.request({{"id", 5}, {"method", "version"}});
+  EXPECT_EQ(everything.reply(s.rig)["id"], 5);
+
+  // Subscribers that hang up are unsubscribed (the rig's own recorder stays).
+  EXPECT_EQ(s.rig.bus.subscribers(), 3u);
+  filtered.close();
+  everything.close();
+  EXPECT_TRUE(s.rig.run_until([&] { return s.rig.bus.subscribers() == 1; }, kPatience));
+}
+
+TEST(ControlServer, ASubscriberThatNeverReadsIsDroppedAndOthersAreServedMeanwhile) {
+  // max_queued_events 16; each event a quarter of the kernel's default socket send buffer (at least
+  // 64 KiB), so that the buffer fills after a few and the rest queue in the daemon.
+  const std::size_t event_bytes = std::max<std::size_t>(64 * 1024, default_send_buffer() / 4);
+  ServerRig s([](Config& c) { c.limits.max_queued_events = 16; });
+  s.listen();
+  Client stuck(s.path), other(s.path);
+  stuck.request({{"method", "subscribe"}});
+  other.request(kVersion);
+  ASSERT_EQ(other.reply(s.rig)["ok"], true);
+  ASSERT_TRUE(s.rig.run_until([&] { return s.rig.bus.subscribers() == 2; },
+                              kPatience));  // the rig's + stuck's
+
+  auto publish = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      Event e;
+      e.type = EventType::kError;
+      e.interface = "veth0";
+      e.message = std::string(event_bytes, 'x');
+      s.rig.bus.publish(e);
+      s.rig.run_for(2ms);
+    }
+  };
+  publish(10);  // the buffer is full, some queue, not yet too many
+  EXPECT_EQ(s.stats.subscribers_dropped, 0u);
+  // The daemon answers others while `stuck` blocks its own writes.
+  other.request({{"id", "meanwhile"}, {"method", "status"}});
+  EXPECT_EQ(other.reply(s.rig)["id"], "meanwhile");
+
+  publish(30);
+  EXPECT_EQ(s.stats.subscribers_dropped, 1u);
+  EXPECT_EQ(s.rig.bus.subscribers(), 1u) << "the dropped subscriber is unsubscribed";
+  ASSERT_TRUE(stuck.closed_by_daemon(s.rig));
+  stuck.drain();
+  EXPECT_LT(stuck.lines_buffered(), 40u) << "it got what fit, then was cut off";
+  other.request(kVersion);
+  EXPECT_EQ(other.reply(s.rig)["ok"], true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peer credentials, with a real peer of another uid
+
+struct ChildResult {
+  std::string output;  // the reply line, or what went wrong
+  int status = -1;
+};
+
+// Forks a child that takes `uid`, `gid` and supplementary `groups`, connects, sends `request` and
+// returns the line it got back. The server runs on this thread meanwhile.
+ChildResult ask_as(ServerRig& s, uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+                   const std::string& request) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {"pipe failed", -1};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(out[0]);
+    std::string result;
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
+        ::setuid(uid) != 0) {
+      result =
+          std::string("cannot become uid ") + std::to_string(uid) + ": " + std::strerror(errno);
+    } else {
+      const int fd = connect_to(s.path);
+      if (fd < 0) {
+        result = std::string("connect: ") + std::strerror(errno);
+      } else {
+        const std::string line = request + "\n";
+        const timeval five_seconds{5, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five_seconds, sizeof five_seconds);
+        if (::write(fd, line.data(), line.size()) != static_cast<long>(line.size()))
+          result = "write failed";
+        char c;
+        while (result.find('\n') == std::string::npos && ::read(fd, &c, 1) == 1) result += c;
+      }
+    }
+    const long ignored = ::write(out[1], result.data(), result.size());
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  ChildResult r;
+  s.rig.run_until([&] { return ::waitpid(pid, &r.status, WNOHANG) == pid; }, 10000ms);
+  char buffer[4096];
+  long n;
+  while ((n = ::read(out[0], buffer, sizeof buffer)) > 0)
+    r.output.append(buffer, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  while (!r.output.empty() && r.output.back() == '\n') r.output.pop_back();
+  return r;
+}
+
+constexpr uid_t kNobody = 65534;
+constexpr gid_t kNoGroup = 65534;
+constexpr gid_t kUsers = 100;  // the socket's group in these tests
+
+class PeerCredentials : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root, to fork a client that drops to uid 65534";
+  }
+};
+
+TEST_F(PeerCredentials, TheSocketModeKeepsOthersOut) {
+  ServerRig s({}, AccessPolicy{0, kUsers});
+  ASSERT_EQ(::chmod(s.sockets.path().c_str(), 0755), 0);
+  s.listen(0660, kUsers);
+  const ChildResult r = ask_as(s, kNobody, kNoGroup, {}, kVersion.dump());
+  EXPECT_EQ(r.output, "connect: Permission denied");
+}
+
+TEST_F(PeerCredentials, AnOutsiderReachingTheSocketIsRefusedEveryMethod) {
+  // A socket wider than intended (as a misconfigured jitterd.socket might hand over): the daemon's
+  // own check still refuses whoever is not root, jitterd's user or in the group.
+  ServerRig s({}, AccessPolicy{0, kUsers});
+  ASSERT_EQ(::chmod(s.sockets.path().c_str(), 0755), 0);
+  s.listen(0666, kUsers);
+  const ChildResult r = ask_as(s, kNobody, kNoGroup, {}, R"({"id": 1, "method": "status"})");
+  ASSERT_EQ(r.output.rfind("{", 0), 0u) << r.output;
+  const json reply = json::parse(r.output);
+  EXPECT_EQ(reply["id"], 1);
+  EXPECT_EQ(reply["error"]["code"], "permission-denied");
+  EXPECT_EQ(reply["error"]["message"].get<std::string>().rfind("uid 65534 (pid ", 0), 0u)
+      << reply.dump();
+  EXPECT_NE(s.rig.log_text().find("refused a control connection from uid 65534"), std::string::npos)
+      << s.rig.log_text();
+  EXPECT_GE(s.stats.connections_refused, 1u);
+}
+
+TEST_F(PeerCredentials, AMemberOfTheGroupIsServedThroughItsPrimaryGroup) {
+  ServerRig s({}, AccessPolicy{0, kUsers});
+  ASSERT_EQ(::chmod(s.sockets.path().c_str(), 0755), 0);
+  s.listen(0660, kUsers);
+  const ChildResult r = ask_as(s, kNobody, kUsers, {}, R"({"id": 2, "method": "version"})");
+  ASSERT_EQ(r.output.rfind("{", 0), 0u) << r.output;
+  EXPECT_EQ(json::parse(r.output)["ok"], true) << r.output;
+}
+
+TEST_F(PeerCredentials, AMemberOfTheGroupIsServedThroughASupplementaryGroup) {
+  ServerRig s({}, AccessPolicy{0, kUsers});
+  ASSERT_EQ(::chmod(s.sockets.path().c_str(), 0755), 0);
+  s.listen(0660, kUsers);
+  const ChildResult r = ask_as(s, kNobody, kNoGroup, {kUsers}, R"({"id": 3, "method": "version"})");
+  ASSERT_EQ(r.output.rfind("{", 0), 0u) << r.output;
+  EXPECT_EQ(json::parse(r.output)["ok"], true) << r.output;
+}
+
+}  // namespace
+}  // namespace jitterd::testing

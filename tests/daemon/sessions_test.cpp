@@ -1,0 +1,1005 @@
+// SessionManager with a FakeBackend: what reaches the "kernel" and when, the events published, the
+// ledger, leases, recovery and the outside world (interfaces that vanish, qdiscs others change).
+//
+// Timers are real (asio::steady_timer, on an io_context the test drives) with short steps of
+// 20-200 ms. What the tests assert about time:
+// - exact where the daemon computes it: deadlines are absolute (origin + i*period + offset), so
+//   every deadline an event carries is compared to the nanosecond;
+// - never early: the fake records when each apply reached it, and an Asio timer never fires
+//   before its expiry, so "applied >= deadline" is exact too;
+// - late by at most kLateBound, a generous bound: this is a shared 2-CPU machine where a build
+//   may be running, and the point is that a transition happens at its own deadline, not one step
+//   later. Steps are 100 ms where a test counts on every step being applied, so that a stall
+//   shorter than a step cannot turn into a deadline-missed the test does not expect. How late a
+//   transition is in practice is a benchmark's job (docs/benchmarks.md), not a test's.
+// Where a request reads the clock itself (pause, resume, renew, skip), the expected deadline is
+// bracketed by clock readings taken just before and just after the call.
+#include "sessions.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "shaper/errors.hpp"
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+
+namespace jitterd::testing {
+namespace {
+
+using Call = FakeBackend::CallKind;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+// See the file comment: a transition may come this much after its deadline on a busy shared
+// machine.
+constexpr auto kLateBound = 50ms;
+// How long a test waits for something that should happen within a few steps.
+constexpr auto kPatience = 3000ms;
+
+Nanoseconds mono(Clock::time_point t) {
+  return t.time_since_epoch();
+}
+
+template <typename T>
+RequestError error_of(const Outcome<T>& outcome) {
+  if (auto* e = std::get_if<RequestError>(&outcome)) return *e;
+  ADD_FAILURE() << "expected a RequestError, the request succeeded";
+  return {};
+}
+
+template <typename T>
+T value_of(Outcome<T> outcome) {
+  if (auto* e = std::get_if<RequestError>(&outcome)) {
+    ADD_FAILURE() << "request refused: " << e->code << ": " << e->message << " (" << e->where
+                  << ")";
+    return {};
+  }
+  return std::get<T>(std::move(outcome));
+}
+
+json ledger_json(const DaemonRig& rig) {
+  return json::parse(read_file(rig.ledger.path()));
+}
+
+std::vector<std::string> applied_phases(const FakeBackend& backend) {
+  std::vector<std::string> out;
+  for (const auto& c : backend.calls(Call::kApply)) out.push_back(phase_of(*c.spec));
+  return out;
+}
+
+// The kinds of the fake's calls, in order ("apply", "remove" ...).
+std::vector<std::string> call_kinds(const FakeBackend& backend) {
+  std::vector<std::string> out;
+  for (const auto& c : backend.calls()) out.push_back(to_string(c.kind));
+  return out;
+}
+
+const LoadedProfile& held_profile() {
+  static const LoadedProfile p = parse_test_profile(profile_json("held"));
+  return p;
+}
+
+LoadedProfile scheduled(const std::vector<std::pair<std::string, std::string>>& steps,
+                        bool loop = true) {
+  return parse_test_profile(profile_json("sched", steps, loop));
+}
+
+// ---------------------------------------------------------------------------------------------
+// apply
+
+TEST(Sessions, ApplyWithoutScheduleHoldsTheFirstPhaseByName) {
+  DaemonRig rig;
+  const auto status = rig.apply_ok(rig.request("veth0", held_profile()));
+  EXPECT_EQ(status.state, "active");
+  EXPECT_EQ(status.phase, "a");
+  EXPECT_EQ(status.profile, "held");
+  EXPECT_EQ(status.digest, held_profile().digest);
+  EXPECT_EQ(status.index, 5);
+  EXPECT_FALSE(status.schedule);
+  EXPECT_FALSE(status.next_transition);
+  EXPECT_FALSE(status.lease);
+  EXPECT_EQ(status.client.uid, 1000u);
+  EXPECT_EQ(status.client.pid, 4242);
+
+  const auto applies = rig.backend.calls(Call::kApply);
+  ASSERT_EQ(applies.size(), 1u);
+  EXPECT_EQ(applies[0].interface, (shaper::Interface{5, "veth0"}));
+  EXPECT_EQ(*applies[0].spec, held_profile().profile->find_phase("a")->spec);
+  EXPECT_FALSE(applies[0].force);
+  EXPECT_FALSE(applies[0].change);
+  EXPECT_TRUE(rig.sessions.has_session(5));
+
+  ASSERT_EQ(rig.events.size(), 1u);
+  const Event& e = rig.events[0];
+  EXPECT_EQ(e.type, EventType::kApplied);
+  EXPECT_EQ(e.interface, "veth0");
+  EXPECT_EQ(e.profile, "held");
+  EXPECT_EQ(e.digest, held_profile().digest);
+  EXPECT_EQ(e.phase, "a");
+  EXPECT_FALSE(e.step);
+  ASSERT_TRUE(e.deadline && e.lateness && e.apply_time);
+  // `at` is when the kernel acknowledged: after the fake returned.
+  EXPECT_GE(e.at.monotonic, mono(applies[0].returned));
+  EXPECT_EQ(*e.lateness, std::max(Nanoseconds(0), e.at.monotonic - e.deadline->monotonic));
+  // The apply time spans the request to the kernel: at least the fake's call.
+  EXPECT_GE(*e.apply_time, e.at.monotonic - mono(applies[0].entered));
+}
+
+TEST(Sessions, ApplyHoldsTheRequestedPhase) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.phase = "c";
+  EXPECT_EQ(rig.apply_ok(r).phase, "c");
+  EXPECT_EQ(applied_phases(rig.backend), std::vector<std::string>{"c"});
+}
+
+TEST(Sessions, ApplyOfAPhaseTheProfileLacksIsNotFound) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.phase = "hgih";
+  const auto e = error_of(rig.sessions.apply(r, test_peer()));
+  EXPECT_EQ(e.code, "not-found");
+  EXPECT_EQ(e.where, "/params/phase");
+  EXPECT_EQ(e.message, "phase \"hgih\" is not in profile \"held\"");
+  EXPECT_EQ(e.hint, "phases: a, b, c");
+  EXPECT_TRUE(rig.backend.calls().empty());
+}
+
+TEST(Sessions, ApplyWithScheduleOfAProfileWithoutOneIsInvalid) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.schedule = true;
+  const auto e = error_of(rig.sessions.apply(r, test_peer()));
+  EXPECT_EQ(e.code, "invalid-params");
+  EXPECT_EQ(e.where, "/params/schedule");
+  EXPECT_TRUE(rig.backend.calls().empty());
+}
+
+TEST(Sessions, ApplyIsLoggedWithThePeer) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  EXPECT_NE(rig.log_text().find("<6>apply held (" + held_profile().digest +
+                                ") to veth0 (uid 1000, pid 4242, harness)"),
+            std::string::npos)
+      << rig.log_text();
+}
+
+TEST(Sessions, TheScheduleAlternatesPhasesAtItsAbsoluteDeadlines) {
+  DaemonRig rig;
+  const auto profile = scheduled({{"a", "100ms"}, {"b", "100ms"}});
+  auto r = rig.request("veth0", profile);
+  r.schedule = true;
+  const auto status = rig.apply_ok(r);
+  ASSERT_TRUE(status.schedule);
+  EXPECT_EQ(status.schedule->state, "running");
+  EXPECT_EQ(status.schedule->steps, 2u);
+  EXPECT_TRUE(status.schedule->loop);
+  ASSERT_TRUE(status.next_transition);
+  EXPECT_EQ(status.next_transition->phase, "b");
+  EXPECT_EQ(status.next_transition->deadline.monotonic, mono(r.start) + 100ms);
+
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 4; }, kPatience));
+  EXPECT_EQ(applied_phases(rig.backend), (std::vector<std::string>{"a", "b", "a", "b", "a"}));
+
+  // Every event in order, numbered without gaps.
+  for (std::size_t i = 1; i < rig.events.size(); ++i)
+    EXPECT_EQ(rig.events[i].seq, rig.events[i - 1].seq + 1);
+
+  const auto applies = rig.backend.calls(Call::kApply);
+  ASSERT_EQ(rig.events.size(), 5u);
+  ASSERT_EQ(applies.size(), 5u);
+  for (int k = 0; k < 5; ++k) {
+    const Event& e = rig.events[static_cast<std::size_t>(k)];
+    const auto& apply = applies[static_cast<std::size_t>(k)];
+    SCOPED_TRACE("transition " + std::to_string(k));
+    EXPECT_EQ(e.type, k == 0 ? EventType::kApplied : EventType::kPhaseChanged);
+    EXPECT_EQ(e.phase, k % 2 ? "b" : "a");
+    if (k > 0) {
+      EXPECT_EQ(e.previous, k % 2 ? "a" : "b");
+    }
+    EXPECT_EQ(e.step, static_cast<std::size_t>(k % 2));
+    // Step k starts at origin + k * 100 ms, exactly: no drift however late the previous one was.
+    ASSERT_TRUE(e.deadline && e.lateness && e.apply_time);
+    EXPECT_EQ(e.deadline->monotonic, mono(r.start) + k * 100ms);
+    // Reached the kernel no earlier than its deadline, and not a step late.
+    EXPECT_GE(mono(apply.entered), e.deadline->monotonic);
+    EXPECT_LE(mono(apply.returned), e.deadline->monotonic + kLateBound);
+    EXPECT_EQ(*e.lateness, e.at.monotonic - e.deadline->monotonic);
+    EXPECT_LE(*e.apply_time, *e.lateness)
+        << "the request to the kernel began at or after the deadline";
+    EXPECT_TRUE(k == 0 || apply.change) << "every transition is an in-place change";
+  }
+  EXPECT_EQ(call_kinds(rig.backend), std::vector<std::string>(5, "apply"))
+      << "never removed in between";
+
+  const auto now = value_of(rig.sessions.status("veth0"));
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].transitions, 5u);
+  EXPECT_EQ(now[0].missed, 0u);
+  ASSERT_EQ(now[0].recent.size(), 5u);
+  EXPECT_EQ(now[0].recent[3].phase, "b");
+  EXPECT_EQ(now[0].recent[3].deadline.monotonic, mono(r.start) + 3 * 100ms);
+  EXPECT_EQ(now[0].schedule->iteration, 2u);
+  EXPECT_EQ(rig.sessions.metrics().transitions, 5u);
+}
+
+TEST(Sessions, AScheduleWithoutLoopEndsAndRemovesTheQdisc) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}, false));
+  r.schedule = true;
+  rig.apply_ok(r);
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kCleared) == 1; }, kPatience));
+  EXPECT_EQ(rig.events_of(EventType::kCleared)[0].reason, "schedule-finished");
+  EXPECT_EQ(call_kinds(rig.backend), (std::vector<std::string>{"apply", "apply", "remove"}));
+  // Removed at the end of the last step, not before.
+  EXPECT_GE(mono(rig.backend.calls(Call::kRemove)[0].entered), mono(r.start) + 200ms);
+  EXPECT_FALSE(rig.sessions.has_session(5));
+  EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kKernelDefault);
+  EXPECT_EQ(ledger_json(rig)["interfaces"], json::array());
+}
+
+TEST(Sessions, AStartInTheFutureIsPendingAndInstallsNothingUntilThen) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.start = Clock::now() + 150ms;
+  r.phase = "b";
+  const auto status = rig.apply_ok(r);
+  EXPECT_EQ(status.state, "pending");
+  EXPECT_EQ(status.phase, "");
+  EXPECT_FALSE(status.phase_since);
+  ASSERT_TRUE(status.next_transition);
+  EXPECT_EQ(status.next_transition->phase, "b");
+  EXPECT_EQ(status.next_transition->deadline.monotonic, mono(r.start));
+  EXPECT_TRUE(rig.backend.calls().empty());
+  EXPECT_TRUE(rig.events.empty());
+
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kApplied) == 1; }, kPatience));
+  const auto applies = rig.backend.calls(Call::kApply);
+  ASSERT_EQ(applies.size(), 1u);
+  EXPECT_GE(mono(applies[0].entered), mono(r.start)) << "installed before its start time";
+  EXPECT_LE(mono(applies[0].returned), mono(r.start) + kLateBound);
+  EXPECT_EQ(rig.events_of(EventType::kApplied)[0].deadline->monotonic, mono(r.start));
+  EXPECT_EQ(value_of(rig.sessions.status("veth0"))[0].state, "active");
+}
+
+TEST(Sessions, AScheduleWithAFutureStartRunsFromItsStart) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}));
+  r.schedule = true;
+  r.start = Clock::now() + 100ms;
+  rig.apply_ok(r);
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) == 1; }, kPatience));
+  EXPECT_EQ(rig.events_of(EventType::kApplied)[0].deadline->monotonic, mono(r.start));
+  EXPECT_EQ(rig.events_of(EventType::kPhaseChanged)[0].deadline->monotonic, mono(r.start) + 100ms);
+  EXPECT_GE(mono(rig.backend.calls(Call::kApply)[0].entered), mono(r.start));
+}
+
+TEST(Sessions, APendingSessionWhoseStartFailsLeavesNoSession) {
+  // Nothing of a session whose start the kernel refused may stay: the error is published, the
+  // session ends, and status no longer lists it.
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.start = Clock::now() + 50ms;
+  rig.apply_ok(r);
+  rig.backend.fail_next_apply(shaper::NetlinkError(
+      "netem install", "dev veth0 handle 1a7e:", EINVAL, "netem: negative latency"));
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kError) == 1; }, kPatience));
+  rig.run_for(20ms);
+  EXPECT_NE(rig.events_of(EventType::kError)[0].message.find("netem: negative latency"),
+            std::string::npos);
+  EXPECT_FALSE(rig.sessions.has_session(5)) << "a session that never started is still listed";
+  EXPECT_EQ(rig.sessions.session_count(), 0u);
+  EXPECT_EQ(rig.count(EventType::kCleared), 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// switch, pause, resume, skip
+
+TEST(Sessions, SwitchNowChangesInPlaceAndPausesTheSchedule) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  const auto before = Clock::now();
+  const auto status = value_of(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
+  EXPECT_EQ(status.phase, "c");
+  EXPECT_EQ(status.state, "paused");
+  ASSERT_TRUE(status.schedule);
+  EXPECT_EQ(status.schedule->state, "paused");
+  EXPECT_FALSE(status.next_transition) << "a paused schedule has no next transition";
+  EXPECT_EQ(applied_phases(rig.backend), (std::vector<std::string>{"a", "c"}));
+  EXPECT_TRUE(rig.backend.calls(Call::kApply)[1].change);
+
+  const auto changed = rig.events_of(EventType::kPhaseChanged);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].phase, "c");
+  EXPECT_EQ(changed[0].previous, "a");
+  EXPECT_FALSE(changed[0].step) << "a switch is not a schedule step";
+  EXPECT_GE(changed[0].deadline->monotonic, mono(before));
+
+  // Paused: past both of the schedule's step ends, nothing else is applied.
+  rig.run_for(250ms);
+  EXPECT_EQ(rig.backend.count(Call::kApply), 2u);
+}
+
+TEST(Sessions, SwitchAtATimeWaitsForIt) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "10s"}, {"b", "10s"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  const MonotonicTime at = Clock::now() + 100ms;
+  const auto status = value_of(rig.sessions.switch_phase("veth0", "b", at, test_peer()));
+  EXPECT_EQ(status.phase, "a") << "still the old phase until `at`";
+  ASSERT_TRUE(status.next_transition);
+  EXPECT_EQ(status.next_transition->phase, "b");
+  EXPECT_FALSE(status.next_transition->step);
+  EXPECT_EQ(status.next_transition->deadline.monotonic, mono(at));
+  EXPECT_EQ(rig.backend.count(Call::kApply), 1u);
+
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) == 1; }, kPatience));
+  const auto applies = rig.backend.calls(Call::kApply);
+  ASSERT_EQ(applies.size(), 2u);
+  EXPECT_EQ(phase_of(*applies[1].spec), "b");
+  EXPECT_GE(mono(applies[1].entered), mono(at));
+  EXPECT_LE(mono(applies[1].returned), mono(at) + kLateBound);
+  EXPECT_EQ(rig.events_of(EventType::kPhaseChanged)[0].deadline->monotonic, mono(at));
+  const auto after = value_of(rig.sessions.status("veth0"))[0];
+  EXPECT_EQ(after.phase, "b");
+  EXPECT_EQ(after.schedule->state, "paused");
+}
+
+TEST(Sessions, SwitchToAnUnknownPhaseOrInterfaceIsRefused) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  auto e = error_of(rig.sessions.switch_phase("veth0", "x", std::nullopt, test_peer()));
+  EXPECT_EQ(e.code, "not-found");
+  EXPECT_EQ(e.where, "/params/phase");
+  EXPECT_EQ(e.hint, "phases: a, b, c");
+  e = error_of(rig.sessions.switch_phase("veth1", "a", std::nullopt, test_peer()));
+  EXPECT_EQ(e.code, "not-found");
+  EXPECT_EQ(e.where, "/params/interface");
+  EXPECT_EQ(e.message, "veth1 has no jitterd session");
+  EXPECT_EQ(rig.backend.count(Call::kApply), 1u);
+}
+
+TEST(Sessions, PauseAndResumeKeepTheStepsRemainingTime) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "200ms"}, {"b", "200ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  std::this_thread::sleep_for(50ms);  // into step a; nothing is due before 200 ms
+
+  const auto pause_before = Clock::now();
+  const auto paused = value_of(rig.sessions.pause("veth0", test_peer()));
+  const auto pause_after = Clock::now();
+  EXPECT_EQ(paused.state, "paused");
+  EXPECT_EQ(paused.schedule->state, "paused");
+  EXPECT_FALSE(paused.next_transition);
+
+  // Past step a's original end (200 ms): paused, so nothing happens.
+  rig.run_for(250ms);
+  EXPECT_EQ(rig.backend.count(Call::kApply), 1u);
+
+  const auto resume_before = Clock::now();
+  const auto resumed = value_of(rig.sessions.resume("veth0", test_peer()));
+  const auto resume_after = Clock::now();
+  EXPECT_EQ(resumed.state, "active");
+  EXPECT_EQ(resumed.schedule->state, "running");
+  EXPECT_EQ(resumed.phase, "a");
+  ASSERT_TRUE(resumed.next_transition);
+  // Step a's end moves by exactly the time spent paused, which lies between these two readings.
+  const Nanoseconds end = resumed.next_transition->deadline.monotonic;
+  EXPECT_GE(end, mono(r.start) + 200ms + (resume_before - pause_after));
+  EXPECT_LE(end, mono(r.start) + 200ms + (resume_after - pause_before));
+  EXPECT_EQ(rig.backend.count(Call::kApply), 1u) << "resuming the same phase changes nothing";
+
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) == 1; }, kPatience));
+  const Event changed = rig.events_of(EventType::kPhaseChanged)[0];
+  EXPECT_EQ(changed.phase, "b");
+  EXPECT_EQ(changed.deadline->monotonic, end);
+  EXPECT_GE(mono(rig.backend.calls(Call::kApply)[1].entered), end);
+}
+
+TEST(Sessions, ResumeAfterASwitchRestoresTheSchedulesPhase) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "10s"}, {"b", "10s"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  value_of(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
+  const auto resumed = value_of(rig.sessions.resume("veth0", test_peer()));
+  EXPECT_EQ(resumed.phase, "a");
+  EXPECT_EQ(applied_phases(rig.backend), (std::vector<std::string>{"a", "c", "a"}));
+  const auto changed = rig.events_of(EventType::kPhaseChanged);
+  ASSERT_EQ(changed.size(), 2u);
+  EXPECT_EQ(changed[1].previous, "c");
+  EXPECT_EQ(changed[1].step, 0u);
+}
+
+TEST(Sessions, PauseOrSkipOnAHeldPhaseIsInvalid) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  for (const auto& e : {error_of(rig.sessions.pause("veth0", test_peer())),
+                        error_of(rig.sessions.resume("veth0", test_peer())),
+                        error_of(rig.sessions.skip("veth0", 1, std::nullopt, test_peer()))}) {
+    EXPECT_EQ(e.code, "invalid-params");
+    EXPECT_EQ(e.where, "/params/interface");
+  }
+}
+
+TEST(Sessions, SkipStartsTheChosenStepNowWithItsFullDuration) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "1s"}, {"b", "1s"}, {"c", "1s"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+
+  // By step number.
+  auto before = Clock::now();
+  auto status = value_of(rig.sessions.skip("veth0", 2, std::nullopt, test_peer()));
+  auto after = Clock::now();
+  EXPECT_EQ(status.phase, "c");
+  EXPECT_EQ(status.schedule->step, 2u);
+  ASSERT_TRUE(status.next_transition);
+  EXPECT_EQ(status.next_transition->phase, "a");
+  EXPECT_EQ(status.next_transition->step, 0u);
+  EXPECT_GE(status.next_transition->deadline.monotonic, mono(before) + 1s);
+  EXPECT_LE(status.next_transition->deadline.monotonic, mono(after) + 1s);
+  EXPECT_EQ(rig.events.back().type, EventType::kPhaseChanged);
+  EXPECT_EQ(rig.events.back().step, 2u);
+
+  // By phase: the next step running it, wrapping around (c -> b is step 1).
+  before = Clock::now();
+  status = value_of(rig.sessions.skip("veth0", std::nullopt, "b", test_peer()));
+  after = Clock::now();
+  EXPECT_EQ(status.phase, "b");
+  EXPECT_EQ(status.schedule->step, 1u);
+  EXPECT_GE(status.next_transition->deadline.monotonic, mono(before) + 1s);
+  EXPECT_LE(status.next_transition->deadline.monotonic, mono(after) + 1s);
+  EXPECT_EQ(applied_phases(rig.backend), (std::vector<std::string>{"a", "c", "b"}));
+  EXPECT_EQ(call_kinds(rig.backend), std::vector<std::string>(3, "apply"))
+      << "skips are in-place changes";
+}
+
+TEST(Sessions, SkipToAStepOrPhaseTheScheduleLacksIsRefused) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "1s"}, {"b", "1s"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  auto e = error_of(rig.sessions.skip("veth0", 2, std::nullopt, test_peer()));
+  EXPECT_EQ(e.code, "invalid-params");
+  EXPECT_EQ(e.where, "/params/step");
+  EXPECT_EQ(e.hint, "the schedule has steps 0 to 1");
+  e = error_of(rig.sessions.skip("veth0", std::nullopt, "c", test_peer()));
+  EXPECT_EQ(e.code, "not-found");
+  EXPECT_EQ(e.where, "/params/phase");
+  EXPECT_EQ(rig.backend.count(Call::kApply), 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// leases
+
+TEST(Sessions, AnExpiredLeaseRemovesTheQdisc) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.lease = 100ms;
+  const auto before = Clock::now();
+  const auto status = rig.apply_ok(r);
+  const auto after = Clock::now();
+  ASSERT_TRUE(status.lease);
+  EXPECT_EQ(status.lease->length, 100ms);
+  EXPECT_LE(status.lease->remaining, 100ms);
+
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kLeaseExpired) == 1; }, kPatience));
+  const Event expired = rig.events_of(EventType::kLeaseExpired)[0];
+  EXPECT_EQ(expired.interface, "veth0");
+  EXPECT_EQ(expired.lease, 100ms);
+  const auto removes = rig.backend.calls(Call::kRemove);
+  ASSERT_EQ(removes.size(), 1u);
+  EXPECT_GE(removes[0].entered, before + 100ms);
+  EXPECT_LE(removes[0].entered, after + 100ms + kLateBound);
+  EXPECT_FALSE(rig.sessions.has_session(5));
+  EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kKernelDefault);
+  EXPECT_EQ(ledger_json(rig)["interfaces"], json::array());
+  EXPECT_EQ(rig.sessions.metrics().lease_expirations, 1u);
+}
+
+TEST(Sessions, RenewExtendsTheLease) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.lease = 150ms;
+  rig.apply_ok(r);
+  std::this_thread::sleep_for(100ms);
+  const auto renewed_at = Clock::now();
+  const auto status = value_of(rig.sessions.renew("veth0", std::nullopt, test_peer()));
+  ASSERT_TRUE(status.lease);
+  EXPECT_EQ(status.lease->length, 150ms) << "renew without a length keeps the last one";
+  EXPECT_GE(status.lease->expires.monotonic, mono(renewed_at) + 150ms);
+
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kLeaseExpired) == 1; }, kPatience));
+  const auto removes = rig.backend.calls(Call::kRemove);
+  ASSERT_EQ(removes.size(), 1u);
+  EXPECT_GE(removes[0].entered, renewed_at + 150ms)
+      << "the first lease's end did not count any more";
+}
+
+TEST(Sessions, RenewWithANewLengthOrWithoutALeaseToRenew) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", held_profile());
+  r.lease = 10s;
+  rig.apply_ok(r);
+  EXPECT_EQ(value_of(rig.sessions.renew("veth0", 60s, test_peer())).lease->length, 60s);
+  auto e = error_of(rig.sessions.renew("veth0", 25h, test_peer()));
+  EXPECT_EQ(e.code, "invalid-params");
+  EXPECT_EQ(e.where, "/params/lease");
+  e = error_of(rig.sessions.renew("veth0", 0ns, test_peer()));
+  EXPECT_EQ(e.code, "invalid-params");
+
+  rig.apply_ok(rig.request("veth1", held_profile()));
+  e = error_of(rig.sessions.renew("veth1", std::nullopt, test_peer()));
+  EXPECT_EQ(e.code, "invalid-params");
+  EXPECT_EQ(e.where, "/params/lease");
+  EXPECT_EQ(error_of(rig.sessions.renew("veth9", 1s, test_peer())).code, "not-found");
+}
+
+TEST(Sessions, ALeaseLongerThanTheConfigAllowsOrMissingWhenRequiredIsRefused) {
+  DaemonRig rig([](Config& c) {
+    c.max_lease = 1min;
+    c.lease_required = true;
+  });
+  auto r = rig.request("veth0", held_profile());
+  auto e = error_of(rig.sessions.apply(r, test_peer()));
+  EXPECT_EQ(e.code, "invalid-params");
+  EXPECT_EQ(e.where, "/params/lease");
+  r.lease = 2min;
+  e = error_of(rig.sessions.apply(r, test_peer()));
+  EXPECT_EQ(e.code, "invalid-params");
+  EXPECT_EQ(e.where, "/params/lease");
+  EXPECT_TRUE(rig.backend.calls().empty());
+  r.lease = 1min;
+  rig.apply_ok(r);
+}
+
+// ---------------------------------------------------------------------------------------------
+// clear, replace, refusals, failures
+
+TEST(Sessions, ClearOneThenAll) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  rig.apply_ok(rig.request("veth1", held_profile()));
+  EXPECT_EQ(value_of(rig.sessions.clear("veth0", test_peer())), std::vector<std::string>{"veth0"});
+  EXPECT_FALSE(rig.sessions.has_session(5));
+  EXPECT_TRUE(rig.sessions.has_session(6));
+  ASSERT_EQ(rig.backend.calls(Call::kRemove).size(), 1u);
+  EXPECT_EQ(rig.backend.calls(Call::kRemove)[0].interface.name, "veth0");
+  EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kKernelDefault);
+  ASSERT_EQ(rig.count(EventType::kCleared), 1u);
+  EXPECT_EQ(rig.events_of(EventType::kCleared)[0].reason, "request");
+  EXPECT_EQ(rig.events_of(EventType::kCleared)[0].interface, "veth0");
+
+  EXPECT_EQ(value_of(rig.sessions.clear("", test_peer())), std::vector<std::string>{"veth1"});
+  EXPECT_EQ(rig.sessions.session_count(), 0u);
+  EXPECT_EQ(rig.backend.root_of(6), FakeBackend::Root::kKernelDefault);
+  EXPECT_EQ(error_of(rig.sessions.clear("veth0", test_peer())).code, "not-found");
+  EXPECT_EQ(value_of(rig.sessions.clear("", test_peer())), std::vector<std::string>{});
+  EXPECT_NE(rig.log_text().find("clear veth0 (uid 1000"), std::string::npos) << rig.log_text();
+}
+
+TEST(Sessions, ApplyOnASessionReplacesItInPlace) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  const auto other = parse_test_profile(profile_json("other"));
+  auto r = rig.request("veth0", other);
+  r.phase = "b";
+  const auto status = rig.apply_ok(r);
+  EXPECT_EQ(status.profile, "other");
+  EXPECT_EQ(status.phase, "b");
+
+  // One netem change, no unshaped moment: nothing removed or forgotten between the two.
+  EXPECT_EQ(call_kinds(rig.backend), (std::vector<std::string>{"apply", "apply"}));
+  EXPECT_TRUE(rig.backend.calls(Call::kApply)[1].change);
+  EXPECT_EQ(rig.backend.spec_on(5), other.profile->find_phase("b")->spec);
+
+  const auto cleared = rig.events_of(EventType::kCleared);
+  ASSERT_EQ(cleared.size(), 1u);
+  EXPECT_EQ(cleared[0].reason, "replaced");
+  EXPECT_EQ(cleared[0].profile, "held");
+  const auto applied = rig.events_of(EventType::kApplied);
+  ASSERT_EQ(applied.size(), 2u);
+  EXPECT_EQ(applied[1].profile, "other");
+  EXPECT_EQ(rig.sessions.session_count(), 1u);
+  EXPECT_EQ(ledger_json(rig)["interfaces"][0]["profile"], "other");
+}
+
+TEST(Sessions, AnApplyWithAStartTimeReplacesTheRunningSessionInPlaceAtItsStart) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  const auto other = parse_test_profile(profile_json("other"));
+  auto r = rig.request("veth0", other);
+  r.phase = "c";
+  r.start = Clock::now() + 100ms;
+  const auto status = rig.apply_ok(r);
+  EXPECT_EQ(status.state, "pending");
+  EXPECT_EQ(status.profile, "other");
+  // Meanwhile the current session goes on, and status shows both.
+  const auto both = value_of(rig.sessions.status("veth0"));
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].profile, "held");
+  EXPECT_EQ(both[0].state, "active");
+  EXPECT_EQ(both[1].state, "pending");
+  EXPECT_EQ(rig.backend.count(Call::kApply), 1u);
+
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kApplied) == 2; }, kPatience));
+  EXPECT_EQ(call_kinds(rig.backend), (std::vector<std::string>{"apply", "apply"}));
+  EXPECT_GE(mono(rig.backend.calls(Call::kApply)[1].entered), mono(r.start));
+  EXPECT_EQ(phase_of(*rig.backend.spec_on(5)), "c");
+  ASSERT_EQ(rig.count(EventType::kCleared), 1u);
+  EXPECT_EQ(rig.events_of(EventType::kCleared)[0].reason, "replaced");
+  const auto now = value_of(rig.sessions.status("veth0"));
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].profile, "other");
+  EXPECT_EQ(now[0].phase, "c");
+}
+
+TEST(Sessions, ALeaseThatRunsOutBeforeItsSuccessorStartsDropsOnlyTheSuccessor) {
+  // The client that asked for a later start is gone (its lease ran out first): that apply never
+  // starts, the current session goes on, and lease-expired says which lease it was.
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  auto r = rig.request("veth0", parse_test_profile(profile_json("other")));
+  r.start = Clock::now() + 10s;
+  r.lease = 50ms;
+  rig.apply_ok(r);
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kLeaseExpired) == 1; }, kPatience));
+  EXPECT_EQ(rig.events_of(EventType::kLeaseExpired)[0].lease, 50ms)
+      << "lease_ns is documented for lease-expired";
+  const auto now = value_of(rig.sessions.status("veth0"));
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].profile, "held");
+  EXPECT_EQ(call_kinds(rig.backend), std::vector<std::string>{"apply"})
+      << "the current qdisc was not touched";
+}
+
+TEST(Sessions, ASwitchBeforeTheStartChoosesThePhaseItStartsWith) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "1s"}, {"b", "1s"}}));
+  r.schedule = true;
+  r.start = Clock::now() + 100ms;
+  rig.apply_ok(r);
+  const auto status = value_of(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
+  EXPECT_EQ(status.state, "pending");
+  EXPECT_FALSE(status.schedule) << "a switch replaces the schedule with a held phase";
+  ASSERT_TRUE(status.next_transition);
+  EXPECT_EQ(status.next_transition->phase, "c");
+  EXPECT_EQ(status.next_transition->deadline.monotonic, mono(r.start));
+  EXPECT_TRUE(rig.backend.calls().empty());
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kApplied) == 1; }, kPatience));
+  EXPECT_EQ(applied_phases(rig.backend), std::vector<std::string>{"c"});
+  EXPECT_GE(mono(rig.backend.calls(Call::kApply)[0].entered), mono(r.start));
+}
+
+TEST(Sessions, AnInterfaceOutsideTheAllowlistIsRefused) {
+  DaemonRig rig;
+  const auto e = error_of(rig.sessions.apply(rig.request("eth0", held_profile()), test_peer()));
+  EXPECT_EQ(e.code, "permission-denied");
+  EXPECT_EQ(e.where, "/params/interface");
+  EXPECT_EQ(e.message, "eth0 is not in the interface allowlist");
+  EXPECT_TRUE(rig.backend.calls().empty());
+  EXPECT_FALSE(rig.sessions.has_session(2));
+
+  const auto missing =
+      error_of(rig.sessions.apply(rig.request("veth9", held_profile()), test_peer()));
+  EXPECT_EQ(missing.code, "not-found");
+  EXPECT_EQ(missing.where, "/params/interface");
+}
+
+TEST(Sessions, AForeignRootQdiscIsAConflict) {
+  DaemonRig rig;
+  rig.backend.add_interface("test1", 9, FakeBackend::Root::kForeign);
+  auto r = rig.request("test1", held_profile());
+  auto e = error_of(rig.sessions.apply(r, test_peer()));
+  EXPECT_EQ(e.code, "conflict");
+  EXPECT_EQ(e.where, "/params/interface");
+  EXPECT_NE(e.message.find("htb 1:"), std::string::npos) << e.message;
+  EXPECT_NE(e.hint.find("force"), std::string::npos) << e.hint;
+  // force, which this config does not allow.
+  r.force = true;
+  e = error_of(rig.sessions.apply(r, test_peer()));
+  EXPECT_EQ(e.code, "permission-denied");
+  EXPECT_EQ(e.where, "/params/force");
+  EXPECT_TRUE(rig.backend.calls().empty());
+  EXPECT_EQ(rig.backend.root_of(9), FakeBackend::Root::kForeign);
+}
+
+TEST(Sessions, ForceReplacesAForeignRootWhenTheConfigAllowsIt) {
+  DaemonRig rig([](Config& c) { c.allow_force = true; });
+  rig.backend.add_interface("test1", 9, FakeBackend::Root::kForeign);
+  auto r = rig.request("test1", held_profile());
+  EXPECT_EQ(error_of(rig.sessions.apply(r, test_peer())).code, "conflict")
+      << "allowed, but not asked for";
+  r.force = true;
+  rig.apply_ok(r);
+  const auto applies = rig.backend.calls(Call::kApply);
+  ASSERT_EQ(applies.size(), 1u);
+  EXPECT_TRUE(applies[0].force);
+  EXPECT_EQ(rig.backend.root_of(9), FakeBackend::Root::kJitterd);
+}
+
+TEST(Sessions, AKernelRefusalOnApplyPropagatesAndLeavesNoSession) {
+  DaemonRig rig;
+  rig.backend.fail_next_apply(shaper::NetlinkError(
+      "netem install", "dev veth0 handle 1a7e:", EINVAL, "netem: negative latency"));
+  try {
+    rig.sessions.apply(rig.request("veth0", held_profile()), test_peer());
+    FAIL() << "no exception";
+  } catch (const shaper::NetlinkError& e) {
+    EXPECT_EQ(e.kernel_message(), "netem: negative latency");
+  }
+  EXPECT_FALSE(rig.sessions.has_session(5));
+  EXPECT_TRUE(value_of(rig.sessions.status("")).empty());
+  EXPECT_TRUE(rig.events.empty()) << "nothing was applied, nothing is announced";
+  EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kKernelDefault);
+  // The ledger never named it.
+  std::string problem;
+  EXPECT_TRUE(rig.ledger.load(&problem).empty());
+}
+
+TEST(Sessions, AKernelRefusalOfAReplacementKeepsTheCurrentSession) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  rig.backend.fail_next_apply(
+      shaper::NetlinkError("netem change", "dev veth0 handle 1a7e:", ENOMEM, ""));
+  auto r = rig.request("veth0", parse_test_profile(profile_json("other")));
+  EXPECT_THROW(rig.sessions.apply(r, test_peer()), shaper::NetlinkError);
+  const auto now = value_of(rig.sessions.status("veth0"));
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].profile, "held");
+  EXPECT_EQ(now[0].phase, "a");
+  EXPECT_EQ(rig.count(EventType::kCleared), 0u);
+  EXPECT_EQ(call_kinds(rig.backend), (std::vector<std::string>{"apply", "apply"}))
+      << "a failed replacement must not remove the qdisc that is shaping";
+  EXPECT_EQ(phase_of(*rig.backend.spec_on(5)), "a");
+}
+
+TEST(Sessions, AnOwnershipRefusalPropagates) {
+  DaemonRig rig;
+  rig.backend.fail_next_apply(shaper::OwnershipError("netem install (dev veth0): not ours"));
+  EXPECT_THROW(rig.sessions.apply(rig.request("veth0", held_profile()), test_peer()),
+               shaper::OwnershipError);
+  EXPECT_FALSE(rig.sessions.has_session(5));
+}
+
+TEST(Sessions, ALedgerThatCannotBeWrittenUndoesTheApplyAndLeavesNothingLookingShaped) {
+  DaemonRig rig;
+  std::filesystem::remove_all(rig.state.path());  // the state folder vanished
+  EXPECT_THROW(rig.sessions.apply(rig.request("veth0", held_profile()), test_peer()),
+               shaper::SystemError);
+  EXPECT_FALSE(rig.sessions.has_session(5));
+  EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kKernelDefault)
+      << "what the kernel took is taken back";
+  // A subscriber must not be left believing veth0 is shaped: the last event about it (if any) ends
+  // it.
+  if (!rig.events.empty()) {
+    const Event& last = rig.events.back();
+    EXPECT_TRUE(last.type != EventType::kApplied && last.type != EventType::kPhaseChanged)
+        << "the last event says veth0 is shaped with phase " << last.phase
+        << ", but nothing is installed";
+  }
+}
+
+TEST(Sessions, AFailedScheduledTransitionIsAnErrorEventAndTheScheduleGoesOn) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  rig.backend.fail_next_apply(shaper::NetlinkError(
+      "netem change", "dev veth0 handle 1a7e:", ENOBUFS, "qdisc busy, try again"));
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 1; }, kPatience));
+  const auto errors = rig.events_of(EventType::kError);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message.find("qdisc busy, try again"), std::string::npos)
+      << errors[0].message;
+  EXPECT_NE(errors[0].message.find("netem change (dev veth0 handle 1a7e:)"), std::string::npos);
+  // Step 1 (b) failed; step 2 (a, iteration 1) is the next that took effect, at its own deadline.
+  const Event next = rig.events_of(EventType::kPhaseChanged)[0];
+  EXPECT_EQ(next.phase, "a");
+  EXPECT_EQ(next.deadline->monotonic, mono(r.start) + 200ms);
+  EXPECT_TRUE(rig.sessions.has_session(5));
+  EXPECT_EQ(rig.sessions.metrics().transition_errors, 1u);
+}
+
+TEST(Sessions, MissedDeadlinesAreEachReportedNoneSkippedSilently) {
+  // The "kernel" takes 50 ms per change while steps last 20 ms: most steps' whole windows pass
+  // before they could be applied. Every step must show up, once, in order: either as
+  // applied/phase-changed or as deadline-missed, with deadlines exactly 20 ms apart.
+  DaemonRig rig;
+  rig.backend.set_apply_delay(50ms);
+  auto r = rig.request("veth0", scheduled({{"a", "20ms"}, {"b", "20ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 3; }, kPatience));
+  rig.backend.set_apply_delay(0ns);
+
+  ASSERT_GE(rig.count(EventType::kDeadlineMissed), 3u);
+  Nanoseconds expected = mono(r.start);
+  std::size_t step = 0;
+  for (const Event& e : rig.events) {
+    SCOPED_TRACE("event seq " + std::to_string(e.seq) + " " + std::string(to_string(e.type)));
+    ASSERT_TRUE(e.type == EventType::kApplied || e.type == EventType::kPhaseChanged ||
+                e.type == EventType::kDeadlineMissed);
+    ASSERT_TRUE(e.deadline && e.step);
+    EXPECT_EQ(e.deadline->monotonic, expected);
+    EXPECT_EQ(*e.step, step);
+    EXPECT_EQ(e.phase, step == 0 ? "a" : "b");
+    if (e.type == EventType::kDeadlineMissed) {
+      // Missed means it could only start after its own end.
+      EXPECT_GE(*e.lateness, 20ms);
+    }
+    expected += 20ms;
+    step = 1 - step;
+  }
+  EXPECT_EQ(rig.sessions.metrics().missed_deadlines, rig.count(EventType::kDeadlineMissed));
+  EXPECT_EQ(value_of(rig.sessions.status("veth0"))[0].missed,
+            rig.count(EventType::kDeadlineMissed));
+}
+
+// ---------------------------------------------------------------------------------------------
+// the outside world
+
+TEST(Sessions, AnInterfaceThatIsGoneEndsItsSessionWithoutTouchingTheKernel) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  rig.backend.remove_interface("veth0");
+  rig.sessions.on_interface_gone(5);
+  ASSERT_EQ(rig.count(EventType::kInterfaceGone), 1u);
+  EXPECT_EQ(rig.events_of(EventType::kInterfaceGone)[0].interface, "veth0");
+  EXPECT_EQ(call_kinds(rig.backend), (std::vector<std::string>{"apply", "forget"}));
+  EXPECT_FALSE(rig.sessions.has_session(5));
+  EXPECT_EQ(ledger_json(rig)["interfaces"], json::array());
+  EXPECT_EQ(rig.sessions.metrics().interfaces_gone, 1u);
+  // Another interface's disappearance is none of our business.
+  rig.sessions.on_interface_gone(77);
+  EXPECT_EQ(rig.count(EventType::kInterfaceGone), 1u);
+}
+
+TEST(Sessions, AnExternalChangeToOurQdiscIsReportedAndTheSessionGoesOn) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  rig.sessions.on_external_change(5, "netem changed by pid 999", true);
+  const auto changes = rig.events_of(EventType::kExternalChange);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].message, "netem changed by pid 999");
+  EXPECT_EQ(changes[0].ended, false);
+  EXPECT_TRUE(rig.sessions.has_session(5));
+  EXPECT_EQ(call_kinds(rig.backend), std::vector<std::string>{"apply"});
+}
+
+TEST(Sessions, AReplacedQdiscEndsTheSessionAndIsNeverTouched) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  rig.backend.set_root(5, FakeBackend::Root::kForeign);
+  rig.sessions.on_external_change(5, "root replaced by htb 1:", false);
+  const auto changes = rig.events_of(EventType::kExternalChange);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].ended, true);
+  EXPECT_FALSE(rig.sessions.has_session(5));
+  EXPECT_EQ(call_kinds(rig.backend), (std::vector<std::string>{"apply", "forget"}))
+      << "never removed: not ours";
+  EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kForeign);
+  EXPECT_EQ(ledger_json(rig)["interfaces"], json::array());
+}
+
+TEST(Sessions, AnExternalChangeWithoutASessionIsIgnored) {
+  DaemonRig rig;
+  rig.sessions.on_external_change(5, "someone's htb", false);
+  EXPECT_TRUE(rig.events.empty());
+  EXPECT_TRUE(rig.backend.calls().empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// recovery, shutdown, the ledger
+
+constexpr const char* kLeftLedger = R"({"version": 1, "pid": 1, "interfaces": [
+  {"index": 7, "interface": "veth7", "profile": "wifi", "digest": "sha256:00ff", "phase": "high"}]})";
+
+TEST(Sessions, RecoveryRemovesWhatACrashedJitterdLeft) {
+  DaemonRig rig;
+  rig.backend.add_interface("veth7", 7, FakeBackend::Root::kJitterd);
+  rig.backend.add_interface("veth8", 8, FakeBackend::Root::kForeign);
+  rig.state.write("state.json", kLeftLedger);
+  rig.sessions.recover();
+  EXPECT_EQ(call_kinds(rig.backend), std::vector<std::string>{"remove_leftover"});
+  EXPECT_EQ(rig.backend.calls()[0].interface, (shaper::Interface{7, "veth7"}));
+  EXPECT_EQ(rig.backend.root_of(7), FakeBackend::Root::kKernelDefault);
+  EXPECT_EQ(rig.backend.root_of(8), FakeBackend::Root::kForeign)
+      << "someone else's qdisc is left alone";
+  EXPECT_EQ(rig.sessions.session_count(), 0u);
+  EXPECT_EQ(ledger_json(rig)["interfaces"], json::array());
+  EXPECT_NE(rig.log_text().find(
+                "removed the qdisc a previous jitterd left on veth7 (profile wifi, phase high)"),
+            std::string::npos)
+      << rig.log_text();
+}
+
+TEST(Sessions, RecoveryAdoptsWithTheLedgersProfileAndPhase) {
+  DaemonRig rig([](Config& c) { c.recovery = Recovery::kAdopt; });
+  rig.backend.add_interface("veth7", 7, FakeBackend::Root::kJitterd);
+  rig.state.write("state.json", kLeftLedger);
+  rig.sessions.recover();
+  EXPECT_EQ(call_kinds(rig.backend), std::vector<std::string>{"adopt"});
+  ASSERT_TRUE(rig.sessions.has_session(7));
+  const auto status = value_of(rig.sessions.status("veth7"));
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].profile, "wifi");
+  EXPECT_EQ(status[0].digest, "sha256:00ff");
+  EXPECT_EQ(status[0].phase, "high");
+  EXPECT_EQ(status[0].state, "active");
+  EXPECT_EQ(rig.backend.root_of(7), FakeBackend::Root::kJitterd) << "it keeps shaping";
+  const json entry = ledger_json(rig)["interfaces"][0];
+  EXPECT_EQ(entry["index"], 7);
+  EXPECT_EQ(entry["profile"], "wifi");
+  EXPECT_EQ(entry["phase"], "high");
+
+  // Without its profile it cannot switch; clear removes it.
+  EXPECT_EQ(error_of(rig.sessions.switch_phase("veth7", "low", std::nullopt, test_peer())).code,
+            "invalid-params");
+  value_of(rig.sessions.clear("veth7", test_peer()));
+  EXPECT_EQ(rig.backend.root_of(7), FakeBackend::Root::kKernelDefault);
+}
+
+TEST(Sessions, RecoveryWithAnUnreadableLedgerStillFindsTheQdiscs) {
+  DaemonRig rig;
+  rig.backend.add_interface("veth7", 7, FakeBackend::Root::kJitterd);
+  rig.state.write("state.json", "{truncated");
+  rig.sessions.recover();
+  EXPECT_EQ(rig.backend.root_of(7), FakeBackend::Root::kKernelDefault);
+  EXPECT_NE(rig.log_text().find("is not a jitterd ledger"), std::string::npos) << rig.log_text();
+}
+
+TEST(Sessions, ShutdownRemovesEverything) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  auto r = rig.request("veth1", scheduled({{"a", "1s"}, {"b", "1s"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  rig.sessions.shutdown();
+  EXPECT_EQ(rig.sessions.session_count(), 0u);
+  EXPECT_EQ(rig.backend.count(Call::kRemove), 2u);
+  EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kKernelDefault);
+  EXPECT_EQ(rig.backend.root_of(6), FakeBackend::Root::kKernelDefault);
+  const auto cleared = rig.events_of(EventType::kCleared);
+  ASSERT_EQ(cleared.size(), 2u);
+  for (const auto& e : cleared) EXPECT_EQ(e.reason, "shutdown");
+  EXPECT_EQ(ledger_json(rig)["interfaces"], json::array());
+  // And nothing fires afterwards.
+  rig.run_for(50ms);
+  EXPECT_EQ(rig.backend.count(Call::kApply), 2u);
+}
+
+TEST(Sessions, TheLedgerFollowsInstallsTransitionsAndRemovals) {
+  DaemonRig rig;
+  rig.apply_ok(rig.request("veth0", held_profile()));
+  json ledger = ledger_json(rig);
+  EXPECT_EQ(ledger["version"], 1);
+  EXPECT_EQ(ledger["pid"], ::getpid());
+  EXPECT_EQ(ledger["interfaces"],
+            json::parse(R"([{"index": 5, "interface": "veth0", "profile": "held", "digest": ")" +
+                        held_profile().digest + R"(", "phase": "a"}])"));
+  value_of(rig.sessions.switch_phase("veth0", "b", std::nullopt, test_peer()));
+  EXPECT_EQ(ledger_json(rig)["interfaces"][0]["phase"], "b");
+  rig.apply_ok(rig.request("veth1", held_profile()));
+  EXPECT_EQ(ledger_json(rig)["interfaces"].size(), 2u);
+  value_of(rig.sessions.clear("veth0", test_peer()));
+  ledger = ledger_json(rig);
+  ASSERT_EQ(ledger["interfaces"].size(), 1u);
+  EXPECT_EQ(ledger["interfaces"][0]["interface"], "veth1");
+  // Written atomically: no temporary file stays behind.
+  EXPECT_FALSE(std::filesystem::exists(rig.ledger.path() + ".tmp"));
+}
+
+}  // namespace
+}  // namespace jitterd::testing

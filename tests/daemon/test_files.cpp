@@ -1,0 +1,64 @@
+#include "test_files.hpp"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace jitterd::testing {
+
+TempDir::TempDir() {
+  std::string pattern = "/tmp/jitterd-test-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text) const {
+  const std::string path = file(name);
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("write " + path);
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string profile_json(const std::string& name,
+                         const std::vector<std::pair<std::string, std::string>>& steps, bool loop) {
+  std::string out =
+      R"({"version": 1, "name": ")" + name + R"(", "description": "test profile", "phases": {
+      "a": {"delay": {"latency": "10ms"}},
+      "b": {"delay": {"latency": "20ms"}},
+      "c": {"delay": {"latency": "30ms"}}})";
+  if (!steps.empty()) {
+    out += R"(, "schedule": {"loop": )" + std::string(loop ? "true" : "false") + R"(, "steps": [)";
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      out += (i ? ", " : "") + std::string(R"({"phase": ")") + steps[i].first +
+             R"(", "duration": ")" + steps[i].second + R"("})";
+    }
+    out += "]}";
+  }
+  return out + "}";
+}
+
+std::string phase_of(const shaper::NetemSpec& spec) {
+  using namespace std::chrono_literals;
+  if (spec.delay.latency == 10ms) return "a";
+  if (spec.delay.latency == 20ms) return "b";
+  if (spec.delay.latency == 30ms) return "c";
+  return "?";
+}
+
+}  // namespace jitterd::testing

@@ -1,0 +1,40 @@
+#pragma once
+// Test helpers without Asio (so that the pure tests build apart): a temporary folder and the test
+// profiles.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shaper/netem_spec.hpp"
+
+namespace jitterd::testing {
+
+// A fresh folder under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `text` to <path>/<name>; returns the file's path.
+  std::string write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::string path_;
+};
+
+std::string read_file(const std::string& path);
+
+// Test profiles. Phases "a", "b", "c" differ only in latency (10, 20, 30 ms), so the spec the fake
+// backend received says which phase was installed. `steps` are (phase, duration) pairs; none: no
+// schedule.
+std::string profile_json(const std::string& name,
+                         const std::vector<std::pair<std::string, std::string>>& steps = {},
+                         bool loop = true);
+// "a", "b" or "c" for a spec made from a test profile; "?" otherwise.
+std::string phase_of(const shaper::NetemSpec& spec);
+
+}  // namespace jitterd::testing
