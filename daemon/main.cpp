@@ -179,19 +179,6 @@ int run(const Options& options) {
   jitterd::NetlinkMonitor monitor(io, sessions, backend, log);
   monitor.start();
 
-  jitterd::asio::signal_set signals(io, SIGTERM, SIGINT);
-  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    log.info(std::string("stopping on ") + strsignal(signal) + "; removing everything jitterd installed");
-    notifier.stopping("removing shaping");
-    sessions.shutdown();
-    monitor.stop();
-    server.stop();
-    io.stop();
-  });
-  // A client that disconnects while we write must not kill the daemon.
-  ::signal(SIGPIPE, SIG_IGN);
-
   std::optional<jitterd::asio::steady_timer> watchdog;
   std::function<void()> kick;
   if (auto interval = notifier.watchdog_interval()) {
@@ -205,8 +192,32 @@ int run(const Options& options) {
     };
     kick();
   }
+
+  // Clients that do not read their last lines get this long before the daemon exits anyway.
+  constexpr auto kFlushLimit = std::chrono::seconds(1);
+  jitterd::asio::steady_timer flush_limit(io);
+  jitterd::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    log.info(std::string("stopping on ") + strsignal(signal) + "; removing everything jitterd installed");
+    notifier.stopping("removing shaping");
+    sessions.shutdown();
+    monitor.stop();
+    if (watchdog) watchdog->cancel();
+    // Subscribers hear the `cleared` events of the shutdown; then io.run() runs out of work.
+    server.finish([&] { flush_limit.cancel(); });
+    flush_limit.expires_after(kFlushLimit);
+    flush_limit.async_wait([&](const boost::system::error_code& timer) {
+      if (!timer) io.stop();
+    });
+  });
+  // A client that disconnects while we write must not kill the daemon.
+  ::signal(SIGPIPE, SIG_IGN);
+
   notifier.ready("listening; " + std::to_string(sessions.session_count()) + " session(s) adopted");
   io.run();
+  // Whatever did not flush in time is closed now (the socket file is already gone).
+  server.stop();
   return 0;
 }
 

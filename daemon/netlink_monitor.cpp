@@ -3,7 +3,6 @@
 #include <linux/netlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
-#include <netlink/attr.h>
 #include <netlink/msg.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -34,16 +33,6 @@ int open_monitor_socket() {
   const int size = 1 << 20;
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   return fd;
-}
-
-std::string qdisc_kind(const nlmsghdr& message) {
-  nlattr* tb[TCA_MAX + 1] = {};
-  // libnl's parser takes a non-const header; it only reads it.
-  if (nlmsg_parse(const_cast<nlmsghdr*>(&message), sizeof(tcmsg), tb, TCA_MAX, nullptr) < 0 || !tb[TCA_KIND]) {
-    return "?";
-  }
-  const char* data = static_cast<const char*>(nla_data(tb[TCA_KIND]));
-  return std::string(data, strnlen(data, static_cast<std::size_t>(nla_len(tb[TCA_KIND]))));
 }
 
 }  // namespace
@@ -100,25 +89,26 @@ void NetlinkMonitor::handle(const nlmsghdr& message) {
   // Our own request: the kernel copies the requester's port id into the notification.
   if (message.nlmsg_pid != 0 && message.nlmsg_pid == backend_.netlink_port()) return;
   const bool is_ours = (tcm->tcm_handle >> 16) == shaper::kJitterdHandleMajor;
-  const std::string kind = qdisc_kind(message);
-  std::string what;
-  if (message.nlmsg_type == RTM_DELQDISC) {
-    if (!is_ours) return;  // a qdisc we replaced or that never was ours
-    what = "jitterd's netem qdisc was deleted (port " + std::to_string(message.nlmsg_pid) + ")";
-  } else if (is_ours) {
-    what = "jitterd's netem qdisc was changed by another program (port " + std::to_string(message.nlmsg_pid) +
-           "); the next transition sends the full state again";
-  } else {
-    what = "the root qdisc was replaced by " + kind + " " + shaper::format_handle(tcm->tcm_handle);
-  }
-  // The kernel is the authority on whether the root is still ours.
+  if (message.nlmsg_type == RTM_DELQDISC && !is_ours) return;  // a qdisc we replaced, or never ours
+  // The kernel is the authority on what the root is now (a replace arrives as a deletion of ours and
+  // an addition in one batch: ask, rather than act on the first half).
   const shaper::Interface interface{tcm->tcm_ifindex, ""};
-  bool still_ours = false;
+  std::optional<shaper::QdiscInfo> root;
   try {
-    const auto root = backend_.root_qdisc(interface);
-    still_ours = root && root->is_jitterd();
+    root = backend_.root_qdisc(interface);
   } catch (const std::exception&) {
-    still_ours = false;  // the interface vanished in between; RTM_DELLINK follows
+    root.reset();  // the interface vanished in between; RTM_DELLINK follows
+  }
+  const bool still_ours = root && root->is_jitterd();
+  const std::string port = " (netlink port " + std::to_string(message.nlmsg_pid) + ")";
+  std::string what;
+  if (still_ours) {
+    what = "jitterd's netem qdisc was changed by another program" + port +
+           "; the next transition sends the full state again";
+  } else if (root && !root->is_default()) {
+    what = "the root qdisc was replaced by " + root->kind + " " + shaper::format_handle(root->handle) + port;
+  } else {
+    what = "jitterd's netem qdisc was deleted" + port;
   }
   sessions_.on_external_change(tcm->tcm_ifindex, what, still_ours);
 }

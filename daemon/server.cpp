@@ -104,12 +104,23 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     idle_.cancel();
     server_.connections_.erase(shared_from_this());
     --server_.stats_.connections_open;
+    if (server_.connections_.empty() && server_.finished_) std::exchange(server_.finished_, nullptr)();
   }
 
   // Sends `line` and closes once it is written (too large).
   void send_and_close(std::string line) {
     send(std::move(line));
     close_after_write_ = true;
+  }
+
+  // Shutdown: reads nothing more, writes what is queued (the last events), then closes.
+  void finish() {
+    if (closed_) return;
+    if (subscription_) server_.bus_.unsubscribe(*subscription_);
+    subscription_.reset();
+    close_after_write_ = true;
+    wake_.cancel();
+    idle_.cancel();
   }
 
   // Answers nothing but `line` (too many connections), then closes.
@@ -129,7 +140,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       boost::system::error_code ec;
       const std::size_t n = co_await asio::async_read_until(socket_, asio::dynamic_buffer(buffer, max + 1), '\n',
                                                             asio::redirect_error(asio::use_awaitable, ec));
-      if (closed_) co_return;
+      if (closed_ || close_after_write_) co_return;  // closing: the writer closes once it has written
       if (ec == asio::error::not_found) {
         send_and_close(Dispatcher::error_line("too-large",
                                               "the request line is longer than " + std::to_string(max) + " bytes",
@@ -307,6 +318,19 @@ void ControlServer::stop() {
   acceptor_.close(ignored);
   auto open = connections_;
   for (const auto& c : open) c->close();
+  if (owns_path_) {
+    ::unlink(path_.c_str());
+    owns_path_ = false;
+  }
+}
+
+void ControlServer::finish(std::function<void()> done) {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  finished_ = std::move(done);
+  auto open = connections_;
+  for (const auto& c : open) c->finish();
+  if (connections_.empty() && finished_) std::exchange(finished_, nullptr)();
   if (owns_path_) {
     ::unlink(path_.c_str());
     owns_path_ = false;

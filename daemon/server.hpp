@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -44,6 +45,9 @@ class ControlServer {
   void start();
   // Stops accepting and closes every connection.
   void stop();
+  // Stops accepting; every connection writes what is queued (subscribers hear the last events), then
+  // closes. The io_context runs out of work once they have.
+  void finish(std::function<void()> done);
 
   const std::string& path() const { return path_; }
 
@@ -63,6 +67,7 @@ class ControlServer {
   std::string path_;
   bool owns_path_ = false;
   std::set<std::shared_ptr<Connection>> connections_;
+  std::function<void()> finished_;  // set by finish(): called once the last connection closed
 };
 
 }  // namespace jitterd

@@ -1,0 +1,92 @@
+// Crash and stop: after kill -9, jitterd's qdisc (handle 1a7e:) stays in the kernel and its ledger
+// names it; the next jitterd with the same state folder removes it before it listens, leaving the
+// kernel's default root and an empty ledger. SIGTERM removes everything and exits 0.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "e2e_support.hpp"
+
+using namespace std::chrono_literals;
+using jitterd_e2e::Json;
+
+namespace {
+
+class E2eRestart : public jitterd_e2e::E2eTest {};
+
+TEST_F(E2eRestart, KillNineThenRestartLeavesNothingBehind) {
+  const Json before = bed().root_qdisc_by_tc();
+  ASSERT_EQ(before.value("handle", ""), "0:") << before.dump();
+  const auto applied = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high"});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+
+  const pid_t first = bed().daemon.pid();
+  bed().daemon.kill_hard();
+  // Nothing cleaned up: the qdisc is still there, and the ledger says whose it is.
+  const Json left = bed().root_qdisc_by_tc();
+  EXPECT_EQ(left.value("kind", ""), "netem") << left.dump();
+  EXPECT_EQ(left.value("handle", ""), "1a7e:") << left.dump();
+  const Json ledger = bed().ledger();
+  EXPECT_EQ(ledger.at("pid").get<pid_t>(), first);
+  ASSERT_EQ(ledger.at("interfaces").size(), 1u) << ledger.dump();
+  EXPECT_EQ(ledger.at("interfaces")[0].at("interface"), "jta");
+  EXPECT_EQ(ledger.at("interfaces")[0].at("profile"), jitterd_e2e::kProfileName);
+  EXPECT_EQ(ledger.at("interfaces")[0].at("phase"), "high");
+
+  bed().daemon.start();  // same config, same state folder
+  const Json after = bed().root_qdisc_by_tc();
+  EXPECT_EQ(after.value("handle", ""), "0:") << after.dump();
+  EXPECT_EQ(after.value("kind", ""), before.value("kind", "")) << after.dump();
+  const Json rewritten = bed().ledger();
+  EXPECT_EQ(rewritten.at("pid").get<pid_t>(), bed().daemon.pid());
+  EXPECT_TRUE(rewritten.at("interfaces").empty()) << rewritten.dump();
+  EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
+  // The default recovery mode removes; the log says what and names the ledger's profile.
+  EXPECT_NE(bed().daemon.log().find("previous jitterd left on jta"), std::string::npos)
+      << bed().daemon.log();
+
+  // The restarted jitterd shapes as usual.
+  const auto again = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "low"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(bed().root_qdisc_by_tc().value("handle", ""), "1a7e:");
+}
+
+TEST_F(E2eRestart, SigtermRemovesEverythingAndExitsZero) {
+  const Json before = bed().root_qdisc_by_tc();
+  const auto applied = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_EQ(bed().root_qdisc_by_tc().value("handle", ""), "1a7e:");
+  ASSERT_EQ(bed().ledger().at("interfaces").size(), 1u);
+
+  const auto exit_code = bed().daemon.stop();
+  ASSERT_TRUE(exit_code) << "jitterd still runs 20 s after SIGTERM";
+  EXPECT_EQ(*exit_code, 0) << bed().daemon.log();
+  const Json after = bed().root_qdisc_by_tc();
+  EXPECT_EQ(after.value("handle", ""), "0:") << after.dump();
+  EXPECT_EQ(after.value("kind", ""), before.value("kind", "")) << after.dump();
+  EXPECT_TRUE(bed().ledger().at("interfaces").empty()) << bed().ledger().dump();
+  struct stat st {};
+  EXPECT_NE(::stat(bed().daemon.socket().c_str(), &st), 0) << "the socket file is still there";
+}
+
+// SIGTERM ends the sessions, then each connection writes what it has queued before it closes: a
+// subscriber hears the `cleared` events with reason "shutdown".
+TEST_F(E2eRestart, SubscribersHearTheShutdown) {
+  auto events = bed().subscribe();
+  const auto applied = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_TRUE(events.wait_for("applied", 10s)) << events.describe();
+
+  const auto exit_code = bed().daemon.stop();
+  ASSERT_TRUE(exit_code);
+  EXPECT_EQ(*exit_code, 0) << bed().daemon.log();
+  const auto cleared = events.wait_for("cleared", 5s);
+  ASSERT_TRUE(cleared) << events.describe();
+  EXPECT_EQ(cleared->at("interface"), "jta");
+  EXPECT_EQ(cleared->at("reason"), "shutdown");
+}
+
+}  // namespace
