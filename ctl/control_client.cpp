@@ -121,19 +121,6 @@ Json parse_line(const std::string& line) {
 
 }  // namespace
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    UniqueFd old(std::exchange(fd_, other.release()));
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  // Nothing was written through these descriptors that close() could still lose, and a destructor
-  // must not throw: the result is not checked.
-  if (fd_ >= 0) ::close(fd_);
-}
-
 InterruptSignals::InterruptSignals() {
   sigset_t set;
   sigemptyset(&set);

@@ -15,6 +15,7 @@
 
 #include <signal.h>
 
+#include "shaper/files.hpp"
 #include "shaper/quantities.hpp"
 
 namespace jitterctl {
@@ -70,24 +71,7 @@ class Interrupted : public std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
 };
 
-// Owns one file descriptor; move-only, closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_ = -1;
-};
+using shaper::UniqueFd;
 
 // Blocks SIGINT and SIGTERM for the calling thread while it lives and delivers them through a
 // readable descriptor instead, so a long wait can stop cleanly without a global flag set by a

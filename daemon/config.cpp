@@ -2,11 +2,11 @@
 
 #include <cerrno>
 #include <fnmatch.h>
-#include <fstream>
 #include <net/if.h>
 #include <sstream>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "shaper/json_reader.hpp"
 
 namespace jitterd {
@@ -178,20 +178,17 @@ ConfigLoad parse_config(std::string_view text) {
 }
 
 ConfigLoad load_config_file(const std::string& path, bool must_exist) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error = errno;
-    if (error == ENOENT && !must_exist) {
+  std::string text;
+  try {
+    text = shaper::read_file_bounded(path, kMaxConfigBytes);
+  } catch (const shaper::SystemError& e) {
+    if (e.error_number() == ENOENT && !must_exist) {
       ConfigLoad load;
       load.config = Config{};
       return load;
     }
-    throw shaper::SystemError("open", path, error);
+    throw;
   }
-  std::string text(kMaxConfigBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) throw shaper::SystemError("read", path, errno);
-  text.resize(static_cast<std::size_t>(in.gcount()));
   if (text.size() > kMaxConfigBytes) {
     ConfigLoad load;
     load.diagnostics.push_back({"", "larger than 1 MiB; is this the right file?"});

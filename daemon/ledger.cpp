@@ -8,27 +8,13 @@
 #include <unistd.h>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 
 namespace jitterd {
 namespace {
 
 using json = nlohmann::json;
 using shaper::check_syscall;
-
-// An owned file descriptor (the ledger writes through one so that it can fsync).
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -79,7 +65,7 @@ void Ledger::write() const {
   const std::string text = j.dump(2) + "\n";
   const std::string tmp = path() + ".tmp";
   {
-    Fd fd(static_cast<int>(
+    const shaper::UniqueFd fd(static_cast<int>(
         check_syscall(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), "open", tmp)));
     std::size_t done = 0;
     while (done < text.size()) {

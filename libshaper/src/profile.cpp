@@ -14,6 +14,7 @@
 
 #include "shaper/distribution_tables.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "shaper/json_reader.hpp"
 #include "shaper/sha256.hpp"
 
@@ -668,14 +669,8 @@ ProfileLoad parse_profile(std::string_view text) {
 }
 
 ProfileLoad load_profile_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SystemError("open", path, errno);
   // One byte past the limit is enough for parse_profile to refuse the file by its size.
-  std::string text(kMaxProfileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) throw SystemError("read", path, errno);
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  return parse_profile(text);
+  return parse_profile(read_file_bounded(path, kMaxProfileBytes));
 }
 
 std::string canonical_profile_json(const Profile& profile) { return profile_json_without_digest(profile).dump(); }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "trace_parser.hpp"
 #include "trace_scan.hpp"
 
@@ -65,26 +66,6 @@ constexpr std::size_t kReadChunkBytes = 256 * 1024;
 
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
-// A move-only owner of a file descriptor.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-    std::swap(fd_, other.fd_);
-    return *this;
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);  // read-only: nothing to lose if close fails
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 class FileSource final : public ChunkSource {
  public:
   explicit FileSource(const std::string& path)
@@ -116,7 +97,7 @@ class FileSource final : public ChunkSource {
 
  private:
   std::string path_;
-  FileDescriptor fd_;
+  UniqueFd fd_;
   std::vector<char> buffer_;
 };
 
