@@ -411,9 +411,11 @@ Outcome<std::vector<SessionStatus>> SessionManager::status(const std::string& in
     }
     return out;
   }
+  if (sessions_.empty()) return out;
+  const auto roots = backend_.root_qdiscs();
   for (auto& [index, s] : sessions_) {
-    out.push_back(describe(*s));
-    if (auto it = successors_.find(index); it != successors_.end()) out.push_back(describe(*it->second));
+    out.push_back(describe(*s, &roots));
+    if (auto it = successors_.find(index); it != successors_.end()) out.push_back(describe(*it->second, &roots));
   }
   return out;
 }
@@ -602,7 +604,7 @@ void SessionManager::end_session(int index, EventType type, const std::string& r
 // ---------------------------------------------------------------------------------------------
 // Status
 
-SessionStatus SessionManager::describe(const Session& s) {
+SessionStatus SessionManager::describe(const Session& s, const std::vector<shaper::QdiscInfo>* roots) {
   SessionStatus out;
   const MonotonicTime now = MonotonicClock::now();
   out.interface = s.interface.name;
@@ -642,7 +644,15 @@ SessionStatus SessionManager::describe(const Session& s) {
     out.lease = SessionStatus::Lease{*s.lease, stamp_of(s.lease_expires), s.lease_expires - now};
   }
   if (!s.pending && backend_.installed(s.interface)) {
-    if (auto root = backend_.root_qdisc(s.interface); root && root->is_jitterd()) out.counters = root->stats;
+    std::optional<shaper::QdiscInfo> root;
+    if (roots) {
+      for (const auto& q : *roots) {
+        if (q.ifindex == s.interface.index) root = q;
+      }
+    } else {
+      root = backend_.root_qdisc(s.interface);
+    }
+    if (root && root->is_jitterd()) out.counters = root->stats;
   }
   out.transitions = s.transitions;
   out.missed = s.missed;

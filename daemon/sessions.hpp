@@ -160,7 +160,9 @@ class SessionManager {
 
   Session* find(const std::string& interface);
   Outcome<Session*> require(const std::string& interface);
-  SessionStatus describe(const Session& s);
+  // `roots`: every interface's root qdisc from one dump, when describing many sessions (the kernel
+  // dumps all interfaces whatever the filter, so one dump per session would be quadratic).
+  SessionStatus describe(const Session& s, const std::vector<shaper::QdiscInfo>* roots = nullptr);
   void arm(Session& s);
   void on_timer(Session* s, std::uint64_t generation);
   // A successor whose start time came: it takes over the interface in place.
