@@ -505,7 +505,20 @@ Bed::Bed(const BedOptions& options) : daemon(net.ns_a(), dir, options.socket_gro
 }
 
 Completed Bed::ctl(const std::vector<std::string>& args, const std::optional<Credentials>& as) {
-  std::vector<std::string> argv = {jitterctl_binary(), "--socket", daemon.socket()};
+  std::string binary = jitterctl_binary();
+  if (as) {
+    // Another user may not reach the build tree (scripts/test builds a checkout under /tmp in
+    // ~/.cache, inside root's 0700 home): run a copy from the bed's own 0755 folder.
+    const std::filesystem::path copy = dir.file("bin/jitterctl");
+    if (!std::filesystem::exists(copy)) {
+      std::filesystem::create_directories(copy.parent_path());
+      std::filesystem::copy_file(binary, copy);
+      std::filesystem::permissions(copy, std::filesystem::perms(0755));
+      std::filesystem::permissions(copy.parent_path(), std::filesystem::perms(0755));
+    }
+    binary = copy.string();
+  }
+  std::vector<std::string> argv = {binary, "--socket", daemon.socket()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_to_completion(argv, {std::string(), as, std::string()}, 60s);
 }
