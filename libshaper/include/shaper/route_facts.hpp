@@ -1,0 +1,49 @@
+#pragma once
+// Facts that keep a shaping session from locking its operator out: which interfaces carry the
+// default route (shaping them shapes the way back to the operator), the SSH connection the operator
+// is using (from SSH_CONNECTION), and match rules that exempt SSH from shaping.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "shaper/diagnostics.hpp"
+#include "shaper/match_rules.hpp"
+#include "shaper/netlink.hpp"
+
+namespace shaper {
+
+// The interface indexes that carry an IPv4 or IPv6 default route of the main table (dst_len 0,
+// unicast), including each nexthop of a multipath route; sorted, without duplicates. Reads the
+// calling thread's network namespace through `socket` (an RTM_GETROUTE dump). Throws NetlinkError.
+std::vector<int> default_route_interfaces(RouteSocket& socket);
+
+// One SSH session as sshd describes it to the shell.
+struct SshConnection {
+  IpAddress client;
+  std::uint16_t client_port = 0;
+  IpAddress server;  // this host's address for the session
+  std::uint16_t server_port = 0;
+  friend bool operator==(const SshConnection&, const SshConnection&) = default;
+};
+
+// The SSH_CONNECTION variable: "client_ip client_port server_ip server_port", single spaces. IPv4-
+// mapped IPv6 addresses (::ffff:192.0.2.1, from a dual-stack socket) become IPv4, which is what the
+// packets carry; a zone suffix (fe80::1%eth0) is dropped, since packets carry none. Empty text (not
+// an SSH session): nullopt and no diagnostic. Malformed text: nullopt and diagnostics whose `where`
+// is "SSH_CONNECTION:<column>".
+std::optional<SshConnection> parse_ssh_connection(std::string_view text, Diagnostics& diagnostics);
+
+// The default SSH port (IANA).
+inline constexpr std::uint16_t kSshPort = 22;
+
+// Rules matching the traffic that must stay unshaped for SSH to keep working: TCP with `ports`
+// (empty: port 22) as source or destination port, in either family, and each connection's packets
+// in both directions (egress: server -> client, i.e. src = server; ingress: client -> server, i.e.
+// src = client). Every rule passes validate() and compiles to at most two selectors.
+std::vector<MatchRule> ssh_protection_rules(std::span<const SshConnection> connections,
+                                            std::span<const std::uint16_t> ports);
+
+}  // namespace shaper

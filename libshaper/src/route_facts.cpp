@@ -1,0 +1,179 @@
+#include "shaper/route_facts.hpp"
+
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "shaper/errors.hpp"
+
+namespace shaper {
+
+namespace {
+
+constexpr const char* kOperation = "route dump";
+constexpr const char* kObject = "default routes";
+
+// The nexthops of an RTA_MULTIPATH attribute: a packed list of struct rtnexthop, each followed by
+// its own attributes and aligned to RTNH_ALIGNTO (the RTNH_NEXT macros, without their casts).
+void add_multipath_interfaces(const nlattr* multipath, std::vector<int>& out) {
+  const auto* p = static_cast<const std::byte*>(nla_data(multipath));
+  std::size_t left = static_cast<std::size_t>(nla_len(multipath));
+  while (left >= sizeof(rtnexthop)) {
+    rtnexthop nh;
+    std::memcpy(&nh, p, sizeof nh);
+    if (nh.rtnh_len < sizeof(rtnexthop) || nh.rtnh_len > left) {
+      throw NetlinkError(kOperation, kObject, EPROTO, "malformed RTA_MULTIPATH nexthop");
+    }
+    out.push_back(nh.rtnh_ifindex);
+    const std::size_t step = std::min<std::size_t>(RTNH_ALIGN(nh.rtnh_len), left);
+    p += step;
+    left -= step;
+  }
+}
+
+// 1-based column of `part` inside `whole` (part is a view into whole).
+std::string where_in(std::string_view whole, std::string_view part) {
+  return "SSH_CONNECTION:" + std::to_string(part.data() - whole.data() + 1);
+}
+
+std::optional<IpAddress> ssh_address(std::string_view text) {
+  if (const auto zone = text.find('%'); zone != std::string_view::npos) text = text.substr(0, zone);
+  auto a = parse_ip_address(text);
+  // ::ffff:a.b.c.d is an IPv4 peer seen through an IPv6 socket: the wire carries IPv4.
+  static constexpr std::uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (a && a->family == IpFamily::kV6 && std::memcmp(a->bytes.data(), kMappedPrefix, 12) == 0) {
+    IpAddress v4;
+    std::memcpy(v4.bytes.data(), a->bytes.data() + 12, 4);
+    return v4;
+  }
+  return a;
+}
+
+std::optional<std::uint16_t> ssh_port(std::string_view text) {
+  if (text.empty() || text.size() > 5 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  unsigned v = 0;
+  for (char c : text) v = v * 10 + static_cast<unsigned>(c - '0');
+  if (v == 0 || v > 65535) return std::nullopt;
+  return static_cast<std::uint16_t>(v);
+}
+
+MatchRule tcp_flow(const IpAddress& src, std::uint16_t sport, const IpAddress& dst,
+                   std::uint16_t dport) {
+  MatchRule r;
+  r.src = host_prefix(src);
+  r.dst = host_prefix(dst);
+  r.protocol = kProtoTcp;
+  r.src_ports = PortRange{sport, sport};
+  r.dst_ports = PortRange{dport, dport};
+  return r;
+}
+
+}  // namespace
+
+std::vector<int> default_route_interfaces(RouteSocket& socket) {
+  NlMsgPtr msg = make_message(RTM_GETROUTE, 0);
+  rtmsg rtm{};
+  rtm.rtm_family = AF_UNSPEC;  // IPv4 and IPv6 (and other families, skipped below) in one dump
+  if (nlmsg_append(msg.get(), &rtm, sizeof rtm, NLMSG_ALIGNTO) < 0) {
+    throw NetlinkError(kOperation, kObject, ENOMEM, "cannot build RTM_GETROUTE");
+  }
+  std::vector<int> out;
+  socket.dump(msg.get(), kOperation, kObject, [&](const nlmsghdr& hdr) {
+    if (hdr.nlmsg_type != RTM_NEWROUTE) return;
+    const auto* r = static_cast<const rtmsg*>(nlmsg_data(&hdr));
+    if (r->rtm_family != AF_INET && r->rtm_family != AF_INET6) return;
+    if (r->rtm_dst_len != 0 || r->rtm_type != RTN_UNICAST) return;
+    nlattr* tb[RTA_MAX + 1] = {};
+    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(rtmsg), tb, RTA_MAX, nullptr) < 0) {
+      throw NetlinkError(kOperation, kObject, EPROTO, "unparseable RTM_NEWROUTE");
+    }
+    // rtm_table is 8 bits; tables above 255 are only in RTA_TABLE, which kernels always send.
+    const std::uint32_t table = tb[RTA_TABLE] ? nla_get_u32(tb[RTA_TABLE]) : r->rtm_table;
+    if (table != RT_TABLE_MAIN) return;
+    // Routes through nexthop objects (RTA_NH_ID) carry RTA_OIF/RTA_MULTIPATH as well while
+    // net.ipv4.nexthop_compat_mode is 1, the default.
+    if (tb[RTA_OIF]) out.push_back(static_cast<int>(nla_get_u32(tb[RTA_OIF])));
+    if (tb[RTA_MULTIPATH]) add_multipath_interfaces(tb[RTA_MULTIPATH], out);
+  });
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::optional<SshConnection> parse_ssh_connection(std::string_view text, Diagnostics& diagnostics) {
+  if (text.empty()) return std::nullopt;
+  std::vector<std::string_view> fields;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find(' ', start), text.size());
+    fields.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (fields.size() != 4) {
+    diagnostics.push_back({"SSH_CONNECTION:1",
+                           "expected \"client_ip client_port server_ip server_port\" "
+                           "(four fields separated by single spaces), found " +
+                               std::to_string(fields.size()) + " fields"});
+    return std::nullopt;
+  }
+  const std::size_t before = diagnostics.size();
+  auto address = [&](std::string_view f, const char* what) {
+    auto a = ssh_address(f);
+    if (!a)
+      diagnostics.push_back(
+          {where_in(text, f), std::string(what) + " is not an IPv4 or IPv6 address"});
+    return a;
+  };
+  auto port = [&](std::string_view f, const char* what) {
+    auto p = ssh_port(f);
+    if (!p)
+      diagnostics.push_back(
+          {where_in(text, f), std::string(what) + " is not a port from 1 to 65535"});
+    return p;
+  };
+  const auto client = address(fields[0], "the client address");
+  const auto client_port = port(fields[1], "the client port");
+  const auto server = address(fields[2], "the server address");
+  const auto server_port = port(fields[3], "the server port");
+  if (client && server && client->family != server->family) {
+    diagnostics.push_back(
+        {where_in(text, fields[2]),
+         "the server address is of another family than the client's; one connection has one"});
+  }
+  if (diagnostics.size() != before) return std::nullopt;
+  return SshConnection{*client, *client_port, *server, *server_port};
+}
+
+std::vector<MatchRule> ssh_protection_rules(std::span<const SshConnection> connections,
+                                            std::span<const std::uint16_t> ports) {
+  std::vector<std::uint16_t> wanted(ports.begin(), ports.end());
+  if (wanted.empty()) wanted.push_back(kSshPort);
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+
+  std::vector<MatchRule> out;
+  for (std::uint16_t p : wanted) {
+    MatchRule to_port;  // towards an SSH server here (ingress) or there (egress)
+    to_port.protocol = kProtoTcp;
+    to_port.dst_ports = PortRange{p, p};
+    MatchRule from_port;  // its answers
+    from_port.protocol = kProtoTcp;
+    from_port.src_ports = PortRange{p, p};
+    out.push_back(to_port);
+    out.push_back(from_port);
+  }
+  for (const SshConnection& c : connections) {
+    out.push_back(tcp_flow(c.server, c.server_port, c.client, c.client_port));  // egress: we send
+    out.push_back(
+        tcp_flow(c.client, c.client_port, c.server, c.server_port));  // ingress: we receive
+  }
+  return out;
+}
+
+}  // namespace shaper

@@ -1,0 +1,125 @@
+// SSH_CONNECTION parsing (every diagnostic with its column) and the SSH protection rules, checked
+// by what they match on synthetic packets (u32_evaluator.hpp) in both directions and both families.
+#include "shaper/route_facts.hpp"
+
+#include <gtest/gtest.h>
+
+#include "u32_evaluator.hpp"
+
+using namespace shaper;
+using jitterd_test::address;
+using jitterd_test::ipv4;
+using jitterd_test::ipv6;
+using jitterd_test::matches;
+
+namespace {
+
+SshConnection parse_ok(std::string_view text) {
+  Diagnostics d;
+  auto c = parse_ssh_connection(text, d);
+  EXPECT_TRUE(d.empty()) << to_string(d);
+  EXPECT_TRUE(c.has_value()) << text;
+  return c.value_or(SshConnection{});
+}
+
+void expect_parse_error(std::string_view text, const std::string& where,
+                        const std::string& fragment) {
+  Diagnostics d;
+  EXPECT_FALSE(parse_ssh_connection(text, d).has_value()) << text;
+  ASSERT_EQ(d.size(), 1u) << text << "\n" << to_string(d);
+  EXPECT_EQ(d[0].where, where) << d[0].message;
+  EXPECT_NE(d[0].message.find(fragment), std::string::npos) << d[0].message;
+}
+
+}  // namespace
+
+TEST(SshConnection, ParsesIpv4AndIpv6) {
+  EXPECT_EQ(parse_ok("192.0.2.10 51234 198.51.100.5 22"),
+            (SshConnection{address("192.0.2.10"), 51234, address("198.51.100.5"), 22}));
+  EXPECT_EQ(parse_ok("2001:db8::1 40000 2001:db8::2 2222"),
+            (SshConnection{address("2001:db8::1"), 40000, address("2001:db8::2"), 2222}));
+}
+
+TEST(SshConnection, MappedAddressesBecomeIpv4AndZonesAreDropped) {
+  const auto mapped = parse_ok("::ffff:192.0.2.10 51234 ::ffff:198.51.100.5 22");
+  EXPECT_EQ(mapped.client, address("192.0.2.10"));
+  EXPECT_EQ(mapped.server.family, IpFamily::kV4);
+  const auto zoned = parse_ok("fe80::1%eth0 5000 fe80::2%eth0 22");
+  EXPECT_EQ(zoned.client, address("fe80::1"));
+  EXPECT_EQ(zoned.server, address("fe80::2"));
+}
+
+TEST(SshConnection, EmptyMeansNoSessionWithoutDiagnostics) {
+  Diagnostics d;
+  EXPECT_FALSE(parse_ssh_connection("", d).has_value());
+  EXPECT_TRUE(d.empty());
+}
+
+TEST(SshConnection, MalformedTextIsReportedWithItsColumn) {
+  expect_parse_error("192.0.2.10 51234 198.51.100.5", "SSH_CONNECTION:1", "found 3 fields");
+  expect_parse_error("192.0.2.10  51234 198.51.100.5 22", "SSH_CONNECTION:1", "found 5 fields");
+  expect_parse_error("192.0.2.300 51234 198.51.100.5 22", "SSH_CONNECTION:1",
+                     "the client address is not");
+  expect_parse_error("192.0.2.10 0 198.51.100.5 22", "SSH_CONNECTION:12",
+                     "the client port is not a port");
+  expect_parse_error("192.0.2.10 51234 198.51.100.5 70000", "SSH_CONNECTION:31",
+                     "the server port is not");
+  expect_parse_error("192.0.2.10 51234 host.example 22", "SSH_CONNECTION:18",
+                     "the server address is not");
+  expect_parse_error("192.0.2.10 +1 198.51.100.5 22", "SSH_CONNECTION:12", "the client port");
+  expect_parse_error("192.0.2.10 51234 2001:db8::2 22", "SSH_CONNECTION:18", "another family");
+}
+
+TEST(SshProtection, DefaultPortBothDirectionsBothFamilies) {
+  const auto rules = ssh_protection_rules({}, {});
+  ASSERT_EQ(rules.size(), 2u);
+  for (const auto& r : rules) {
+    EXPECT_TRUE(validate(r).empty()) << to_string(validate(r));
+    EXPECT_EQ(compile_match(r).size(), 2u);  // IPv4 and IPv6
+  }
+  EXPECT_TRUE(matches(rules, ipv4("192.0.2.1", "192.0.2.2", kProtoTcp, 50000, 22)));  // to a server
+  EXPECT_TRUE(matches(rules, ipv4("192.0.2.2", "192.0.2.1", kProtoTcp, 22, 50000)));  // its answers
+  EXPECT_TRUE(matches(rules, ipv6("2001:db8::1", "2001:db8::2", kProtoTcp, 50000, 22)));
+  EXPECT_TRUE(matches(rules, ipv6("2001:db8::2", "2001:db8::1", kProtoTcp, 22, 50000)));
+  EXPECT_FALSE(matches(rules, ipv4("192.0.2.1", "192.0.2.2", kProtoUdp, 50000, 22)));  // not TCP
+  EXPECT_FALSE(matches(rules, ipv4("192.0.2.1", "192.0.2.2", kProtoTcp, 50000, 443)));
+  EXPECT_FALSE(matches(rules, ipv6("2001:db8::1", "2001:db8::2", kProtoTcp, 2222, 443)));
+}
+
+TEST(SshProtection, GivenPortsReplaceTheDefaultAndRepeatsCollapse) {
+  const std::vector<std::uint16_t> ports{2222, 22, 2222};
+  const auto rules = ssh_protection_rules({}, ports);
+  EXPECT_EQ(rules.size(), 4u);
+  EXPECT_TRUE(matches(rules, ipv4("192.0.2.1", "192.0.2.2", kProtoTcp, 50000, 2222)));
+  const std::vector<std::uint16_t> only{2222};
+  EXPECT_FALSE(matches(ssh_protection_rules({}, only),
+                       ipv4("192.0.2.1", "192.0.2.2", kProtoTcp, 50000, 22)));
+}
+
+// sshd on a port outside the list (2200 here): only the named connection is kept unshaped, in both
+// directions, and only that one (another client, another client port, another family: shaped).
+TEST(SshProtection, NamedConnectionIsKeptInBothOrientations) {
+  Diagnostics d;
+  const std::vector<SshConnection> connections{
+      *parse_ssh_connection("192.0.2.10 51234 198.51.100.5 2200", d)};
+  const std::vector<std::uint16_t> ports{22};
+  const auto rules = ssh_protection_rules(connections, ports);
+  ASSERT_EQ(rules.size(), 4u);
+  for (const auto& r : rules) EXPECT_TRUE(validate(r).empty()) << to_string(validate(r));
+  EXPECT_EQ(to_string(rules[2]),
+            "src=198.51.100.5/32,dst=192.0.2.10/32,proto=tcp,sport=2200,dport=51234");
+  EXPECT_EQ(to_string(rules[3]),
+            "src=192.0.2.10/32,dst=198.51.100.5/32,proto=tcp,sport=51234,dport=2200");
+
+  EXPECT_TRUE(
+      matches(rules, ipv4("198.51.100.5", "192.0.2.10", kProtoTcp, 2200, 51234)));  // egress
+  EXPECT_TRUE(
+      matches(rules, ipv4("192.0.2.10", "198.51.100.5", kProtoTcp, 51234, 2200)));  // ingress
+  EXPECT_FALSE(
+      matches(rules, ipv4("192.0.2.11", "198.51.100.5", kProtoTcp, 51234, 2200)));  // other client
+  EXPECT_FALSE(
+      matches(rules, ipv4("192.0.2.10", "198.51.100.5", kProtoTcp, 51235, 2200)));  // other port
+  EXPECT_FALSE(
+      matches(rules, ipv4("198.51.100.5", "192.0.2.10", kProtoUdp, 2200, 51234)));  // not TCP
+  EXPECT_FALSE(matches(rules, ipv6("::1", "::2", kProtoTcp, 51234, 2200)));
+}
