@@ -265,6 +265,8 @@ std::vector<QdiscInfo> NetemEngine::qdiscs(const Interface& interface) {
   return dump_qdiscs(interface.index, "dev " + interface.name);
 }
 
+std::vector<QdiscInfo> NetemEngine::all_qdiscs() { return dump_qdiscs(0, "all devices"); }
+
 std::vector<QdiscInfo> NetemEngine::all_root_qdiscs() {
   std::vector<QdiscInfo> out;
   for (auto& q : dump_qdiscs(0, "all devices")) {

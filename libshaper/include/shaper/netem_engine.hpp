@@ -123,6 +123,8 @@ class NetemEngine {
   std::vector<QdiscInfo> qdiscs(const Interface& interface);
   // The root qdisc of every interface, in one dump (listing, crash recovery).
   std::vector<QdiscInfo> all_root_qdiscs();
+  // Every qdisc of every interface, in one dump (the counters of every lane at once).
+  std::vector<QdiscInfo> all_qdiscs();
   // Every interface in this network namespace.
   std::vector<Interface> interfaces();
   std::optional<QdiscInfo> root_qdisc(const Interface& interface);
