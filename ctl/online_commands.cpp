@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "control_client.hpp"
 #include "exit_codes.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/match_rules.hpp"
 #include "shaper/profile.hpp"
 #include "text_table.hpp"
 
@@ -191,6 +193,56 @@ Json profile_file(const std::string& path) {
   }
 }
 
+// --direction and --set, which narrow a request to one lane of an interface. True if `arg` was one.
+bool lane_option(const std::string& arg, Args& a, Request& r, bool both_allowed) {
+  if (arg == "--direction") {
+    const std::string d = a.value(arg);
+    if (d != "egress" && d != "ingress" && !(both_allowed && d == "both")) {
+      throw UsageError(arg + ": \"" + d + "\" is not a direction: egress, ingress" +
+                       (both_allowed ? ", both" : ""));
+    }
+    r.params["direction"] = d;
+    return true;
+  }
+  if (arg == "--ingress" || arg == "--egress") {
+    r.params["direction"] = arg.substr(2);
+    return true;
+  }
+  if (arg == "--set") {
+    r.params["set"] = a.value(arg);
+    return true;
+  }
+  return false;
+}
+
+// `--match dst=10.0.0.0/8,proto=tcp,dport=6379`, checked here (with the column of a mistake) and sent
+// as the protocol's rule object.
+Json match_rule(const std::string& option, const std::string& text) {
+  const auto parsed = shaper::parse_match_rule_text(text);
+  if (!parsed.rule) {
+    std::string why;
+    for (const auto& d : parsed.diagnostics) why += (why.empty() ? "" : "; ") + d.to_string();
+    throw BadInput(option + " \"" + text + "\": " + why);
+  }
+  const shaper::MatchRule& rule = *parsed.rule;
+  Json j = Json::object();
+  if (rule.src) j["src"] = shaper::to_string(*rule.src);
+  if (rule.dst) j["dst"] = shaper::to_string(*rule.dst);
+  if (rule.protocol) j["protocol"] = *rule.protocol;
+  auto ports = [](const shaper::PortRange& p) {
+    return p.first == p.last ? std::to_string(p.first) : std::to_string(p.first) + "-" + std::to_string(p.last);
+  };
+  if (rule.src_ports) j["src_port"] = ports(*rule.src_ports);
+  if (rule.dst_ports) j["dst_port"] = ports(*rule.dst_ports);
+  return j;
+}
+
+// "veth0" for the whole egress (what most sessions are), "veth0 ingress", "veth0 egress/redis".
+std::string lane_name(const SessionStatus& s) {
+  if ((s.direction.empty() || s.direction == "egress") && s.set.empty()) return s.interface;
+  return s.interface + " " + (s.direction.empty() ? "egress" : s.direction) + (s.set.empty() ? "" : "/" + s.set);
+}
+
 Request no_params(const char* method, Args& a) {
   if (!a.done()) {
     const std::string arg = a.take();
@@ -234,8 +286,18 @@ Request apply_request(Args& a) {
       r.params["lease"] = duration_text(arg, a.value(arg));
     } else if (arg == "--force") {
       r.params["force"] = true;
-    } else if (arg == "--direction") {
-      r.params["direction"] = a.value(arg);
+    } else if (lane_option(arg, a, r, true)) {
+    } else if (arg == "--match") {
+      if (!r.params.contains("match")) r.params["match"] = Json::array();
+      r.params["match"].push_back(match_rule(arg, a.value(arg)));
+    } else if (arg == "--confirm") {
+      r.params["confirm"] = duration_text(arg, a.value(arg));
+    } else if (arg == "--offloads") {
+      const std::string v = a.value(arg);
+      if (v != "off" && v != "keep") throw UsageError(arg + ": \"" + v + "\" is not off or keep");
+      r.params["offloads"] = v;
+    } else if (arg == "--no-ssh-guard") {
+      r.params["protect_ssh"] = false;
     } else if (arg == "--file") {
       file = a.value(arg);
     } else {
@@ -244,6 +306,14 @@ Request apply_request(Args& a) {
   }
   if (words.empty()) throw UsageError("which interface?");
   r.params["interface"] = words[0];
+  if (r.params.contains("match") && !r.params.contains("set")) {
+    throw UsageError("name the rule set with --set NAME (switch, status and clear address it by that name)");
+  }
+  if (r.params.contains("set") && !r.params.contains("match")) {
+    throw UsageError("--set names a rule set; give its rules with --match RULE");
+  }
+  // Over SSH: jitterd keeps this very connection unshaped on an interface with the default route.
+  if (const char* ssh = std::getenv("SSH_CONNECTION"); ssh && *ssh) r.params["ssh_connection"] = ssh;
   if (file && words.size() == 2) throw UsageError("give a profile name or --file, not both");
   if (file) {
     r.params["profile"] = profile_file(*file);
@@ -262,7 +332,7 @@ Request switch_request(Args& a) {
     const std::string arg = a.take();
     if (arg == "--at") {
       r.params["at"] = start_time(arg, a.value(arg));
-    } else {
+    } else if (!lane_option(arg, a, r, false)) {
       positional(arg, words, 2);
     }
   }
@@ -272,11 +342,14 @@ Request switch_request(Args& a) {
   return r;
 }
 
-// pause, resume: the interface and nothing else.
+// pause, resume, confirm: the interface (and a lane of it) and nothing else.
 Request interface_only(const char* method, Args& a) {
   Request r{method};
   std::vector<std::string> words;
-  while (!a.done()) positional(a.take(), words, 1);
+  while (!a.done()) {
+    const std::string arg = a.take();
+    if (!lane_option(arg, a, r, false)) positional(arg, words, 1);
+  }
   if (words.empty()) throw UsageError("which interface?");
   r.params["interface"] = words[0];
   return r;
@@ -288,6 +361,9 @@ Request pause_request(Args& a) {
 Request resume_request(Args& a) {
   return interface_only("resume", a);
 }
+Request confirm_request(Args& a) {
+  return interface_only("confirm", a);
+}
 
 Request skip_request(Args& a) {
   Request r{"skip"};
@@ -298,7 +374,7 @@ Request skip_request(Args& a) {
       r.params["phase"] = a.value(arg);
     } else if (arg == "--step") {
       r.params["step"] = step_number(arg, a.value(arg));
-    } else {
+    } else if (!lane_option(arg, a, r, false)) {
       positional(arg, words, 1);
     }
   }
@@ -312,7 +388,11 @@ Request skip_request(Args& a) {
 Request status_request(Args& a) {
   Request r{"status"};
   std::vector<std::string> words;
-  while (!a.done()) positional(a.take(), words, 1);
+  while (!a.done()) {
+    const std::string arg = a.take();
+    if (!lane_option(arg, a, r, false)) positional(arg, words, 1);
+  }
+  if (words.empty() && !r.params.empty()) throw UsageError("--direction and --set need an interface");
   if (!words.empty()) r.params["interface"] = words[0];
   return r;
 }
@@ -325,7 +405,7 @@ Request clear_request(Args& a) {
     const std::string arg = a.take();
     if (arg == "--all") {
       all = true;
-    } else {
+    } else if (!lane_option(arg, a, r, false)) {
       positional(arg, words, 1);
     }
   }
@@ -345,7 +425,7 @@ Request renew_request(Args& a) {
     const std::string arg = a.take();
     if (arg == "--lease") {
       r.params["lease"] = duration_text(arg, a.value(arg));
-    } else {
+    } else if (!lane_option(arg, a, r, false)) {
       positional(arg, words, 1);
     }
   }
@@ -427,7 +507,7 @@ void render_status(const Json& result, std::ostream& out) {
 }
 
 void render_session(const Json& result, std::ostream& out) {
-  print_status_table({read_session_status(result)}, out);
+  print_status_table(read_session_statuses(result), out);
 }
 
 void render_interfaces(const Json& result, std::ostream& out) {
@@ -547,7 +627,7 @@ void print_watch_frame(const WatchFrame& frame, std::ostream& out) {
                  {"MISSED", true}});
     for (const auto& s : frame.sessions) {
       const auto& recent = s.transitions.recent;
-      t.add_row({s.interface, or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
+      t.add_row({lane_name(s), or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
                  s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
                  next_transition(s), std::to_string(s.counters.packets),
                  format_bytes(s.counters.bytes), std::to_string(s.counters.drops),
@@ -660,20 +740,27 @@ constexpr CommandSpec kCommands[] = {
      render_profiles, nullptr},
     {"apply", "",
      "INTERFACE PROFILE|--file F\n"
-     "[--phase P] [--no-schedule] [--start now|+2s|RFC3339] [--lease 30s] [--force]",
+     "[--phase P] [--no-schedule] [--start now|+2s|RFC3339] [--lease 30s] [--force]\n"
+     "[--direction egress|ingress|both] [--set NAME --match RULE...] [--confirm 30s]\n"
+     "[--offloads off|keep] [--no-ssh-guard]",
      "start shaping (replaces a session in place)", apply_request, render_session, nullptr},
-    {"switch", "", "INTERFACE PHASE\n[--at now|+1s|RFC3339]", "hold PHASE (pauses the schedule)",
-     switch_request, render_session, nullptr},
-    {"pause", "", "INTERFACE", "freeze the schedule", pause_request, render_session, nullptr},
-    {"resume", "", "INTERFACE", "continue the schedule", resume_request, render_session, nullptr},
-    {"skip", "", "INTERFACE --phase P|--step N", "start that schedule step now", skip_request,
+    {"switch", "", "INTERFACE PHASE\n[--direction D] [--set NAME] [--at now|+1s|RFC3339]",
+     "hold PHASE on every lane of the interface at once (or one lane); pauses schedules", switch_request,
      render_session, nullptr},
-    {"status", "", "[INTERFACE]", "sessions: phase, next transition, lease, counters",
+    {"confirm", "", "INTERFACE [--direction D] [--set NAME]", "keep a commit-confirmed apply",
+     confirm_request, render_session, nullptr},
+    {"pause", "", "INTERFACE [--direction D] [--set NAME]", "freeze the schedule", pause_request,
+     render_session, nullptr},
+    {"resume", "", "INTERFACE [--direction D] [--set NAME]", "continue the schedule", resume_request,
+     render_session, nullptr},
+    {"skip", "", "INTERFACE --phase P|--step N\n[--direction D] [--set NAME]", "start that schedule step now",
+     skip_request, render_session, nullptr},
+    {"status", "", "[INTERFACE [--direction D] [--set NAME]]", "sessions: phase, next transition, lease, counters",
      status_request, render_status, nullptr},
-    {"clear", "", "INTERFACE|--all", "stop shaping, restore the kernel's default qdisc",
-     clear_request, render_clear, nullptr},
-    {"renew", "", "INTERFACE [--lease 30s]", "extend the session's lease", renew_request,
-     render_session, nullptr},
+    {"clear", "", "INTERFACE [--direction D] [--set NAME]|--all",
+     "stop shaping, restore the kernel's default qdisc", clear_request, render_clear, nullptr},
+    {"renew", "", "INTERFACE [--lease 30s] [--direction D] [--set NAME]", "extend the session's lease",
+     renew_request, render_session, nullptr},
     {"subscribe", "events", "\n[--interface X]... [--event E]... [--count N]",
      "print events as they happen", nullptr, nullptr, run_subscribe},
     {"metrics", "", "", "Prometheus metrics text", metrics_request, render_metrics, nullptr},
@@ -847,12 +934,29 @@ void print_status_table(const std::vector<SessionStatus>& sessions, std::ostream
                {"DROPS", true},
                {"LATE-MAX", true}});
   for (const auto& s : sessions) {
-    t.add_row({s.interface, or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
+    t.add_row({lane_name(s), or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
                s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
                next_transition(s), s.lease ? format_human_duration(s.lease->remaining) : "-",
                std::to_string(s.counters.packets), std::to_string(s.counters.drops), late_max(s)});
   }
   t.print(out);
+  // What the table cannot say in a column: the rules, what stays unshaped, a pending confirm.
+  std::vector<std::string> said;
+  for (const auto& s : sessions) {
+    const std::string who = s.interface + " " + (s.direction.empty() ? "egress" : s.direction) +
+                            (s.set.empty() ? "" : "/" + s.set);
+    for (const auto& m : s.match) out << who << ": matches " << m << '\n';
+    std::string unshaped;
+    for (const auto& u : s.unshaped) unshaped += (unshaped.empty() ? "" : "; ") + u;
+    if (!unshaped.empty() && std::find(said.begin(), said.end(), s.interface + unshaped) == said.end()) {
+      said.push_back(s.interface + unshaped);
+      out << s.interface << " carries the default route; left unshaped: " << unshaped << '\n';
+    }
+    if (s.confirm_remaining) {
+      out << who << ": rolls back in " << format_human_duration(*s.confirm_remaining)
+          << " unless confirmed: jitterctl confirm " << s.interface << '\n';
+    }
+  }
 }
 
 void print_interfaces_table(const std::vector<InterfaceInfo>& interfaces, std::ostream& out) {

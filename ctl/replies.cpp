@@ -120,6 +120,13 @@ SessionStatus read_status_at(const Json& j, const std::string& pointer) {
   SessionStatus s;
   s.interface = f.text("interface");
   s.index = f.integer("index");
+  s.direction = f.text("direction");
+  s.set = f.text("set");
+  s.match = f.strings("match");
+  s.unshaped = f.strings("unshaped");
+  if (const Json* confirm = f.get("confirm")) {
+    s.confirm_remaining = Fields(*confirm, f.pointer("confirm")).duration("remaining_ns");
+  }
   s.state = f.text("state");
   s.profile = f.text("profile");
   s.digest = f.text("digest");
@@ -202,6 +209,12 @@ CommandInfo read_command(const Json& j, const std::string& pointer) {
 
 SessionStatus read_session_status(const Json& status) {
   return read_status_at(status, "/result");
+}
+
+std::vector<SessionStatus> read_session_statuses(const Json& result) {
+  const Json* r = result.contains("result") ? &result["result"] : nullptr;
+  if (r && r->is_object() && r->contains("sessions")) return read_status_result(result);
+  return {read_session_status(result)};
 }
 
 std::vector<SessionStatus> read_status_result(const Json& result) {

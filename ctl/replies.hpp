@@ -70,6 +70,11 @@ struct Transitions {
 struct SessionStatus {
   std::string interface;
   std::int64_t index = 0;
+  std::string direction;  // "egress" or "ingress" (empty from an older jitterd: egress)
+  std::string set;        // the rule set; empty: the whole direction
+  std::vector<std::string> match;
+  std::vector<std::string> unshaped;  // what the SSH guard keeps out of the shaping
+  std::optional<Nanoseconds> confirm_remaining;  // a commit-confirmed apply not confirmed yet
   std::string state;  // "pending", "active" or "paused"
   std::string profile;
   std::string digest;
@@ -159,6 +164,8 @@ struct Event {
 
 // Each reads one method's `result` (or one event line) and throws ProtocolError on a wrong type.
 SessionStatus read_session_status(const nlohmann::json& status);
+// apply, switch ... name one session (a status object) or several ({"sessions": [...]}).
+std::vector<SessionStatus> read_session_statuses(const nlohmann::json& result);
 std::vector<SessionStatus> read_status_result(const nlohmann::json& result);
 std::vector<InterfaceInfo> read_interfaces_result(const nlohmann::json& result);
 ProfileListing read_profiles_result(const nlohmann::json& result);

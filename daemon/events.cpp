@@ -7,7 +7,7 @@
 namespace jitterd {
 namespace {
 
-constexpr std::array<std::pair<EventType, std::string_view>, 8> kNames = {{
+constexpr std::array<std::pair<EventType, std::string_view>, 10> kNames = {{
     {EventType::kApplied, "applied"},
     {EventType::kPhaseChanged, "phase-changed"},
     {EventType::kDeadlineMissed, "deadline-missed"},
@@ -15,6 +15,8 @@ constexpr std::array<std::pair<EventType, std::string_view>, 8> kNames = {{
     {EventType::kLeaseExpired, "lease-expired"},
     {EventType::kInterfaceGone, "interface-gone"},
     {EventType::kExternalChange, "external-change"},
+    {EventType::kRolledBack, "rolled-back"},
+    {EventType::kConfirmed, "confirmed"},
     {EventType::kError, "error"},
 }};
 

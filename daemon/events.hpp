@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "clock.hpp"
 
@@ -20,6 +21,8 @@ enum class EventType {
   kLeaseExpired,
   kInterfaceGone,
   kExternalChange,
+  kRolledBack,  // a commit-confirmed apply was not confirmed in time
+  kConfirmed,
   kError,
 };
 
@@ -30,6 +33,8 @@ struct Event {
   EventType type = EventType::kError;
   std::uint64_t seq = 0;  // assigned by the bus, strictly increasing
   std::string interface;
+  std::string direction;  // egress, ingress
+  std::string set;        // the rule set; "" = the whole direction
   std::string profile;
   std::string digest;
   std::string phase;
@@ -43,6 +48,16 @@ struct Event {
   std::string reason;   // cleared: request, replaced, shutdown, schedule-finished
   std::string message;  // error, external-change
   std::optional<bool> ended;  // external-change: whether the session ended
+  // A whole-tree transition (one switch for several lanes of an interface): every lane it changed, in
+  // the order the kernel took them; the members above describe the first.
+  struct LaneChange {
+    std::string direction;
+    std::string set;
+    std::string profile;
+    std::string previous;
+    std::string phase;
+  };
+  std::vector<LaneChange> lanes;
 };
 
 // Fan-out to subscribers. Single-threaded (the io_context thread); a subscriber's callback must not

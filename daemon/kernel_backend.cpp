@@ -1,10 +1,35 @@
 #include "kernel_backend.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <set>
 
 #include "shaper/errors.hpp"
+#include "shaper/route_facts.hpp"
 
 namespace jitterd {
+
+namespace {
+
+// One lane for everything and nothing spared: a plain netem root is enough (and what the kernel tests
+// and every earlier jitterd installed).
+bool is_plain(const Layout& layout) {
+  return layout.bypass.empty() && layout.lanes.size() == 1 && layout.lanes.front().set.empty();
+}
+
+}  // namespace
+
+void KernelBackend::Shaped::remove() {
+  if (tree) tree->remove();
+  if (plain) plain->remove();
+  tree.reset();
+  plain.reset();
+}
+
+void KernelBackend::Shaped::release() {
+  if (tree) tree->release();
+  if (plain) plain->release();
+}
 
 KernelBackend::KernelBackend() : engine_(socket_) {}
 
@@ -25,44 +50,277 @@ std::optional<shaper::QdiscInfo> KernelBackend::root_qdisc(const shaper::Interfa
   return engine_.root_qdisc(interface);
 }
 
-bool KernelBackend::installed(const shaper::Interface& interface) const {
-  return qdiscs_.contains(interface.index);
+std::vector<shaper::QdiscInfo> KernelBackend::all_qdiscs() { return engine_.all_qdiscs(); }
+
+std::optional<shaper::QdiscStats> KernelBackend::lane_counters(const shaper::Interface& interface,
+                                                               Direction direction, const std::string& set,
+                                                               const std::vector<shaper::QdiscInfo>& all) {
+  auto it = states_.find(interface.index);
+  if (it == states_.end()) return std::nullopt;
+  const State& state = it->second;
+  const std::optional<Shaped>& shaped = direction == Direction::kEgress ? state.egress : state.ingress;
+  if (!shaped) return std::nullopt;
+  const int device = direction == Direction::kEgress ? interface.index : state.plumbing->ifb().index;
+  std::uint32_t handle = shaper::kJitterdRootHandle;
+  if (shaped->tree) {
+    if (set.empty()) {
+      handle = shaper::tree_leaf_handle(shaper::kDefaultClassMinor);
+    } else if (auto m = shaped->minors.find(set); m != shaped->minors.end()) {
+      handle = shaper::tree_leaf_handle(m->second);
+    } else {
+      return std::nullopt;
+    }
+  }
+  for (const auto& q : all) {
+    if (q.ifindex == device && q.handle == handle) return q.stats;
+  }
+  return std::nullopt;
 }
 
-void KernelBackend::apply(const shaper::Interface& interface, const shaper::NetemSpec& spec, bool force) {
-  if (auto it = qdiscs_.find(interface.index); it != qdiscs_.end()) {
-    it->second.change(spec);
-    return;
+bool KernelBackend::installed(const shaper::Interface& interface) const {
+  auto it = states_.find(interface.index);
+  return it != states_.end() && (it->second.egress || it->second.ingress || it->second.plumbing);
+}
+
+bool KernelBackend::installed(const shaper::Interface& interface, Direction direction) const {
+  auto it = states_.find(interface.index);
+  if (it == states_.end()) return false;
+  return direction == Direction::kEgress ? it->second.egress.has_value() : it->second.ingress.has_value();
+}
+
+KernelBackend::Shaped KernelBackend::build(const shaper::Interface& device, const Layout& layout, bool force) {
+  Shaped out;
+  out.layout = layout;
+  const shaper::InstallOptions options{.force = force};
+  if (is_plain(layout)) {
+    out.plain.emplace(engine_.install(device, layout.lanes.front().spec, options));
+    return out;
   }
-  qdiscs_.emplace(interface.index, engine_.install(interface, spec, shaper::InstallOptions{.force = force}));
+  out.minors = plan(layout, nullptr).minors;
+  out.tree.emplace(shaper::NetemTree::install(engine_, device, tree_spec(out, layout), options));
+  return out;
+}
+
+KernelBackend::Shaped KernelBackend::plan(const Layout& layout, const std::map<std::string, std::uint16_t>* existing) {
+  // A rule set keeps its minor for as long as it lives (so an update leaves its class alone); new
+  // sets take the lowest free one.
+  Shaped out;
+  std::set<std::uint16_t> used;
+  for (const auto& lane : layout.lanes) {
+    if (lane.set.empty() || !existing) continue;
+    if (auto it = existing->find(lane.set); it != existing->end()) {
+      out.minors[lane.set] = it->second;
+      used.insert(it->second);
+    }
+  }
+  std::uint16_t next = 1;
+  for (const auto& lane : layout.lanes) {
+    if (lane.set.empty() || out.minors.contains(lane.set)) continue;
+    while (used.contains(next)) ++next;
+    out.minors[lane.set] = next;
+    used.insert(next);
+  }
+  return out;
+}
+
+shaper::TreeSpec KernelBackend::tree_spec(const Shaped& shaped, const Layout& layout) {
+  shaper::TreeSpec spec;
+  spec.bypass = layout.bypass;
+  for (const auto& lane : layout.lanes) {
+    if (lane.set.empty()) {
+      spec.unmatched = lane.spec;
+    } else {
+      spec.leaves.push_back(shaper::TreeLeaf{shaped.minors.at(lane.set), lane.spec, lane.selectors});
+    }
+  }
+  return spec;
+}
+
+void KernelBackend::change(Shaped& shaped, const Layout& layout) {
+  if (shaped.plain) {
+    shaped.plain->change(layout.lanes.front().spec);
+  } else {
+    std::map<std::uint16_t, shaper::NetemSpec> leaves;
+    for (const auto& lane : layout.lanes) {
+      leaves[lane.set.empty() ? shaper::kDefaultClassMinor : shaped.minors.at(lane.set)] = lane.spec;
+    }
+    shaped.tree->change(leaves);
+  }
+  shaped.layout = layout;
+}
+
+void KernelBackend::shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) {
+  State& state = states_[interface.index];
+  state.interface = interface;
+  std::optional<Shaped>& slot = direction == Direction::kEgress ? state.egress : state.ingress;
+  try {
+    if (layout.empty()) {
+      if (slot) {
+        slot->remove();
+        slot.reset();
+      }
+      if (direction == Direction::kIngress && state.plumbing) {
+        state.plumbing->remove();
+        state.plumbing.reset();
+      }
+      drop_if_empty(interface.index);
+      return;
+    }
+    if (slot && slot->layout.same_structure(layout)) {
+      // Specs only: every leaf changed in place, no unshaped and no double-shaped moment.
+      change(*slot, layout);
+      return;
+    }
+    if (slot && slot->tree && !is_plain(layout)) {
+      // A rule set added or removed, the bypass changed: the tree is updated in place (new classes
+      // before their filters, old filters before their classes), so unchanged lanes never notice.
+      Shaped next = plan(layout, &slot->minors);
+      slot->tree->update(tree_spec(next, layout));
+      slot->layout = layout;
+      slot->minors = std::move(next.minors);
+      return;
+    }
+    // Between a plain netem root and a tree: rebuilt. The old root goes first, so the traffic is
+    // unshaped for the microseconds between the two requests and what the old root held is dropped
+    // (the kernel cannot swap a root qdisc for another kind in place).
+    shaper::Interface device = interface;
+    if (direction == Direction::kIngress) {
+      if (!state.plumbing) state.plumbing.emplace(shaper::IngressRedirect::install(engine_, interface));
+      device = state.plumbing->ifb();
+    }
+    if (slot) {
+      slot->remove();
+      slot.reset();
+    }
+    slot.emplace(build(device, layout, force));
+  } catch (...) {
+    // An IFB without shaping on it is of no use: nothing half-built stays.
+    if (direction == Direction::kIngress && !state.ingress && state.plumbing) {
+      try {
+        state.plumbing->remove();
+      } catch (...) {
+      }
+      state.plumbing.reset();
+    }
+    drop_if_empty(interface.index);
+    throw;
+  }
+}
+
+void KernelBackend::drop_if_empty(int index) {
+  auto it = states_.find(index);
+  if (it != states_.end() && it->second.empty()) states_.erase(it);
 }
 
 void KernelBackend::remove(const shaper::Interface& interface) {
-  auto it = qdiscs_.find(interface.index);
-  if (it == qdiscs_.end()) return;
-  // Removed from the map only once the kernel agreed: a failed removal stays owned and is retried at
-  // shutdown.
-  it->second.remove();
-  qdiscs_.erase(it);
+  auto it = states_.find(interface.index);
+  if (it == states_.end()) return;
+  State& state = it->second;
+  // Each owner is dropped only once the kernel agreed: a failed removal stays owned and is retried at
+  // shutdown. Ingress first (its IFB is ours alone), then egress, then the offloads come back.
+  if (state.ingress) {
+    state.ingress->remove();
+    state.ingress.reset();
+  }
+  if (state.plumbing) {
+    state.plumbing->remove();
+    state.plumbing.reset();
+  }
+  if (state.egress) {
+    state.egress->remove();
+    state.egress.reset();
+  }
+  if (state.offloads) {
+    state.offloads->restore();
+    state.offloads.reset();
+  }
+  states_.erase(it);
 }
 
-void KernelBackend::forget(const shaper::Interface& interface) {
-  auto it = qdiscs_.find(interface.index);
-  if (it == qdiscs_.end()) return;
-  it->second.release();
-  qdiscs_.erase(it);
+void KernelBackend::forget(const shaper::Interface& interface, std::optional<Direction> direction) {
+  auto it = states_.find(interface.index);
+  if (it == states_.end()) return;
+  State& state = it->second;
+  if (!direction || *direction == Direction::kEgress) {
+    if (state.egress) state.egress->release();
+    state.egress.reset();
+  }
+  if (!direction || *direction == Direction::kIngress) {
+    if (state.ingress) state.ingress->release();
+    state.ingress.reset();
+    if (state.plumbing) state.plumbing->release();
+    state.plumbing.reset();
+  }
+  if (!direction && state.offloads) {
+    state.offloads->release();  // the interface is gone: nothing to restore
+    state.offloads.reset();
+  }
+  drop_if_empty(interface.index);
+}
+
+std::optional<shaper::Offloads> KernelBackend::disable_offloads(const shaper::Interface& interface) {
+  State& state = states_[interface.index];
+  state.interface = interface;
+  if (state.offloads) return std::nullopt;
+  try {
+    state.offloads.emplace(interface.name);
+  } catch (...) {
+    drop_if_empty(interface.index);
+    throw;
+  }
+  return state.offloads->saved();
+}
+
+void KernelBackend::restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
+  shaper::write_offloads(interface.name, saved);
+}
+
+bool KernelBackend::carries_default_route(const shaper::Interface& interface) {
+  const auto indices = shaper::default_route_interfaces(socket_);
+  return std::find(indices.begin(), indices.end(), interface.index) != indices.end();
 }
 
 bool KernelBackend::remove_leftover(const shaper::Interface& interface) {
-  if (qdiscs_.contains(interface.index)) return false;
-  return engine_.remove_if_ours(interface);
+  if (states_.contains(interface.index)) return false;
+  bool removed = false;
+  const std::string prefix = shaper::kIfbNamePrefix;
+  if (interface.name.starts_with(prefix)) {
+    // One of our IFBs: its interface's redirect filters go first, then the IFB itself.
+    const std::string digits = interface.name.substr(prefix.size());
+    if (!digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const int parent = std::stoi(digits);
+      for (const auto& i : engine_.interfaces()) {
+        if (i.index == parent) removed = shaper::IngressRedirect::remove_leftover(engine_, i) || removed;
+      }
+      for (const auto& ifb : shaper::IngressRedirect::leftover_ifbs(engine_)) {
+        if (ifb.index == interface.index) {
+          shaper::IngressRedirect::remove_ifb(engine_, ifb);
+          removed = true;
+        }
+      }
+    }
+    return removed;
+  }
+  removed = engine_.remove_if_ours(interface);
+  removed = shaper::IngressRedirect::remove_leftover(engine_, interface) || removed;
+  return removed;
 }
 
 bool KernelBackend::adopt(const shaper::Interface& interface) {
-  if (qdiscs_.contains(interface.index)) return true;
+  if (states_.contains(interface.index)) return true;
+  // Only a plain egress netem can be taken over (its spec is read back from the kernel); trees and
+  // ingress plumbing are removed instead.
+  auto root = engine_.root_qdisc(interface);
+  if (!root || !root->is_jitterd() || root->kind != "netem") return false;
+  if (interface.name.starts_with(shaper::kIfbNamePrefix)) return false;
   auto owner = engine_.adopt(interface);
   if (!owner) return false;
-  qdiscs_.emplace(interface.index, std::move(*owner));
+  State& state = states_[interface.index];
+  state.interface = interface;
+  Shaped shaped;
+  shaped.layout.lanes.push_back(Lane{"", {}, owner->spec()});
+  shaped.plain.emplace(std::move(*owner));
+  state.egress.emplace(std::move(shaped));
   return true;
 }
 

@@ -1,10 +1,16 @@
 #pragma once
-// The real ShapingBackend: one route socket, one NetemEngine, and the owners of the qdiscs this process
-// installed (removed on destruction unless the interface is gone).
+// The real ShapingBackend: one route socket, one NetemEngine, and the owners of what this process
+// installed on each interface: per direction a plain netem root or a classful tree, for ingress the IFB
+// plumbing, and the offload guard. Owners remove their objects on destruction unless the interface is
+// gone (forget).
 
 #include <map>
+#include <optional>
 
+#include "shaper/ifb.hpp"
 #include "shaper/netlink.hpp"
+#include "shaper/offloads.hpp"
+#include "shaper/tc_tree.hpp"
 #include "shaping_backend.hpp"
 
 namespace jitterd {
@@ -20,19 +26,54 @@ class KernelBackend final : public ShapingBackend {
   std::optional<shaper::Interface> find_interface(const std::string& name) override;
   std::vector<shaper::QdiscInfo> root_qdiscs() override;
   std::optional<shaper::QdiscInfo> root_qdisc(const shaper::Interface& interface) override;
+  std::vector<shaper::QdiscInfo> all_qdiscs() override;
+  std::optional<shaper::QdiscStats> lane_counters(const shaper::Interface& interface, Direction direction,
+                                                  const std::string& set,
+                                                  const std::vector<shaper::QdiscInfo>& all) override;
   bool installed(const shaper::Interface& interface) const override;
-  void apply(const shaper::Interface& interface, const shaper::NetemSpec& spec, bool force) override;
+  bool installed(const shaper::Interface& interface, Direction direction) const override;
+  void shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) override;
   void remove(const shaper::Interface& interface) override;
-  void forget(const shaper::Interface& interface) override;
+  void forget(const shaper::Interface& interface, std::optional<Direction> direction) override;
+  std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) override;
+  void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
+  bool carries_default_route(const shaper::Interface& interface) override;
   bool remove_leftover(const shaper::Interface& interface) override;
   bool adopt(const shaper::Interface& interface) override;
   std::uint32_t netlink_port() const override;
 
  private:
+  // What one direction holds: a plain netem root (one lane for everything, nothing spared) or a tree.
+  struct Shaped {
+    Layout layout;
+    std::optional<shaper::NetemQdisc> plain;
+    std::optional<shaper::NetemTree> tree;
+    std::map<std::string, std::uint16_t> minors;  // rule set -> leaf minor in the tree
+    void remove();
+    void release();
+  };
+  struct State {
+    shaper::Interface interface;
+    std::optional<Shaped> egress;
+    std::optional<shaper::IngressRedirect> plumbing;  // the IFB and the redirect filters
+    std::optional<Shaped> ingress;                    // on the IFB
+    std::optional<shaper::OffloadGuard> offloads;
+    bool empty() const { return !egress && !plumbing && !ingress && !offloads; }
+  };
+
+  // Builds `layout` on `device` (the interface, or its IFB).
+  Shaped build(const shaper::Interface& device, const Layout& layout, bool force);
+  // The leaf minor of every rule set of `layout`, keeping those in `existing`.
+  static Shaped plan(const Layout& layout, const std::map<std::string, std::uint16_t>* existing);
+  static shaper::TreeSpec tree_spec(const Shaped& shaped, const Layout& layout);
+  // Changes the specs of `shaped` in place to those of `layout` (same structure).
+  void change(Shaped& shaped, const Layout& layout);
+  void drop_if_empty(int index);
+
   shaper::RouteSocket socket_;
   shaper::NetemEngine engine_;
-  // By ifindex. Declared after engine_, so destroyed first: each owner removes its qdisc through it.
-  std::map<int, shaper::NetemQdisc> qdiscs_;
+  // By ifindex. Declared after engine_, so destroyed first: each owner removes its objects through it.
+  std::map<int, State> states_;
 };
 
 }  // namespace jitterd

@@ -16,17 +16,21 @@ namespace {
 using json = nlohmann::json;
 using shaper::check_syscall;
 
+std::string key_of(int index, const std::string& direction, const std::string& set) {
+  return std::to_string(index) + "/" + direction + "/" + set;
+}
+
 }  // namespace
 
 Ledger::Ledger(std::string state_dir) : state_dir_(std::move(state_dir)) {}
 
-std::vector<LedgerEntry> Ledger::load(std::string* problem) const {
+LedgerContents Ledger::load(std::string* problem) const {
   std::ifstream in(path());
   if (!in) return {};
   std::stringstream text;
   text << in.rdbuf();
   const json j = json::parse(text.str(), nullptr, false);
-  std::vector<LedgerEntry> out;
+  LedgerContents out;
   if (j.is_discarded() || !j.is_object() || !j.contains("interfaces") || !j["interfaces"].is_array()) {
     if (problem) *problem = path() + " is not a jitterd ledger; relying on the handle scan";
     return out;
@@ -39,28 +43,58 @@ std::vector<LedgerEntry> Ledger::load(std::string* problem) const {
     entry.profile = e.value("profile", "");
     entry.digest = e.value("digest", "");
     entry.phase = e.value("phase", "");
-    out.push_back(std::move(entry));
+    entry.direction = e.value("direction", "egress");
+    entry.set = e.value("set", "");
+    out.sessions.push_back(std::move(entry));
+  }
+  if (j.contains("offloads") && j["offloads"].is_array()) {
+    for (const auto& e : j["offloads"]) {
+      if (!e.is_object() || !e.contains("index") || !e["index"].is_number_integer()) continue;
+      out.offloads.push_back(LedgerOffloads{e["index"].get<int>(), e.value("interface", ""), e.value("tso", false),
+                                            e.value("gso", false), e.value("gro", false)});
+    }
   }
   return out;
 }
 
 void Ledger::record(const LedgerEntry& entry) {
-  entries_[entry.index] = entry;
+  entries_[key_of(entry.index, entry.direction, entry.set)] = entry;
   write();
 }
 
+void Ledger::erase(int index, const std::string& direction, const std::string& set) {
+  if (entries_.erase(key_of(index, direction, set))) write();
+}
+
 void Ledger::erase(int index) {
-  if (entries_.erase(index)) write();
+  const std::size_t erased =
+      std::erase_if(entries_, [&](const auto& entry) { return entry.second.index == index; }) +
+      offloads_.erase(index);
+  if (erased) write();
+}
+
+void Ledger::record_offloads(const LedgerOffloads& saved) {
+  offloads_[saved.index] = saved;
+  write();
 }
 
 void Ledger::write() const {
   json j = {{"version", 1}, {"pid", ::getpid()}, {"interfaces", json::array()}};
-  for (const auto& [index, e] : entries_) {
+  for (const auto& [key, e] : entries_) {
     j["interfaces"].push_back({{"index", e.index},
                                {"interface", e.interface},
+                               {"direction", e.direction},
+                               {"set", e.set},
                                {"profile", e.profile},
                                {"digest", e.digest},
                                {"phase", e.phase}});
+  }
+  if (!offloads_.empty()) {
+    j["offloads"] = json::array();
+    for (const auto& [index, o] : offloads_) {
+      j["offloads"].push_back(
+          {{"index", o.index}, {"interface", o.interface}, {"tso", o.tso}, {"gso", o.gso}, {"gro", o.gro}});
+    }
   }
   const std::string text = j.dump(2) + "\n";
   const std::string tmp = path() + ".tmp";

@@ -9,6 +9,8 @@
 
 #include "shaper/errors.hpp"
 #include "shaper/json_reader.hpp"
+#include "shaper/match_rules.hpp"
+#include "shaper/route_facts.hpp"
 
 namespace jitterd {
 namespace {
@@ -27,14 +29,21 @@ struct Method {
   bool mutating;
 };
 
+// A rule set's u32 matches (each one a filter in the kernel): port ranges split into aligned blocks.
+constexpr std::size_t kMaxSelectorsPerSet = 256;
+
 constexpr Method kMethods[] = {
     {"list-commands", "the methods, with a line each", false},
     {"version", "jitterd's version, protocol version, pid and kernel", false},
     {"interfaces", "interfaces with their root qdisc and whether jitterd may shape or owns them", false},
     {"profiles", "the profiles in the profile folders, with digests", false},
-    {"apply", "shape an interface with a profile: a held phase or its schedule, now or at a time, with a lease",
+    {"apply",
+     "shape an interface (egress, ingress or both; all traffic or a matched rule set) with a profile: a held "
+     "phase or its schedule, now or at a time, with a lease or commit-confirmed",
      true},
-    {"switch", "change an interface's phase now or at a time, in place", true},
+    {"switch", "change the phase of an interface (every lane at once) or of one lane, now or at a time, in place",
+     true},
+    {"confirm", "keep a commit-confirmed apply (otherwise it rolls back by itself)", true},
     {"pause", "pause an interface's schedule", true},
     {"resume", "resume a paused schedule", true},
     {"skip", "jump to a step of the schedule", true},
@@ -119,6 +128,11 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const
 json status_json(const SessionStatus& s) {
   json j = {{"interface", s.interface},
             {"index", s.index},
+            {"direction", to_string(s.direction)},
+            {"set", s.set.empty() ? json(nullptr) : json(s.set)},
+            {"match", s.match},
+            {"unshaped", s.unshaped},
+            {"offloads_off", s.offloads_off},
             {"state", s.state},
             {"profile", s.profile},
             {"digest", s.digest},
@@ -147,6 +161,10 @@ json status_json(const SessionStatus& s) {
     j["lease"] = {{"lease_ns", s.lease->length.count()},
                   {"expires", stamp_json(s.lease->expires)},
                   {"remaining_ns", s.lease->remaining.count()}};
+  }
+  j["confirm"] = nullptr;
+  if (s.confirm) {
+    j["confirm"] = {{"deadline", stamp_json(s.confirm->deadline)}, {"remaining_ns", s.confirm->remaining.count()}};
   }
   j["counters"] = nullptr;
   if (s.counters) {
@@ -209,6 +227,8 @@ std::string Dispatcher::error_line(std::string_view code, std::string_view messa
 
 std::string Dispatcher::event_line(const Event& e) {
   json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", stamp_json(e.at)}};
+  if (!e.direction.empty()) j["direction"] = e.direction;
+  if (!e.direction.empty()) j["set"] = e.set.empty() ? json(nullptr) : json(e.set);
   if (!e.profile.empty()) j["profile"] = e.profile;
   if (!e.digest.empty()) j["digest"] = e.digest;
   if (!e.phase.empty()) j["phase"] = e.phase;
@@ -225,6 +245,17 @@ std::string Dispatcher::event_line(const Event& e) {
   if (!e.reason.empty()) j["reason"] = e.reason;
   if (!e.message.empty()) j[e.type == EventType::kExternalChange ? "what" : "message"] = e.message;
   if (e.ended) j["ended"] = *e.ended;
+  if (!e.lanes.empty()) {
+    json lanes = json::array();
+    for (const auto& l : e.lanes) {
+      lanes.push_back({{"direction", l.direction},
+                       {"set", l.set.empty() ? json(nullptr) : json(l.set)},
+                       {"profile", l.profile},
+                       {"previous", l.previous.empty() ? json(nullptr) : json(l.previous)},
+                       {"phase", l.phase}});
+    }
+    j["lanes"] = lanes;
+  }
   return j.dump();
 }
 
@@ -283,9 +314,36 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
   const std::string p = "/params";
   Outcome<json> outcome = json::object();
   std::optional<SubscribeFilter> subscribe;
-  auto status_outcome = [](Outcome<SessionStatus> o) -> Outcome<json> {
+  // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
+  auto status_outcome = [](Outcome<SessionManager::Statuses> o) -> Outcome<json> {
     if (auto* e = std::get_if<RequestError>(&o)) return *e;
-    return status_json(std::get<SessionStatus>(o));
+    const auto& list = std::get<SessionManager::Statuses>(o);
+    if (list.size() == 1) return status_json(list.front());
+    json sessions = json::array();
+    for (const auto& st : list) sessions.push_back(status_json(st));
+    return json{{"sessions", sessions}};
+  };
+  // "interface", and optionally "direction" and "set", naming sessions.
+  auto read_target = [&](bool interface_required) {
+    Target t;
+    t.interface = r.string(*params, p, "interface", interface_required, 15).value_or("");
+    if (params->contains("direction")) {
+      const auto d = r.string(*params, p, "direction", true, 16).value_or("");
+      if (auto dir = direction_from_string(d)) {
+        t.direction = dir;
+      } else if (d != "both") {
+        r.error(p + "/direction", "\"" + d + "\" is not a direction; give egress, ingress or both");
+      }
+    }
+    if (params->contains("set")) {
+      const json& v = (*params)["set"];
+      if (v.is_null()) {
+        t.set = std::string();
+      } else {
+        t.set = r.string(*params, p, "set", true, shaper::kMaxNameLength).value_or("");
+      }
+    }
+    return t;
   };
 
   try {
@@ -351,17 +409,58 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
       for (const auto& ip : listing.invalid) bad.push_back({{"file", ip.file}, {"errors", ip.errors}});
       outcome = json{{"profiles", list}, {"invalid", bad}};
     } else if (m == "apply") {
-      r.object(*params, p, {"interface", "profile", "phase", "schedule", "direction", "start", "lease", "force"});
+      r.object(*params, p,
+               {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start", "lease", "force",
+                "confirm", "protect_ssh", "ssh_connection", "offloads"});
       ApplyRequest a;
       a.interface = r.string(*params, p, "interface", true, 15).value_or("");
       const json* prof = r.member(*params, p, "profile", true);
       const auto phase = r.string(*params, p, "phase", false, shaper::kMaxNameLength);
       if (phase && !phase->empty()) a.phase = *phase;
-      const auto direction = r.string(*params, p, "direction", false, 16);
-      if (direction && !direction->empty() && *direction != "egress") {
-        r.error(p + "/direction", "\"" + *direction +
-                                      "\" is not supported by this jitterd: it shapes egress (packets leaving the "
-                                      "interface); to delay what arrives, shape the peer's egress");
+      const auto direction = r.string(*params, p, "direction", false, 16).value_or("egress");
+      if (direction == "both") {
+        a.directions = {Direction::kEgress, Direction::kIngress};
+      } else if (auto d = direction_from_string(direction.empty() ? "egress" : direction)) {
+        a.directions = {*d};
+      } else {
+        r.error(p + "/direction", "\"" + direction +
+                                      "\" is not a direction; give egress (leaving the interface), ingress (arriving, "
+                                      "shaped on an IFB jitterd owns) or both");
+      }
+      if (params->contains("match")) {
+        if (auto rules = shaper::read_match_rules(r, (*params)["match"], p + "/match")) {
+          for (const auto& rule : *rules) {
+            a.match.push_back(shaper::to_string(rule));
+            const auto selectors = shaper::compile_match(rule);
+            a.selectors.insert(a.selectors.end(), selectors.begin(), selectors.end());
+          }
+          if (a.selectors.size() > kMaxSelectorsPerSet) {
+            r.error(p + "/match", "these rules need " + std::to_string(a.selectors.size()) +
+                                      " u32 matches; a rule set may use " + std::to_string(kMaxSelectorsPerSet) +
+                                      " (port ranges split into aligned blocks; use fewer or rounder ranges)");
+          }
+        }
+        const auto set = r.string(*params, p, "set", true, shaper::kMaxNameLength);
+        if (set && !set->empty()) a.set = *set;
+      } else if (params->contains("set")) {
+        r.error(p + "/set", "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
+      }
+      a.protect_ssh = r.boolean(*params, p, "protect_ssh", false).value_or(true);
+      if (const auto ssh = r.string(*params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
+        shaper::Diagnostics ssh_diagnostics;
+        if (auto c = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {
+          a.ssh_connections.push_back(*c);
+        } else {
+          for (auto& d : ssh_diagnostics) r.error(p + "/ssh_connection", d.message);
+        }
+      }
+      a.confirm = read_duration(r, *params, p, "confirm");
+      const auto offloads = r.string(*params, p, "offloads", false, 8).value_or("keep");
+      if (offloads == "off") {
+        a.offloads_off = true;
+      } else if (offloads != "keep" && !offloads.empty()) {
+        r.error(p + "/offloads", "\"" + offloads + "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
+                                                   "until the interface is clear) or \"keep\"");
       }
       a.start = read_start(r, *params, p, "start", now_stamp()).value_or(MonotonicTime{});
       a.lease = read_duration(r, *params, p, "lease");
@@ -400,25 +499,27 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
         if (diagnostics.empty()) outcome = status_outcome(sessions_.apply(a, peer));
       }
     } else if (m == "switch") {
-      r.object(*params, p, {"interface", "phase", "at"});
-      const auto interface = r.string(*params, p, "interface", true, 15);
+      r.object(*params, p, {"interface", "direction", "set", "phase", "at"});
+      const Target target = read_target(true);
       const auto phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
       const Stamp now = now_stamp();
       const auto at = read_start(r, *params, p, "at", now);
       if (diagnostics.empty()) {
         std::optional<MonotonicTime> when;
         if (params->contains("at")) when = at;
-        outcome = status_outcome(sessions_.switch_phase(*interface, *phase, when, peer));
+        outcome = status_outcome(sessions_.switch_phase(target, *phase, when, peer));
       }
-    } else if (m == "pause" || m == "resume") {
-      r.object(*params, p, {"interface"});
-      const auto interface = r.string(*params, p, "interface", true, 15);
+    } else if (m == "pause" || m == "resume" || m == "confirm") {
+      r.object(*params, p, {"interface", "direction", "set"});
+      const Target target = read_target(true);
       if (diagnostics.empty()) {
-        outcome = status_outcome(m == "pause" ? sessions_.pause(*interface, peer) : sessions_.resume(*interface, peer));
+        outcome = status_outcome(m == "pause"    ? sessions_.pause(target, peer)
+                                 : m == "resume" ? sessions_.resume(target, peer)
+                                                 : sessions_.confirm(target, peer));
       }
     } else if (m == "skip") {
-      r.object(*params, p, {"interface", "phase", "step"});
-      const auto interface = r.string(*params, p, "interface", true, 15);
+      r.object(*params, p, {"interface", "direction", "set", "phase", "step"});
+      const Target target = read_target(true);
       std::optional<std::string> phase;
       std::optional<std::size_t> step;
       if (params->contains("phase")) phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
@@ -428,29 +529,35 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
       if (params->contains("phase") == params->contains("step")) {
         r.error(p, "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
       }
-      if (diagnostics.empty()) outcome = status_outcome(sessions_.skip(*interface, step, phase, peer));
+      if (diagnostics.empty()) outcome = status_outcome(sessions_.skip(target, step, phase, peer));
     } else if (m == "status") {
-      r.object(*params, p, {"interface"});
-      const auto interface = r.string(*params, p, "interface", false, 15);
+      r.object(*params, p, {"interface", "direction", "set"});
+      const Target target = read_target(false);
+      if (diagnostics.empty() && target.interface.empty() && (target.direction || target.set)) {
+        r.error(p, "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
+      }
       if (diagnostics.empty()) {
-        auto s = sessions_.status(*interface);
+        auto s = sessions_.status(target);
         if (auto* e = std::get_if<RequestError>(&s)) {
           outcome = *e;
         } else {
           json list = json::array();
-          for (const auto& st : std::get<std::vector<SessionStatus>>(s)) list.push_back(status_json(st));
+          for (const auto& st : std::get<SessionManager::Statuses>(s)) list.push_back(status_json(st));
           outcome = json{{"sessions", list}};
         }
       }
     } else if (m == "clear") {
-      r.object(*params, p, {"interface", "all"});
-      const auto interface = r.string(*params, p, "interface", false, 15);
+      r.object(*params, p, {"interface", "direction", "set", "all"});
+      const Target target = read_target(false);
       const bool all = r.boolean(*params, p, "all", false).value_or(false);
-      if (diagnostics.empty() && (interface->empty() == !all)) {
+      if (diagnostics.empty() && (target.interface.empty() == !all)) {
         r.error(p, "give \"interface\", or \"all\": true to clear every session");
       }
+      if (diagnostics.empty() && all && (target.direction || target.set)) {
+        r.error(p, "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
+      }
       if (diagnostics.empty()) {
-        auto c = sessions_.clear(all ? std::string() : *interface, peer);
+        auto c = sessions_.clear(all ? Target{} : target, peer);
         if (auto* e = std::get_if<RequestError>(&c)) {
           outcome = *e;
         } else {
@@ -458,10 +565,10 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
         }
       }
     } else if (m == "renew") {
-      r.object(*params, p, {"interface", "lease"});
-      const auto interface = r.string(*params, p, "interface", true, 15);
+      r.object(*params, p, {"interface", "direction", "set", "lease"});
+      const Target target = read_target(true);
       const auto lease = read_duration(r, *params, p, "lease");
-      if (diagnostics.empty()) outcome = status_outcome(sessions_.renew(*interface, lease, peer));
+      if (diagnostics.empty()) outcome = status_outcome(sessions_.renew(target, lease, peer));
     } else if (m == "subscribe") {
       r.object(*params, p, {"interfaces", "events"});
       SubscribeFilter filter;
@@ -537,6 +644,8 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_interfaces_gone_total " << m.interfaces_gone << '\n';
   metric("jitterd_external_changes_total", "counter", "Changes others made to jitterd's qdiscs.");
   out << "jitterd_external_changes_total " << m.external_changes << '\n';
+  metric("jitterd_rollbacks_total", "counter", "Commit-confirmed applies rolled back for want of a confirm.");
+  out << "jitterd_rollbacks_total " << m.rollbacks << '\n';
   metric("jitterd_transition_lateness_seconds", "histogram",
          "From a transition's deadline to the kernel's acknowledgement.");
   for (std::size_t b = 0; b < std::size(SessionMetrics::kBuckets); ++b) {

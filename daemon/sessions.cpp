@@ -4,6 +4,8 @@
 #include <cstdlib>
 
 #include "shaper/errors.hpp"
+#include "shaper/ifb.hpp"
+#include "shaper/match_rules.hpp"
 
 namespace jitterd {
 
@@ -18,17 +20,21 @@ std::string phase_list(const shaper::Profile& profile) {
   return out;
 }
 
-RequestError no_session(const std::string& interface) {
-  return {"not-found", interface + " has no jitterd session", "/params/interface",
-          "start one with apply; status lists the sessions"};
-}
-
 }  // namespace
 
 struct SessionManager::Session {
-  Session(asio::any_io_executor executor) : transition_timer(executor), lease_timer(executor) {}
+  Session(asio::any_io_executor executor)
+      : transition_timer(executor), lease_timer(executor), confirm_timer(executor) {}
 
   shaper::Interface interface;
+  Direction direction = Direction::kEgress;
+  std::string set;                             // "" = the whole direction
+  std::vector<shaper::U32Selector> selectors;  // the lane's traffic; empty for the whole direction
+  std::vector<std::string> match;              // the rules as the client gave them
+  std::vector<shaper::U32Selector> bypass;     // the SSH guard's exclusions (interfaces with the default route)
+  std::vector<std::string> unshaped;           // ... in words
+  bool offloads_off = false;
+  std::uint64_t sequence = 0;                  // apply order: earlier rule sets win
   std::shared_ptr<const shaper::Profile> profile;  // null for a session adopted after a restart
   std::string profile_name;
   std::string digest;
@@ -47,14 +53,22 @@ struct SessionManager::Session {
   std::optional<PendingSwitch> pending_switch;
   std::optional<Nanoseconds> lease;
   MonotonicTime lease_expires;
+  std::optional<MonotonicTime> confirm_by;  // commit-confirmed, not confirmed yet
   asio::steady_timer transition_timer;
   asio::steady_timer lease_timer;
+  asio::steady_timer confirm_timer;
   std::uint64_t generation = 0;
   std::deque<TransitionRecord> recent;
   std::uint64_t transitions = 0;
   std::uint64_t missed = 0;
   Nanoseconds late_max{0};
   Peer client;
+
+  // "veth0" for the whole egress (what most sessions are), "veth0 ingress", "veth0 egress redis".
+  std::string label() const {
+    if (direction == Direction::kEgress && set.empty()) return interface.name;
+    return interface.name + " " + to_string(direction) + (set.empty() ? "" : " " + set);
+  }
 };
 
 SessionManager::SessionManager(asio::any_io_executor executor, ShapingBackend& backend, Ledger& ledger,
@@ -63,16 +77,39 @@ SessionManager::SessionManager(asio::any_io_executor executor, ShapingBackend& b
 
 SessionManager::~SessionManager() = default;
 
-SessionManager::Session* SessionManager::find(const std::string& interface) {
-  for (auto& [index, s] : sessions_) {
-    if (s->interface.name == interface) return s.get();
-  }
-  return nullptr;
+SessionManager::Key SessionManager::key_of(const Session& s) { return Key{s.interface.index, s.direction, s.set}; }
+
+bool SessionManager::has_session(int index) const {
+  auto it = sessions_.lower_bound(Key{index, Direction::kEgress, ""});
+  return it != sessions_.end() && it->first.index == index;
 }
 
-Outcome<SessionManager::Session*> SessionManager::require(const std::string& interface) {
-  if (Session* s = find(interface)) return s;
-  return no_session(interface);
+std::vector<SessionManager::Session*> SessionManager::find(const Target& target) {
+  std::vector<Session*> out;
+  for (auto& [key, s] : sessions_) {
+    if (s->interface.name != target.interface) continue;
+    if (target.direction && s->direction != *target.direction) continue;
+    if (target.set && s->set != *target.set) continue;
+    out.push_back(s.get());
+  }
+  return out;
+}
+
+Outcome<std::vector<SessionManager::Session*>> SessionManager::require(const Target& target) {
+  auto found = find(target);
+  if (!found.empty()) return found;
+  std::string what = target.interface;
+  if (target.direction) what += std::string(" ") + to_string(*target.direction);
+  if (target.set) what += target.set->empty() ? " (whole direction)" : " rule set \"" + *target.set + "\"";
+  std::string hint = "start one with apply; status lists the sessions";
+  if (target.direction || target.set) {
+    std::string lanes;
+    for (const auto& [key, s] : sessions_) {
+      if (s->interface.name == target.interface) lanes += (lanes.empty() ? "" : ", ") + s->label();
+    }
+    if (!lanes.empty()) hint = "sessions on " + target.interface + ": " + lanes;
+  }
+  return RequestError{"not-found", what + " has no jitterd session", "/params/interface", hint};
 }
 
 void SessionManager::log_request(const Peer& peer, const std::string& what) {
@@ -84,6 +121,8 @@ Event SessionManager::event_for(const Session& s, EventType type) const {
   Event e;
   e.type = type;
   e.interface = s.interface.name;
+  e.direction = to_string(s.direction);
+  e.set = s.set;
   e.profile = s.profile_name;
   e.digest = s.digest;
   e.phase = s.phase;
@@ -91,10 +130,59 @@ Event SessionManager::event_for(const Session& s, EventType type) const {
   return e;
 }
 
+Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const std::vector<Change>& changes,
+                                           const Session* without) {
+  struct Entry {
+    const Session* s;
+    std::string phase;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [key, s] : sessions_) {
+    if (key.index != index || key.direction != direction || s.get() == without || s->pending) continue;
+    // Replaced by a change for the same lane (an apply in place, a successor taking over).
+    bool replaced = false;
+    for (const auto& c : changes) replaced = replaced || (key_of(*c.session) == key && c.session != s.get());
+    if (!replaced) entries.push_back({s.get(), s->phase});
+  }
+  for (const auto& c : changes) {
+    if (c.session->interface.index != index || c.session->direction != direction) continue;
+    bool present = false;
+    for (auto& e : entries) {
+      if (e.s == c.session) {
+        e.phase = c.phase;
+        present = true;
+      }
+    }
+    if (!present) entries.push_back({c.session, c.phase});
+  }
+  // Rule sets in the order they were applied (the first match wins), the whole direction last.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.s->set.empty() != b.s->set.empty()) return b.s->set.empty();
+    return a.s->sequence < b.s->sequence;
+  });
+  Layout layout;
+  for (const auto& e : entries) {
+    if (!e.s->profile) {
+      return RequestError{"conflict",
+                          e.s->label() + " was adopted after a restart; jitterd does not have its profile",
+                          "/params/interface",
+                          "apply a profile to it again (in place, no unshaped moment) before adding or "
+                          "removing other lanes on this interface"};
+    }
+    const shaper::Phase* p = e.s->profile->find_phase(e.phase);
+    if (!p) std::abort();  // phases were checked against the profile when the request was read
+    layout.lanes.push_back(Lane{e.s->set, e.s->selectors, p->spec});
+    for (const auto& b : e.s->bypass) {
+      if (std::find(layout.bypass.begin(), layout.bypass.end(), b) == layout.bypass.end()) layout.bypass.push_back(b);
+    }
+  }
+  return layout;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const Peer& peer) {
+Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& request, const Peer& peer) {
   const std::string& name = request.interface;
   if (!config_.interface_allowed(name)) {
     return RequestError{"permission-denied", name + " is not in the interface allowlist", "/params/interface",
@@ -120,6 +208,14 @@ Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const 
                         "/params/lease", "leases run from 1ns to " + shaper::format_duration(config_.max_lease) +
                                              " (leases.max in the config)"};
   }
+  if (request.confirm && (*request.confirm <= Nanoseconds(0) || *request.confirm > config_.max_lease)) {
+    return RequestError{"invalid-params", "confirm " + shaper::format_duration(*request.confirm) + " is out of range",
+                        "/params/confirm", "give the time you need to check the host is still reachable, e.g. \"30s\""};
+  }
+  if (request.confirm && request.start > MonotonicClock::now()) {
+    return RequestError{"invalid-params", "a commit-confirmed apply starts now", "/params/start",
+                        "drop \"start\", or drop \"confirm\""};
+  }
   const shaper::Profile& profile = *request.profile;
   if (request.phase && !profile.find_phase(*request.phase)) {
     return RequestError{"not-found", "phase \"" + *request.phase + "\" is not in profile \"" + profile.name + "\"",
@@ -133,7 +229,9 @@ Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const 
     return RequestError{"invalid-params", "profile \"" + profile.name + "\" has no phases", "/params/profile", ""};
   }
   // Say now, not at the start time, when the root belongs to someone else.
-  if (!backend_.installed(*interface) && !request.force) {
+  const bool egress = std::find(request.directions.begin(), request.directions.end(), Direction::kEgress) !=
+                      request.directions.end();
+  if (egress && !backend_.installed(*interface, Direction::kEgress) && !request.force) {
     if (auto root = backend_.root_qdisc(*interface); root && !root->is_default() && !root->is_jitterd()) {
       return RequestError{"conflict",
                           "the root qdisc of " + name + " is " + root->kind + " " + shaper::format_handle(root->handle) +
@@ -143,73 +241,147 @@ Outcome<SessionStatus> SessionManager::apply(const ApplyRequest& request, const 
     }
   }
 
-  log_request(peer, "apply " + profile.name + " (" + request.digest + ") to " + name);
-  auto owned = std::make_unique<Session>(executor_);
-  Session& s = *owned;
-  s.interface = *interface;
-  s.profile = request.profile;
-  s.profile_name = profile.name;
-  s.digest = request.digest;
-  s.start = request.start;
-  s.force = request.force;
-  s.lease = request.lease;
-  s.client = peer;
-  if (request.schedule) {
-    std::vector<ScheduledStep> steps;
-    for (const auto& step : profile.schedule->steps) steps.push_back({step.phase, step.duration});
-    s.schedule.emplace(std::move(steps), profile.schedule->loop, request.start);
-  } else {
-    s.hold_phase = request.phase ? *request.phase : profile.phases.front().name;
-  }
-  if (s.lease) s.lease_expires = MonotonicClock::now() + *s.lease;
-  const int index = interface->index;
-  // A later apply supersedes a successor that has not started yet.
-  drop_successor(index, EventType::kCleared, "replaced");
-
-  if (request.start > MonotonicClock::now() && sessions_.contains(index)) {
-    successors_.emplace(index, std::move(owned));
-  } else if (request.start > MonotonicClock::now()) {
-    sessions_.emplace(index, std::move(owned));
-  } else {
-    const bool was_installed = backend_.installed(*interface);
-    try {
-      // In place over whatever is installed: one netem change, no unshaped moment.
-      start_session(s);
-    } catch (...) {
-      // The current session (if any) is untouched: the kernel refused the change. If the kernel took a
-      // new qdisc and something after it failed (the ledger), take it back out: nothing half-done stays.
-      if (!was_installed && backend_.installed(*interface)) {
-        try {
-          backend_.remove(*interface);
-        } catch (const std::exception& e) {
-          log_.error("removing the qdisc after a failed apply on " + name + ": " + e.what());
-        }
-      }
-      throw;
+  // The SSH guard: on the interface the host is reached through, the operator's way in stays unshaped.
+  std::vector<shaper::U32Selector> bypass;
+  std::vector<std::string> unshaped;
+  if (request.protect_ssh && backend_.carries_default_route(*interface)) {
+    const std::uint16_t ports[] = {shaper::kSshPort};
+    for (const auto& rule : shaper::ssh_protection_rules(request.ssh_connections, ports)) {
+      const auto compiled = shaper::compile_match(rule);
+      bypass.insert(bypass.end(), compiled.begin(), compiled.end());
     }
-    end_session(index, EventType::kCleared, "replaced", false);
-    sessions_.emplace(index, std::move(owned));
+    unshaped.push_back("tcp port 22 (either side)");
+    for (const auto& c : request.ssh_connections) {
+      unshaped.push_back("ssh connection from " + shaper::to_string(c.client) + " port " +
+                         std::to_string(c.client_port) + " to " + shaper::to_string(c.server) + " port " +
+                         std::to_string(c.server_port));
+    }
   }
-  if (s.lease) arm_lease(s);
-  arm(s);
-  return describe(s);
+
+  const MonotonicTime now = MonotonicClock::now();
+  const bool later = request.start > now;
+  std::vector<std::unique_ptr<Session>> made;
+  for (Direction direction : request.directions) {
+    auto owned = std::make_unique<Session>(executor_);
+    Session& s = *owned;
+    s.interface = *interface;
+    s.direction = direction;
+    s.set = request.set;
+    s.selectors = request.selectors;
+    s.match = request.match;
+    s.bypass = bypass;
+    s.unshaped = unshaped;
+    s.offloads_off = request.offloads_off;
+    s.sequence = next_sequence_++;
+    s.profile = request.profile;
+    s.profile_name = profile.name;
+    s.digest = request.digest;
+    s.start = request.start;
+    s.force = request.force;
+    s.lease = request.lease;
+    s.client = peer;
+    if (request.schedule) {
+      std::vector<ScheduledStep> steps;
+      for (const auto& step : profile.schedule->steps) steps.push_back({step.phase, step.duration});
+      s.schedule.emplace(std::move(steps), profile.schedule->loop, request.start);
+    } else {
+      s.hold_phase = request.phase ? *request.phase : profile.phases.front().name;
+    }
+    if (s.lease) s.lease_expires = now + *s.lease;
+    if (request.confirm) s.confirm_by = now + *request.confirm;
+    made.push_back(std::move(owned));
+  }
+  std::string lanes;
+  for (const auto& m : made) lanes += (lanes.empty() ? "" : ", ") + m->label();
+  log_request(peer, "apply " + profile.name + " (" + request.digest + ") to " + lanes +
+                        (unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
+                        (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
+
+  if (request.offloads_off && !later) {
+    if (auto saved = backend_.disable_offloads(*interface)) {
+      ledger_.record_offloads(LedgerOffloads{interface->index, name, saved->tso, saved->gso, saved->gro});
+    }
+  }
+  for (const auto& m : made) {
+    // A later apply supersedes a successor that has not started yet.
+    drop_successor(key_of(*m), EventType::kCleared, "replaced");
+  }
+  Statuses out;
+  if (later) {
+    for (auto& m : made) {
+      Session& s = *m;
+      const Key key = key_of(s);
+      if (sessions_.contains(key)) {
+        successors_.emplace(key, std::move(m));
+      } else {
+        sessions_.emplace(key, std::move(m));
+      }
+      if (s.lease) arm_lease(s);
+      arm(s);
+      out.push_back(describe(s));
+    }
+    return out;
+  }
+  // Now: every lane in one step, in place over whatever is installed (no unshaped moment).
+  const bool was_installed = backend_.installed(*interface);
+  std::vector<Change> changes;
+  MonotonicTime deadline = request.start;
+  for (auto& m : made) {
+    Session& s = *m;
+    if (s.schedule) {
+      s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
+      if (!s.position) s.position = s.schedule->position(0, 0);
+      changes.push_back({&s, s.schedule->steps()[s.position->step].phase, s.position->step});
+      deadline = s.position->start;
+    } else {
+      changes.push_back({&s, *s.hold_phase, std::nullopt});
+    }
+  }
+  try {
+    transition_group(changes, deadline, EventType::kApplied);
+  } catch (...) {
+    // The sessions in place are untouched: the kernel refused the change (transition_group put back
+    // what it had already changed). If the interface held nothing before, nothing stays.
+    if (!was_installed) {
+      try {
+        backend_.remove(*interface);
+        ledger_.erase(interface->index);
+      } catch (const std::exception& e) {
+        log_.error("removing the shaping after a failed apply on " + name + ": " + e.what());
+      }
+    }
+    throw;
+  }
+  for (auto& m : made) {
+    Session& s = *m;
+    s.pending = false;
+    const Key key = key_of(s);
+    end_session(key, EventType::kCleared, "replaced", false);
+    sessions_.emplace(key, std::move(m));
+    if (s.lease) arm_lease(s);
+    if (s.confirm_by) arm_confirm(s);
+    arm(s);
+    out.push_back(describe(s));
+  }
+  return out;
 }
 
-void SessionManager::drop_successor(int index, EventType type, const std::string& reason) {
-  auto it = successors_.find(index);
+void SessionManager::drop_successor(const Key& key, EventType type, const std::string& reason) {
+  auto it = successors_.find(key);
   if (it == successors_.end()) return;
   std::unique_ptr<Session> s = std::move(it->second);
   successors_.erase(it);
   s->transition_timer.cancel();
   s->lease_timer.cancel();
+  s->confirm_timer.cancel();
   Event e = event_for(*s, type);
   e.reason = reason;
   if (type == EventType::kLeaseExpired && s->lease) e.lease = *s->lease;
   bus_.publish(std::move(e));
 }
 
-void SessionManager::promote(int index) {
-  auto it = successors_.find(index);
+void SessionManager::promote(const Key& key) {
+  auto it = successors_.find(key);
   if (it == successors_.end()) return;
   Session& s = *it->second;
   try {
@@ -219,203 +391,287 @@ void SessionManager::promote(int index) {
     Event e = event_for(s, EventType::kError);
     e.message = failure.what();
     bus_.publish(std::move(e));
-    log_.error("starting the successor on " + s.interface.name + " failed: " + failure.what() +
+    log_.error("starting the successor on " + s.label() + " failed: " + failure.what() +
                "; the current session goes on");
-    drop_successor(index, EventType::kCleared, "start-failed");
+    drop_successor(key, EventType::kCleared, "start-failed");
     return;
   }
   std::unique_ptr<Session> owned = std::move(it->second);
   successors_.erase(it);
-  end_session(index, EventType::kCleared, "replaced", false);
+  end_session(key, EventType::kCleared, "replaced", false);
   Session& promoted = *owned;
-  sessions_.emplace(index, std::move(owned));
+  sessions_.emplace(key, std::move(owned));
   arm(promoted);
 }
 
 bool SessionManager::alive(const Session* s) const {
-  const int index = s->interface.index;
-  auto a = sessions_.find(index);
+  const Key key = key_of(*s);
+  auto a = sessions_.find(key);
   if (a != sessions_.end() && a->second.get() == s) return true;
-  auto b = successors_.find(index);
+  auto b = successors_.find(key);
   return b != successors_.end() && b->second.get() == s;
 }
 
-Outcome<SessionStatus> SessionManager::switch_phase(const std::string& interface, const std::string& phase,
-                                                    std::optional<MonotonicTime> at, const Peer& peer) {
-  auto found = require(interface);
+Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& target, const std::string& phase,
+                                                               std::optional<MonotonicTime> at, const Peer& peer) {
+  auto found = require(target);
   if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  Session& s = *std::get<Session*>(found);
-  if (!s.profile) {
-    return RequestError{"invalid-params", interface + " was adopted after a restart; jitterd does not have its profile",
-                        "/params/interface", "apply the profile again (in place, no unshaped moment), then switch"};
-  }
-  if (!s.profile->find_phase(phase)) {
-    return RequestError{"not-found", "phase \"" + phase + "\" is not in profile \"" + s.profile_name + "\"",
-                        "/params/phase", "phases: " + phase_list(*s.profile)};
-  }
-  log_request(peer, "switch " + interface + " to " + phase);
-  const MonotonicTime now = MonotonicClock::now();
-  if (s.schedule && !s.schedule->paused()) s.schedule->pause(now);
-  if (s.pending) {
-    // Not started yet: the switch decides the phase it starts with.
-    s.schedule.reset();
-    s.position.reset();
-    s.hold_phase = phase;
-    s.pending_switch.reset();
-  } else if (!at || *at <= now) {
-    s.pending_switch.reset();
-    transition(s, phase, std::nullopt, at.value_or(now), EventType::kPhaseChanged);
-  } else {
-    s.pending_switch = Session::PendingSwitch{phase, *at};
-  }
-  arm(s);
-  return describe(s);
-}
-
-Outcome<SessionStatus> SessionManager::pause(const std::string& interface, const Peer& peer) {
-  auto found = require(interface);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  Session& s = *std::get<Session*>(found);
-  if (!s.schedule) {
-    return RequestError{"invalid-params", interface + " holds a phase; there is no schedule to pause",
-                        "/params/interface", ""};
-  }
-  log_request(peer, "pause " + interface);
-  s.schedule->pause(MonotonicClock::now());
-  arm(s);
-  return describe(s);
-}
-
-Outcome<SessionStatus> SessionManager::resume(const std::string& interface, const Peer& peer) {
-  auto found = require(interface);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  Session& s = *std::get<Session*>(found);
-  if (!s.schedule) {
-    return RequestError{"invalid-params", interface + " holds a phase; there is no schedule to resume",
-                        "/params/interface", "apply the profile with \"schedule\": true"};
-  }
-  log_request(peer, "resume " + interface);
-  const MonotonicTime now = MonotonicClock::now();
-  s.schedule->resume(now);
-  s.pending_switch.reset();
-  if (!s.pending && s.position) {
-    *s.position = s.schedule->position(s.position->step, s.position->iteration);
-    const std::string& phase = s.schedule->steps()[s.position->step].phase;
-    // A switch while paused put another phase in force: the schedule's own comes back now.
-    if (phase != s.phase) transition(s, phase, s.position->step, now, EventType::kPhaseChanged);
-  }
-  arm(s);
-  return describe(s);
-}
-
-Outcome<SessionStatus> SessionManager::skip(const std::string& interface, std::optional<std::size_t> step,
-                                            std::optional<std::string> phase, const Peer& peer) {
-  auto found = require(interface);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  Session& s = *std::get<Session*>(found);
-  if (!s.schedule) {
-    return RequestError{"invalid-params", interface + " holds a phase; there is no schedule to skip in",
-                        "/params/interface", "use switch to change the phase"};
-  }
-  const auto& steps = s.schedule->steps();
-  const std::size_t current = s.position ? s.position->step : 0;
-  std::size_t target = 0;
-  if (step) {
-    if (*step >= steps.size()) {
-      return RequestError{"invalid-params", "step " + std::to_string(*step) + " is out of range", "/params/step",
-                          "the schedule has steps 0 to " + std::to_string(steps.size() - 1)};
+  const auto& list = std::get<std::vector<Session*>>(found);
+  for (Session* s : list) {
+    if (!s->profile) {
+      return RequestError{"invalid-params",
+                          s->label() + " was adopted after a restart; jitterd does not have its profile",
+                          "/params/interface", "apply the profile again (in place, no unshaped moment), then switch"};
     }
-    target = *step;
-  } else {
-    // The next step (after the current one, wrapping) whose phase is the one asked for.
-    bool found_step = false;
-    for (std::size_t k = 1; k <= steps.size(); ++k) {
-      const std::size_t candidate = (current + k) % steps.size();
-      if (steps[candidate].phase == *phase) {
-        target = candidate;
-        found_step = true;
-        break;
+    if (!s->profile->find_phase(phase)) {
+      return RequestError{"not-found",
+                          "phase \"" + phase + "\" is not in profile \"" + s->profile_name + "\"" +
+                              (list.size() > 1 ? " (" + s->label() + ")" : ""),
+                          "/params/phase",
+                          "phases: " + phase_list(*s->profile) +
+                              (list.size() > 1 ? "; name one lane with direction and set to switch it alone" : "")};
+    }
+  }
+  std::string lanes;
+  for (Session* s : list) lanes += (lanes.empty() ? "" : ", ") + s->label();
+  log_request(peer, "switch " + lanes + " to " + phase);
+  const MonotonicTime now = MonotonicClock::now();
+  std::vector<Change> changes;
+  for (Session* s : list) {
+    if (s->schedule && !s->schedule->paused()) s->schedule->pause(now);
+    if (s->pending) {
+      // Not started yet: the switch decides the phase it starts with.
+      s->schedule.reset();
+      s->position.reset();
+      s->hold_phase = phase;
+      s->pending_switch.reset();
+    } else if (!at || *at <= now) {
+      s->pending_switch.reset();
+      changes.push_back({s, phase, std::nullopt});
+    } else {
+      s->pending_switch = Session::PendingSwitch{phase, *at};
+    }
+  }
+  // Every lane in one step: one event, one transition.
+  if (!changes.empty()) transition_group(changes, at.value_or(now), EventType::kPhaseChanged);
+  Statuses out;
+  for (Session* s : list) {
+    arm(*s);
+    out.push_back(describe(*s));
+  }
+  return out;
+}
+
+Outcome<SessionManager::Statuses> SessionManager::pause(const Target& target, const Peer& peer) {
+  auto found = require(target);
+  if (auto* e = std::get_if<RequestError>(&found)) return *e;
+  const auto& list = std::get<std::vector<Session*>>(found);
+  for (Session* s : list) {
+    if (!s->schedule) {
+      return RequestError{"invalid-params", s->label() + " holds a phase; there is no schedule to pause",
+                          "/params/interface", ""};
+    }
+  }
+  Statuses out;
+  for (Session* s : list) {
+    log_request(peer, "pause " + s->label());
+    s->schedule->pause(MonotonicClock::now());
+    arm(*s);
+    out.push_back(describe(*s));
+  }
+  return out;
+}
+
+Outcome<SessionManager::Statuses> SessionManager::resume(const Target& target, const Peer& peer) {
+  auto found = require(target);
+  if (auto* e = std::get_if<RequestError>(&found)) return *e;
+  const auto& list = std::get<std::vector<Session*>>(found);
+  for (Session* s : list) {
+    if (!s->schedule) {
+      return RequestError{"invalid-params", s->label() + " holds a phase; there is no schedule to resume",
+                          "/params/interface", "apply the profile with \"schedule\": true"};
+    }
+  }
+  Statuses out;
+  for (Session* s : list) {
+    log_request(peer, "resume " + s->label());
+    const MonotonicTime now = MonotonicClock::now();
+    s->schedule->resume(now);
+    s->pending_switch.reset();
+    if (!s->pending && s->position) {
+      *s->position = s->schedule->position(s->position->step, s->position->iteration);
+      const std::string& phase = s->schedule->steps()[s->position->step].phase;
+      // A switch while paused put another phase in force: the schedule's own comes back now.
+      if (phase != s->phase) transition_group({{s, phase, s->position->step}}, now, EventType::kPhaseChanged);
+    }
+    arm(*s);
+    out.push_back(describe(*s));
+  }
+  return out;
+}
+
+Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std::optional<std::size_t> step,
+                                                       std::optional<std::string> phase, const Peer& peer) {
+  auto found = require(target);
+  if (auto* e = std::get_if<RequestError>(&found)) return *e;
+  const auto& list = std::get<std::vector<Session*>>(found);
+  std::vector<std::size_t> targets;
+  for (Session* sp : list) {
+    Session& s = *sp;
+    if (!s.schedule) {
+      return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to skip in",
+                          "/params/interface", "use switch to change the phase"};
+    }
+    const auto& steps = s.schedule->steps();
+    const std::size_t current = s.position ? s.position->step : 0;
+    if (step) {
+      if (*step >= steps.size()) {
+        return RequestError{"invalid-params", "step " + std::to_string(*step) + " is out of range", "/params/step",
+                            "the schedule" + (list.size() > 1 ? " of " + s.label() : std::string()) +
+                                " has steps 0 to " + std::to_string(steps.size() - 1)};
       }
+      targets.push_back(*step);
+      continue;
+    }
+    // The next step (after the current one, wrapping) whose phase is the one asked for.
+    std::optional<std::size_t> found_step;
+    for (std::size_t k = 1; k <= steps.size() && !found_step; ++k) {
+      const std::size_t candidate = (current + k) % steps.size();
+      if (steps[candidate].phase == *phase) found_step = candidate;
     }
     if (!found_step) {
-      return RequestError{"not-found", "no step of the schedule runs phase \"" + *phase + "\"", "/params/phase",
-                          "pass a step number, or switch to hold a phase"};
+      return RequestError{"not-found", "no step of the schedule of " + s.label() + " runs phase \"" + *phase + "\"",
+                          "/params/phase", "pass a step number, or switch to hold a phase"};
+    }
+    targets.push_back(*found_step);
+  }
+  Statuses out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    Session& s = *list[i];
+    const std::size_t to = targets[i];
+    log_request(peer, "skip " + s.label() + " to step " + std::to_string(to));
+    const MonotonicTime now = MonotonicClock::now();
+    const std::uint64_t iteration = s.position ? s.position->iteration : 0;
+    s.schedule->restart_at(to, iteration, now);
+    s.pending_switch.reset();
+    if (s.pending) {
+      s.start = now;
+      start_session(s);
+    } else {
+      s.position = s.schedule->position(to, iteration);
+      transition_group({{&s, s.schedule->steps()[to].phase, to}}, now, EventType::kPhaseChanged);
+    }
+    arm(s);
+    out.push_back(describe(s));
+  }
+  return out;
+}
+
+Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target, std::optional<Nanoseconds> lease,
+                                                        const Peer& peer) {
+  auto found = require(target);
+  if (auto* e = std::get_if<RequestError>(&found)) return *e;
+  const auto& list = std::get<std::vector<Session*>>(found);
+  for (Session* s : list) {
+    const auto length = lease ? lease : s->lease;
+    if (!length) {
+      return RequestError{"invalid-params", s->label() + " has no lease to renew", "/params/lease",
+                          "pass \"lease\": \"60s\" to give it one"};
+    }
+    if (*length <= Nanoseconds(0) || *length > config_.max_lease) {
+      return RequestError{"invalid-params", "lease " + shaper::format_duration(*length) + " is out of range",
+                          "/params/lease", "at most " + shaper::format_duration(config_.max_lease)};
     }
   }
-  log_request(peer, "skip " + interface + " to step " + std::to_string(target));
-  const MonotonicTime now = MonotonicClock::now();
-  const std::uint64_t iteration = s.position ? s.position->iteration : 0;
-  s.schedule->restart_at(target, iteration, now);
-  s.pending_switch.reset();
-  if (s.pending) {
-    s.start = now;
-    start_session(s);
-  } else {
-    s.position = s.schedule->position(target, iteration);
-    transition(s, steps[target].phase, target, now, EventType::kPhaseChanged);
-  }
-  arm(s);
-  return describe(s);
-}
-
-Outcome<SessionStatus> SessionManager::renew(const std::string& interface, std::optional<Nanoseconds> lease,
-                                             const Peer& peer) {
-  auto found = require(interface);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  Session& s = *std::get<Session*>(found);
-  const auto length = lease ? lease : s.lease;
-  if (!length) {
-    return RequestError{"invalid-params", interface + " has no lease to renew", "/params/lease",
-                        "pass \"lease\": \"60s\" to give it one"};
-  }
-  if (*length <= Nanoseconds(0) || *length > config_.max_lease) {
-    return RequestError{"invalid-params", "lease " + shaper::format_duration(*length) + " is out of range",
-                        "/params/lease", "at most " + shaper::format_duration(config_.max_lease)};
-  }
   (void)peer;  // renewals are frequent; they are not logged
-  s.lease = length;
-  s.lease_expires = MonotonicClock::now() + *length;
-  arm_lease(s);
-  return describe(s);
+  Statuses out;
+  for (Session* s : list) {
+    s->lease = lease ? lease : s->lease;
+    s->lease_expires = MonotonicClock::now() + *s->lease;
+    arm_lease(*s);
+    out.push_back(describe(*s));
+  }
+  return out;
 }
 
-Outcome<std::vector<std::string>> SessionManager::clear(const std::string& interface, const Peer& peer) {
-  std::vector<int> indices;
-  if (interface.empty()) {
-    for (const auto& [index, s] : sessions_) indices.push_back(index);
-  } else {
-    auto found = require(interface);
-    if (auto* e = std::get_if<RequestError>(&found)) return *e;
-    indices.push_back(std::get<Session*>(found)->interface.index);
+Outcome<SessionManager::Statuses> SessionManager::confirm(const Target& target, const Peer& peer) {
+  auto found = require(target);
+  if (auto* e = std::get_if<RequestError>(&found)) return *e;
+  const auto& list = std::get<std::vector<Session*>>(found);
+  bool any = false;
+  for (Session* s : list) any = any || s->confirm_by.has_value();
+  if (!any) {
+    return RequestError{"invalid-params", target.interface + " has no apply waiting for confirmation",
+                        "/params/interface", "confirm keeps an apply made with \"confirm\"; it may have rolled back already"};
   }
+  Statuses out;
+  for (Session* s : list) {
+    if (s->confirm_by) {
+      log_request(peer, "confirm " + s->label());
+      s->confirm_by.reset();
+      s->confirm_timer.cancel();
+      bus_.publish(event_for(*s, EventType::kConfirmed));
+    }
+    out.push_back(describe(*s));
+  }
+  return out;
+}
+
+Outcome<std::vector<std::string>> SessionManager::clear(const Target& target, const Peer& peer) {
   std::vector<std::string> cleared;
-  for (int index : indices) {
-    const std::string name = sessions_.at(index)->interface.name;
-    log_request(peer, "clear " + name);
-    drop_successor(index, EventType::kCleared, "request");
-    end_session(index, EventType::kCleared, "request", true);
-    cleared.push_back(name);
+  if (target.interface.empty()) {
+    std::vector<int> indices;
+    for (const auto& [key, s] : sessions_) {
+      if (indices.empty() || indices.back() != key.index) indices.push_back(key.index);
+    }
+    for (int index : indices) {
+      for (const auto& [key, s] : sessions_) {
+        if (key.index == index) cleared.push_back(s->label());
+      }
+      log_request(peer, "clear " + sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
+      drop_interface(index, EventType::kCleared, "request");
+    }
+    return cleared;
+  }
+  auto found = require(target);
+  if (auto* e = std::get_if<RequestError>(&found)) return *e;
+  const auto list = std::get<std::vector<Session*>>(found);
+  const int index = list.front()->interface.index;
+  if (!target.direction && !target.set) {
+    // The whole interface: one removal of everything (no tree rebuilt lane by lane on the way out).
+    for (Session* s : list) cleared.push_back(s->label());
+    log_request(peer, "clear " + target.interface);
+    drop_interface(index, EventType::kCleared, "request");
+    return cleared;
+  }
+  std::vector<Key> keys;
+  for (Session* s : list) keys.push_back(key_of(*s));
+  for (const Key& key : keys) {
+    const std::string label = sessions_.at(key)->label();
+    log_request(peer, "clear " + label);
+    drop_successor(key, EventType::kCleared, "request");
+    end_session(key, EventType::kCleared, "request", true);
+    cleared.push_back(label);
   }
   return cleared;
 }
 
-Outcome<std::vector<SessionStatus>> SessionManager::status(const std::string& interface) {
-  std::vector<SessionStatus> out;
-  if (!interface.empty()) {
-    auto found = require(interface);
+Outcome<SessionManager::Statuses> SessionManager::status(const Target& target) {
+  Statuses out;
+  std::vector<Session*> list;
+  if (!target.interface.empty()) {
+    auto found = require(target);
     if (auto* e = std::get_if<RequestError>(&found)) return *e;
-    Session* s = std::get<Session*>(found);
-    out.push_back(describe(*s));
-    if (auto it = successors_.find(s->interface.index); it != successors_.end()) {
-      out.push_back(describe(*it->second));
-    }
-    return out;
+    list = std::get<std::vector<Session*>>(found);
+  } else {
+    for (auto& [key, s] : sessions_) list.push_back(s.get());
   }
-  if (sessions_.empty()) return out;
-  const auto roots = backend_.root_qdiscs();
-  for (auto& [index, s] : sessions_) {
-    out.push_back(describe(*s, &roots));
-    if (auto it = successors_.find(index); it != successors_.end()) out.push_back(describe(*it->second, &roots));
+  if (list.empty()) return out;
+  // One dump for the lot: the kernel dumps every interface whatever the filter.
+  const auto all = backend_.all_qdiscs();
+  for (Session* s : list) {
+    out.push_back(describe(*s, &all));
+    if (auto it = successors_.find(key_of(*s)); it != successors_.end()) out.push_back(describe(*it->second, &all));
   }
   return out;
 }
@@ -427,35 +683,62 @@ void SessionManager::start_session(Session& s) {
   if (s.schedule) {
     s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
     if (!s.position) s.position = s.schedule->position(0, 0);
-    transition(s, s.schedule->steps()[s.position->step].phase, s.position->step, s.position->start,
-               EventType::kApplied);
-    s.pending = false;
+    transition_group({{&s, s.schedule->steps()[s.position->step].phase, s.position->step}}, s.position->start,
+                     EventType::kApplied);
   } else {
-    transition(s, *s.hold_phase, std::nullopt, s.start, EventType::kApplied);
-    s.pending = false;
+    transition_group({{&s, *s.hold_phase, std::nullopt}}, s.start, EventType::kApplied);
   }
+  s.pending = false;
 }
 
-void SessionManager::transition(Session& s, const std::string& phase, std::optional<std::size_t> step,
-                                MonotonicTime deadline, EventType type) {
-  const shaper::Phase* p = s.profile->find_phase(phase);
-  if (!p) std::abort();  // phases were checked against the profile when the request was read
+void SessionManager::transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type) {
+  if (changes.empty()) return;
+  const shaper::Interface interface = changes.front().session->interface;
+  std::vector<Direction> directions;
+  for (const auto& c : changes) {
+    if (std::find(directions.begin(), directions.end(), c.session->direction) == directions.end()) {
+      directions.push_back(c.session->direction);
+    }
+  }
+  std::sort(directions.begin(), directions.end());  // egress, then ingress
+  bool force = false;
+  for (const auto& c : changes) force = force || c.session->force;
+
+  // What each direction must become, and what it is now (to put back if a later direction fails).
+  std::vector<std::pair<Direction, Layout>> wanted;
+  std::vector<std::pair<Direction, Layout>> previous;
+  for (Direction d : directions) {
+    auto next = layout_for(interface.index, d, changes, nullptr);
+    if (auto* e = std::get_if<RequestError>(&next)) throw shaper::OwnershipError(e->message + "; " + e->hint);
+    auto now = layout_for(interface.index, d, {}, nullptr);
+    wanted.emplace_back(d, std::move(std::get<Layout>(next)));
+    previous.emplace_back(d, std::holds_alternative<Layout>(now) ? std::get<Layout>(now) : Layout{});
+  }
   const Stamp before = now_stamp();
-  backend_.apply(s.interface, p->spec, s.force);
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    try {
+      backend_.shape(interface, wanted[i].first, wanted[i].second, force);
+    } catch (...) {
+      // Nothing half-done: the directions already changed go back to what they were.
+      for (std::size_t j = 0; j < i; ++j) {
+        try {
+          backend_.shape(interface, previous[j].first, previous[j].second, force);
+        } catch (const std::exception& e) {
+          log_.error("putting " + interface.name + " " + to_string(previous[j].first) +
+                     " back after a failed transition: " + e.what());
+        }
+      }
+      throw;
+    }
+  }
   const Stamp acked = now_stamp();
 
   TransitionRecord record;
-  record.phase = phase;
-  record.step = step;
   record.deadline = stamp_of(deadline);
   record.applied = acked;
   record.apply_time = acked.monotonic - before.monotonic;
   // Early (a request for "now" read before the deadline stamp) counts as on time.
   record.lateness = std::max(Nanoseconds(0), acked.monotonic - deadline.time_since_epoch());
-  s.recent.push_back(record);
-  if (s.recent.size() > kRecentTransitions) s.recent.pop_front();
-  ++s.transitions;
-  s.late_max = std::max(s.late_max, record.lateness);
   ++metrics_.transitions;
   const double late_seconds = std::chrono::duration<double>(record.lateness).count();
   metrics_.lateness_sum_seconds += late_seconds;
@@ -463,17 +746,32 @@ void SessionManager::transition(Session& s, const std::string& phase, std::optio
     if (late_seconds <= SessionMetrics::kBuckets[b]) ++metrics_.lateness_buckets[b];
   }
 
-  Event e = event_for(s, type);
-  e.previous = s.phase;
-  e.phase = phase;
-  e.step = step;
+  const Change& first = changes.front();
+  Event e = event_for(*first.session, type);
+  e.previous = first.session->phase;
+  e.phase = first.phase;
+  e.step = first.step;
   e.at = acked;
   e.deadline = record.deadline;
   e.lateness = record.lateness;
   e.apply_time = record.apply_time;
-  s.phase = phase;
-  s.phase_since = acked;
-  ledger_.record(LedgerEntry{s.interface.index, s.interface.name, s.profile_name, s.digest, s.phase});
+  for (const auto& c : changes) {
+    Session& s = *c.session;
+    if (changes.size() > 1) {
+      e.lanes.push_back({to_string(s.direction), s.set, s.profile_name, s.phase, c.phase});
+    }
+    TransitionRecord r = record;
+    r.phase = c.phase;
+    r.step = c.step;
+    s.recent.push_back(r);
+    if (s.recent.size() > kRecentTransitions) s.recent.pop_front();
+    ++s.transitions;
+    s.late_max = std::max(s.late_max, record.lateness);
+    s.phase = c.phase;
+    s.phase_since = acked;
+    ledger_.record(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set, s.profile_name,
+                               s.digest, s.phase});
+  }
   bus_.publish(std::move(e));
 }
 
@@ -501,18 +799,28 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
   // Ended, or re-armed since: the handler is stale.
   if (!alive(session) || session->generation != generation) return;
   Session& s = *session;
-  const int index = s.interface.index;
-  if (auto it = successors_.find(index); it != successors_.end() && it->second.get() == session) {
-    promote(index);
+  const Key key = key_of(s);
+  if (auto it = successors_.find(key); it != successors_.end() && it->second.get() == session) {
+    promote(key);
     return;
   }
   try {
     if (s.pending) {
       start_session(s);
     } else if (s.pending_switch) {
+      // A switch at a time: every lane of the interface switched by the same request moves together.
       const auto sw = *s.pending_switch;
-      s.pending_switch.reset();
-      transition(s, sw.phase, std::nullopt, sw.at, EventType::kPhaseChanged);
+      std::vector<Change> changes;
+      for (auto& [k, other] : sessions_) {
+        if (k.index != key.index || !other->pending_switch || other->pending_switch->at != sw.at ||
+            other->pending_switch->phase != sw.phase) {
+          continue;
+        }
+        other->pending_switch.reset();
+        changes.push_back({other.get(), sw.phase, std::nullopt});
+        if (other.get() != session) arm(*other);
+      }
+      transition_group(changes, sw.at, EventType::kPhaseChanged);
     } else if (s.schedule && s.position) {
       const MonotonicTime now = MonotonicClock::now();
       auto next = s.schedule->next(*s.position);
@@ -527,16 +835,17 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
         e.deadline = stamp_of(next->start);
         e.lateness = now - next->start;
         bus_.publish(std::move(e));
-        log_.warning("missed the deadline of step " + std::to_string(next->step) + " on " + s.interface.name +
-                     " by " + shaper::format_duration(now - next->start));
+        log_.warning("missed the deadline of step " + std::to_string(next->step) + " on " + s.label() + " by " +
+                     shaper::format_duration(now - next->start));
         next = s.schedule->next(*next);
       }
       if (!next) {
-        end_session(index, EventType::kCleared, "schedule-finished", true);
+        end_session(key, EventType::kCleared, "schedule-finished", true);
         return;
       }
       s.position = next;
-      transition(s, s.schedule->steps()[next->step].phase, next->step, next->start, EventType::kPhaseChanged);
+      transition_group({{&s, s.schedule->steps()[next->step].phase, next->step}}, next->start,
+                       EventType::kPhaseChanged);
     }
   } catch (const std::exception& failure) {
     // No request to answer: the failure becomes an event, and the schedule goes on (the next step may
@@ -545,10 +854,10 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
     Event e = event_for(s, EventType::kError);
     e.message = failure.what();
     bus_.publish(std::move(e));
-    log_.error("transition on " + s.interface.name + " failed: " + failure.what());
+    log_.error("transition on " + s.label() + " failed: " + failure.what());
     if (s.pending) {
-      // Nothing of this session may stay: remove what the kernel may hold for it.
-      end_session(index, EventType::kCleared, "start-failed", backend_.installed(s.interface));
+      // Nothing of this session may stay (transition_group put back what it had changed).
+      end_session(key, EventType::kCleared, "start-failed", false);
       return;
     }
   }
@@ -561,54 +870,120 @@ void SessionManager::arm_lease(Session& s) {
   s.lease_timer.async_wait([this, session = &s, expires = s.lease_expires](const boost::system::error_code& ec) {
     if (ec || !alive(session) || session->lease_expires != expires) return;
     ++metrics_.lease_expirations;
-    const int index = session->interface.index;
-    if (auto it = successors_.find(index); it != successors_.end() && it->second.get() == session) {
+    const Key key = key_of(*session);
+    if (auto it = successors_.find(key); it != successors_.end() && it->second.get() == session) {
       // The client is gone before its successor started: the current session goes on.
-      log_.warning("lease of the pending apply on " + session->interface.name + " ran out; it will not start");
-      drop_successor(index, EventType::kLeaseExpired, "");
+      log_.warning("lease of the pending apply on " + session->label() + " ran out; it will not start");
+      drop_successor(key, EventType::kLeaseExpired, "");
       return;
     }
-    log_.warning("lease on " + session->interface.name + " ran out; removing its shaping");
-    end_session(index, EventType::kLeaseExpired, "", true);
+    log_.warning("lease on " + session->label() + " ran out; removing its shaping");
+    end_session(key, EventType::kLeaseExpired, "", true);
   });
 }
 
-void SessionManager::end_session(int index, EventType type, const std::string& reason, bool remove_qdisc) {
-  auto it = sessions_.find(index);
+void SessionManager::arm_confirm(Session& s) {
+  s.confirm_timer.cancel();
+  s.confirm_timer.expires_at(*s.confirm_by);
+  s.confirm_timer.async_wait([this, session = &s](const boost::system::error_code& ec) {
+    if (ec || !alive(session) || !session->confirm_by) return;
+    ++metrics_.rollbacks;
+    log_.warning("the apply on " + session->label() + " was not confirmed in time; rolling it back");
+    end_session(key_of(*session), EventType::kRolledBack, "not-confirmed", true);
+  });
+}
+
+void SessionManager::remove_lane(const Session& s) {
+  const shaper::Interface& interface = s.interface;
+  bool other_lanes = false;
+  for (const auto& [key, other] : sessions_) {
+    if (key.index == interface.index && other.get() != &s && !other->pending) other_lanes = true;
+  }
+  if (!other_lanes) {
+    // The last lane: everything goes, the IFB and the offloads included.
+    backend_.remove(interface);
+    ledger_.erase(interface.index);
+    return;
+  }
+  auto rest = layout_for(interface.index, s.direction, {}, &s);
+  if (auto* e = std::get_if<RequestError>(&rest)) throw shaper::OwnershipError(e->message + "; " + e->hint);
+  backend_.shape(interface, s.direction, std::get<Layout>(rest), s.force);
+  ledger_.erase(interface.index, to_string(s.direction), s.set);
+}
+
+void SessionManager::end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc) {
+  auto it = sessions_.find(key);
   if (it == sessions_.end()) return;
+  std::string failure;
+  if (remove_qdisc && !it->second->pending) {
+    // Removed from the kernel first, while the session still counts in the layout of the others.
+    try {
+      remove_lane(*it->second);
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+  }
   std::unique_ptr<Session> s = std::move(it->second);
   sessions_.erase(it);
   s->transition_timer.cancel();
   s->lease_timer.cancel();
+  s->confirm_timer.cancel();
   Event e = event_for(*s, type);
   e.reason = reason;
   if (type == EventType::kLeaseExpired && s->lease) e.lease = *s->lease;
+  bus_.publish(std::move(e));
+  if (!failure.empty()) {
+    Event err = event_for(*s, EventType::kError);
+    err.message = "removing the shaping failed: " + failure;
+    bus_.publish(std::move(err));
+    log_.error("removing the shaping of " + s->label() + " failed: " + failure);
+  }
+}
+
+void SessionManager::drop_interface(int index, EventType type, const std::string& reason) {
+  std::vector<Key> keys;
+  for (const auto& [key, s] : sessions_) {
+    if (key.index == index) keys.push_back(key);
+  }
+  for (const auto& [key, s] : successors_) {
+    if (key.index == index) drop_successor(key, type, reason);
+  }
+  if (keys.empty()) return;
+  const shaper::Interface interface = sessions_.at(keys.front())->interface;
   std::string failure;
-  if (remove_qdisc) {
+  if (type == EventType::kCleared) {
     try {
-      backend_.remove(s->interface);
+      backend_.remove(interface);
       ledger_.erase(index);
     } catch (const std::exception& error) {
       failure = error.what();
     }
   }
-  bus_.publish(std::move(e));
+  for (const Key& key : keys) end_session(key, type, reason, false);
   if (!failure.empty()) {
-    Event err = event_for(*s, EventType::kError);
-    err.message = "removing the qdisc failed: " + failure;
+    Event err;
+    err.type = EventType::kError;
+    err.interface = interface.name;
+    err.at = now_stamp();
+    err.message = "removing the shaping failed: " + failure;
     bus_.publish(std::move(err));
-    log_.error("removing the qdisc on " + s->interface.name + " failed: " + failure);
+    log_.error("removing the shaping on " + interface.name + " failed: " + failure);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Status
 
-SessionStatus SessionManager::describe(const Session& s, const std::vector<shaper::QdiscInfo>* roots) {
+SessionStatus SessionManager::describe(const Session& s, const std::vector<shaper::QdiscInfo>* all) {
   SessionStatus out;
   const MonotonicTime now = MonotonicClock::now();
   out.interface = s.interface.name;
   out.index = s.interface.index;
+  out.direction = s.direction;
+  out.set = s.set;
+  out.match = s.match;
+  out.unshaped = s.unshaped;
+  out.offloads_off = s.offloads_off;
   out.profile = s.profile_name;
   out.digest = s.digest;
   out.phase = s.phase;
@@ -643,16 +1018,13 @@ SessionStatus SessionManager::describe(const Session& s, const std::vector<shape
   if (s.lease) {
     out.lease = SessionStatus::Lease{*s.lease, stamp_of(s.lease_expires), s.lease_expires - now};
   }
-  if (!s.pending && backend_.installed(s.interface)) {
-    std::optional<shaper::QdiscInfo> root;
-    if (roots) {
-      for (const auto& q : *roots) {
-        if (q.ifindex == s.interface.index) root = q;
-      }
+  if (s.confirm_by) out.confirm = SessionStatus::Confirm{stamp_of(*s.confirm_by), *s.confirm_by - now};
+  if (!s.pending && backend_.installed(s.interface, s.direction)) {
+    if (all) {
+      out.counters = backend_.lane_counters(s.interface, s.direction, s.set, *all);
     } else {
-      root = backend_.root_qdisc(s.interface);
+      out.counters = backend_.lane_counters(s.interface, s.direction, s.set, backend_.all_qdiscs());
     }
-    if (root && root->is_jitterd()) out.counters = root->stats;
   }
   out.transitions = s.transitions;
   out.missed = s.missed;
@@ -666,11 +1038,12 @@ SessionStatus SessionManager::describe(const Session& s, const std::vector<shape
 
 void SessionManager::shutdown() {
   std::vector<int> indices;
-  for (const auto& [index, s] : sessions_) indices.push_back(index);
+  for (const auto& [key, s] : sessions_) {
+    if (indices.empty() || indices.back() != key.index) indices.push_back(key.index);
+  }
   for (int index : indices) {
-    log_.info("removing the shaping on " + sessions_.at(index)->interface.name);
-    drop_successor(index, EventType::kCleared, "shutdown");
-    end_session(index, EventType::kCleared, "shutdown", true);
+    log_.info("removing the shaping on " + sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
+    drop_interface(index, EventType::kCleared, "shutdown");
   }
 }
 
@@ -685,66 +1058,106 @@ void SessionManager::recover() {
     }
     return {};
   };
-  for (const auto& root : backend_.root_qdiscs()) {
-    if (!root.is_jitterd()) continue;
-    const shaper::Interface interface{root.ifindex, name_of(root.ifindex)};
-    const LedgerEntry* entry = nullptr;
-    for (const auto& e : left) {
-      if (e.index == interface.index && e.interface == interface.name) entry = &e;
+  // Offloads an earlier jitterd turned off come back first (the interface may still exist).
+  for (const auto& o : left.offloads) {
+    if (name_of(o.index) != o.interface) continue;
+    try {
+      backend_.restore_offloads(shaper::Interface{o.index, o.interface}, shaper::Offloads{o.tso, o.gso, o.gro});
+      log_.info("restored the offloads a previous jitterd turned off on " + o.interface);
+    } catch (const std::exception& e) {
+      log_.error("restoring the offloads of " + o.interface + ": " + e.what());
     }
-    const std::string what = entry ? " (profile " + entry->profile + ", phase " + entry->phase + ")" : "";
-    // Adopted only where this config still allows shaping; elsewhere the leftover is removed.
+  }
+  std::vector<int> seen;
+  auto leftover = [&](const shaper::Interface& interface) {
+    if (std::find(seen.begin(), seen.end(), interface.index) != seen.end()) return;
+    seen.push_back(interface.index);
+    std::string what;
+    for (const auto& e : left.sessions) {
+      if (e.index == interface.index && e.interface == interface.name) {
+        const bool whole_egress = e.direction == "egress" && e.set.empty();
+        what += (what.empty() ? " (" : "; ") +
+                (whole_egress ? "" : e.direction + (e.set.empty() ? "" : " " + e.set) + ": ") + "profile " +
+                e.profile + ", phase " + e.phase;
+      }
+    }
+    if (!what.empty()) what += ")";
+    // Adopted only where this config still allows shaping (and only a plain egress netem: trees and
+    // IFBs are removed); elsewhere the leftover is removed.
     if (config_.recovery == Recovery::kAdopt && config_.interface_allowed(interface.name) &&
         backend_.adopt(interface)) {
       auto owned = std::make_unique<Session>(executor_);
       owned->interface = interface;
       owned->pending = false;
-      owned->profile_name = entry ? entry->profile : "";
-      owned->digest = entry ? entry->digest : "";
-      owned->phase = entry ? entry->phase : "";
+      owned->sequence = next_sequence_++;
+      for (const auto& e : left.sessions) {
+        if (e.index == interface.index && e.interface == interface.name && e.direction == "egress" && e.set.empty()) {
+          owned->profile_name = e.profile;
+          owned->digest = e.digest;
+          owned->phase = e.phase;
+        }
+      }
       owned->phase_since = now_stamp();
-      ledger_.record(LedgerEntry{interface.index, interface.name, owned->profile_name, owned->digest, owned->phase});
-      sessions_.emplace(interface.index, std::move(owned));
+      ledger_.record(LedgerEntry{interface.index, interface.name, "egress", "", owned->profile_name, owned->digest,
+                                 owned->phase});
+      sessions_.emplace(key_of(*owned), std::move(owned));
       log_.info("adopted the qdisc a previous jitterd left on " + interface.name + what);
     } else if (backend_.remove_leftover(interface)) {
       log_.info("removed the qdisc a previous jitterd left on " + interface.name + what);
     }
+  };
+  for (const auto& root : backend_.root_qdiscs()) {
+    if (root.is_jitterd()) leftover(shaper::Interface{root.ifindex, name_of(root.ifindex)});
+  }
+  // IFBs (and their interface's redirect filters, which exist only while the IFB does) left without a
+  // jitterd root on them: a crash in the middle of an apply.
+  for (const auto& i : interfaces) {
+    if (i.name.starts_with(shaper::kIfbNamePrefix)) leftover(i);
   }
   // The ledger now says what this process holds (nothing, or what it adopted).
   ledger_.save();
 }
 
 void SessionManager::on_interface_gone(int index) {
-  auto it = sessions_.find(index);
-  if (it == sessions_.end()) return;
+  if (!has_session(index)) return;
   ++metrics_.interfaces_gone;
-  log_.warning(it->second->interface.name + " is gone; its session ended");
-  backend_.forget(it->second->interface);
+  const shaper::Interface interface = sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface;
+  log_.warning(interface.name + " is gone; its sessions ended");
+  backend_.forget(interface, std::nullopt);
   ledger_.erase(index);
-  drop_successor(index, EventType::kInterfaceGone, "");
-  end_session(index, EventType::kInterfaceGone, "", false);
+  drop_interface(index, EventType::kInterfaceGone, "");
 }
 
 void SessionManager::on_external_change(int index, const std::string& what, bool still_ours) {
-  auto it = sessions_.find(index);
-  // A pending session that installed nothing yet owns nothing there to be changed.
-  if (it == sessions_.end() || !backend_.installed(it->second->interface)) return;
+  // Only the egress root is watched here; a pending session installed nothing that could be changed.
+  std::vector<Key> keys;
+  for (const auto& [key, s] : sessions_) {
+    if (key.index == index && key.direction == Direction::kEgress && !s->pending) keys.push_back(key);
+  }
+  if (keys.empty() || !backend_.installed(sessions_.at(keys.front())->interface, Direction::kEgress)) return;
   ++metrics_.external_changes;
-  Session& s = *it->second;
-  log_.warning("someone else changed the root qdisc of " + s.interface.name + ": " + what);
-  Event e = event_for(s, EventType::kExternalChange);
-  e.message = what;
-  e.ended = !still_ours;
+  const shaper::Interface interface = sessions_.at(keys.front())->interface;
+  log_.warning("someone else changed the root qdisc of " + interface.name + ": " + what);
   if (still_ours) {
-    bus_.publish(std::move(e));
+    for (const Key& key : keys) {
+      Event e = event_for(*sessions_.at(key), EventType::kExternalChange);
+      e.message = what;
+      e.ended = false;
+      bus_.publish(std::move(e));
+    }
     return;
   }
-  // Not ours any more: never touch it. The session ends without removing anything.
-  backend_.forget(s.interface);
-  ledger_.erase(index);
-  bus_.publish(std::move(e));
-  drop_successor(index, EventType::kCleared, "external-change");
-  end_session(index, EventType::kCleared, "external-change", false);
+  // Not ours any more: never touch it. The egress sessions end without removing anything.
+  backend_.forget(interface, Direction::kEgress);
+  for (const Key& key : keys) {
+    Event e = event_for(*sessions_.at(key), EventType::kExternalChange);
+    e.message = what;
+    e.ended = true;
+    bus_.publish(std::move(e));
+    ledger_.erase(index, "egress", key.set);
+    drop_successor(key, EventType::kCleared, "external-change");
+    end_session(key, EventType::kCleared, "external-change", false);
+  }
 }
 
 }  // namespace jitterd

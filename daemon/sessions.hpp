@@ -1,6 +1,9 @@
 #pragma once
-// Sessions: one per shaped interface, holding the profile, the phase in force, the schedule (on
-// absolute deadlines, scheduler.hpp), the lease (a dead-man switch) and the record of transitions.
+// Sessions: one per shaped lane of an interface (a direction, and optionally a rule set in it), holding
+// the profile, the phase in force, the schedule (on absolute deadlines, scheduler.hpp), the lease (a
+// dead-man switch), the commit-confirm deadline and the record of transitions. The lanes of an
+// interface share one kernel tree per direction: the manager computes the whole layout and the backend
+// makes the kernel hold it, so a switch of several lanes is one step.
 // Everything runs on the io_context thread. Requests arrive as typed values (the protocol layer
 // converted the JSON); bad requests come back as RequestError; kernel failures are exceptions that the
 // control session turns into error replies. Transitions that timers start catch their own failures and
@@ -23,6 +26,7 @@
 #include "logger.hpp"
 #include "scheduler.hpp"
 #include "shaper/profile.hpp"
+#include "shaper/route_facts.hpp"
 #include "shaping_backend.hpp"
 
 namespace jitterd {
@@ -46,8 +50,27 @@ struct RequestError {
 template <typename T>
 using Outcome = std::variant<T, RequestError>;
 
+// Which sessions a request names: an interface, and optionally one direction and one rule set.
+struct Target {
+  Target() = default;
+  // An interface alone: every lane of it.
+  Target(std::string name) : interface(std::move(name)) {}  // NOLINT(google-explicit-constructor)
+  Target(const char* name) : interface(name) {}             // NOLINT(google-explicit-constructor)
+  std::string interface;
+  std::optional<Direction> direction;
+  std::optional<std::string> set;  // "" = the session shaping the whole direction
+};
+
 struct ApplyRequest {
   std::string interface;
+  std::vector<Direction> directions{Direction::kEgress};  // both: the same profile on each, as one apply
+  std::string set;                                        // "" = the whole direction
+  std::vector<shaper::U32Selector> selectors;             // compiled match rules; empty when set == ""
+  std::vector<std::string> match;                         // the rules as text, for status
+  bool protect_ssh = true;                                // spare SSH on an interface with the default route
+  std::vector<shaper::SshConnection> ssh_connections;     // the requester's own ($SSH_CONNECTION)
+  std::optional<Nanoseconds> confirm;                     // commit-confirmed: rolled back unless confirmed
+  bool offloads_off = false;                              // TSO/GSO/GRO off until the interface is clear
   std::shared_ptr<const shaper::Profile> profile;
   std::string digest;
   std::optional<std::string> phase;  // hold this phase
@@ -69,6 +92,11 @@ struct TransitionRecord {
 struct SessionStatus {
   std::string interface;
   int index = 0;
+  Direction direction = Direction::kEgress;
+  std::string set;
+  std::vector<std::string> match;
+  std::vector<std::string> unshaped;  // what the SSH guard keeps out of the shaping
+  bool offloads_off = false;
   std::string state;  // pending, active, paused
   std::string profile;
   std::string digest;
@@ -96,6 +124,11 @@ struct SessionStatus {
     Nanoseconds remaining{0};
   };
   std::optional<Lease> lease;
+  struct Confirm {
+    Stamp deadline;
+    Nanoseconds remaining{0};
+  };
+  std::optional<Confirm> confirm;  // a commit-confirmed apply still waiting for confirm
   std::optional<shaper::QdiscStats> counters;
   std::uint64_t transitions = 0;
   std::uint64_t missed = 0;
@@ -112,6 +145,7 @@ struct SessionMetrics {
   std::uint64_t transition_errors = 0;
   std::uint64_t interfaces_gone = 0;
   std::uint64_t external_changes = 0;
+  std::uint64_t rollbacks = 0;
   // Lateness (deadline to kernel acknowledgement) histogram, cumulative buckets in seconds.
   static constexpr double kBuckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.1};
   std::uint64_t lateness_buckets[std::size(kBuckets)] = {};
@@ -126,18 +160,24 @@ class SessionManager {
   SessionManager& operator=(const SessionManager&) = delete;
   ~SessionManager();
 
-  Outcome<SessionStatus> apply(const ApplyRequest& request, const Peer& peer);
-  Outcome<SessionStatus> switch_phase(const std::string& interface, const std::string& phase,
-                                      std::optional<MonotonicTime> at, const Peer& peer);
-  Outcome<SessionStatus> pause(const std::string& interface, const Peer& peer);
-  Outcome<SessionStatus> resume(const std::string& interface, const Peer& peer);
+  // Requests naming a target act on every session it matches (an interface alone: all its lanes).
+  using Statuses = std::vector<SessionStatus>;
+  Outcome<Statuses> apply(const ApplyRequest& request, const Peer& peer);
+  // Every matched session must have `phase`; they change together, as one whole-tree transition.
+  Outcome<Statuses> switch_phase(const Target& target, const std::string& phase, std::optional<MonotonicTime> at,
+                                 const Peer& peer);
+  Outcome<Statuses> pause(const Target& target, const Peer& peer);
+  Outcome<Statuses> resume(const Target& target, const Peer& peer);
   // Exactly one of `step` and `phase`.
-  Outcome<SessionStatus> skip(const std::string& interface, std::optional<std::size_t> step,
-                              std::optional<std::string> phase, const Peer& peer);
-  Outcome<SessionStatus> renew(const std::string& interface, std::optional<Nanoseconds> lease, const Peer& peer);
-  // One interface, or every session when `interface` is empty.
-  Outcome<std::vector<std::string>> clear(const std::string& interface, const Peer& peer);
-  Outcome<std::vector<SessionStatus>> status(const std::string& interface);
+  Outcome<Statuses> skip(const Target& target, std::optional<std::size_t> step, std::optional<std::string> phase,
+                         const Peer& peer);
+  Outcome<Statuses> renew(const Target& target, std::optional<Nanoseconds> lease, const Peer& peer);
+  // Keeps a commit-confirmed apply.
+  Outcome<Statuses> confirm(const Target& target, const Peer& peer);
+  // The matched sessions, or every session when `target.interface` is empty. Returns what ended
+  // ("veth0 egress", "veth0 ingress redis").
+  Outcome<std::vector<std::string>> clear(const Target& target, const Peer& peer);
+  Outcome<Statuses> status(const Target& target);
 
   // Removes everything (SIGTERM); failures are logged, never thrown.
   void shutdown();
@@ -151,30 +191,52 @@ class SessionManager {
   // jitterd's qdisc is still the root.
   void on_external_change(int index, const std::string& what, bool still_ours);
 
-  bool has_session(int index) const { return sessions_.contains(index); }
+  bool has_session(int index) const;
   std::size_t session_count() const { return sessions_.size(); }
   const SessionMetrics& metrics() const { return metrics_; }
 
  private:
   struct Session;
+  struct Key {
+    int index = 0;
+    Direction direction = Direction::kEgress;
+    std::string set;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Change {
+    Session* session;
+    std::string phase;
+    std::optional<std::size_t> step;
+  };
 
-  Session* find(const std::string& interface);
-  Outcome<Session*> require(const std::string& interface);
-  // `roots`: every interface's root qdisc from one dump, when describing many sessions (the kernel
-  // dumps all interfaces whatever the filter, so one dump per session would be quadratic).
-  SessionStatus describe(const Session& s, const std::vector<shaper::QdiscInfo>* roots = nullptr);
+  static Key key_of(const Session& s);
+  std::vector<Session*> find(const Target& target);
+  Outcome<std::vector<Session*>> require(const Target& target);
+  // The layout of one direction of an interface: every started session's lane with its phase's spec,
+  // `changes` applied, `without` left out.
+  Outcome<Layout> layout_for(int index, Direction direction, const std::vector<Change>& changes,
+                             const Session* without);
+  // Applies several lanes' phases as one step (per direction, one backend call) and records one
+  // transition; throws on a kernel failure.
+  void transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type);
+  // Removes one session's lane from the kernel (the rest of the interface stays shaped).
+  void remove_lane(const Session& s);
+  // `all`: every qdisc from one dump, when describing many sessions (the kernel dumps all interfaces
+  // whatever the filter, so one dump per session would be quadratic).
+  SessionStatus describe(const Session& s, const std::vector<shaper::QdiscInfo>* all = nullptr);
   void arm(Session& s);
   void on_timer(Session* s, std::uint64_t generation);
   // A successor whose start time came: it takes over the interface in place.
-  void promote(int index);
-  void drop_successor(int index, EventType type, const std::string& reason);
+  void promote(const Key& key);
+  void drop_successor(const Key& key, EventType type, const std::string& reason);
   void arm_lease(Session& s);
   bool alive(const Session* s) const;
   void start_session(Session& s);
-  // Applies `phase` and records the transition; throws on a kernel failure.
-  void transition(Session& s, const std::string& phase, std::optional<std::size_t> step, MonotonicTime deadline,
-                  EventType type);
-  void end_session(int index, EventType type, const std::string& reason, bool remove_qdisc);
+  void arm_confirm(Session& s);
+  void end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc);
+  // Ends every session and successor on an interface; for `cleared`, removes everything jitterd holds
+  // there in one go (otherwise the interface is gone and nothing is touched).
+  void drop_interface(int index, EventType type, const std::string& reason);
   Event event_for(const Session& s, EventType type) const;
   void log_request(const Peer& peer, const std::string& what);
 
@@ -184,12 +246,13 @@ class SessionManager {
   EventBus& bus_;
   const Config& config_;
   Logger& log_;
-  std::map<int, std::unique_ptr<Session>> sessions_;
-  // An apply with a start time on an interface that has a session: it waits here, pending, while the
+  std::map<Key, std::unique_ptr<Session>> sessions_;
+  // An apply with a start time on a lane that has a session: it waits here, pending, while the
   // current session keeps running, and replaces it in place at its start (several hosts switch together).
-  std::map<int, std::unique_ptr<Session>> successors_;
+  std::map<Key, std::unique_ptr<Session>> successors_;
   SessionMetrics metrics_;
   std::uint64_t next_generation_ = 1;
+  std::uint64_t next_sequence_ = 1;  // lanes are matched in the order they were applied
 };
 
 }  // namespace jitterd

@@ -1,16 +1,48 @@
 #pragma once
 // What the daemon needs from the kernel, as an interface: the real one (KernelBackend) drives
-// shaper::NetemEngine; protocol tests use a fake. Calls are synchronous (a netlink request is answered
-// in microseconds) and throw shaper's exceptions on environment failures.
+// shaper::NetemEngine, NetemTree and IngressRedirect; protocol tests use a fake. Calls are synchronous
+// (a netlink request is answered in microseconds) and throw shaper's exceptions on environment
+// failures.
+//
+// The daemon says what one direction of an interface must look like (a Layout: lanes of traffic, each
+// with its netem spec, and traffic that must stay unshaped); the backend makes the kernel hold exactly
+// that: a plain netem root when one lane covers everything and nothing is spared, a classful tree
+// otherwise, and for ingress an IFB that the backend creates, owns and removes.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "shaper/netem_engine.hpp"
 #include "shaper/netem_spec.hpp"
+#include "shaper/offloads.hpp"
+#include "shaper/u32_match.hpp"
 
 namespace jitterd {
+
+enum class Direction { kEgress, kIngress };
+
+const char* to_string(Direction d);
+std::optional<Direction> direction_from_string(std::string_view text);
+
+// One slice of a direction's traffic and the netem spec it gets.
+struct Lane {
+  std::string set;                             // "" = the whole direction (everything no other lane takes)
+  std::vector<shaper::U32Selector> selectors;  // empty when set == ""
+  shaper::NetemSpec spec;
+  friend bool operator==(const Lane&, const Lane&) = default;
+};
+
+struct Layout {
+  std::vector<Lane> lanes;                  // at most one with set == ""; earlier lanes win
+  std::vector<shaper::U32Selector> bypass;  // never shaped, whatever else matches (the operator's SSH)
+  friend bool operator==(const Layout&, const Layout&) = default;
+
+  bool empty() const { return lanes.empty(); }
+  // Same lanes, selectors and bypass: a change of specs only, done in place.
+  bool same_structure(const Layout& other) const;
+};
 
 class ShapingBackend {
  public:
@@ -21,17 +53,41 @@ class ShapingBackend {
   // Root qdisc of every interface (index -> info), in one dump.
   virtual std::vector<shaper::QdiscInfo> root_qdiscs() = 0;
   virtual std::optional<shaper::QdiscInfo> root_qdisc(const shaper::Interface& interface) = 0;
+  // Every qdisc of every interface, in one dump (the kernel dumps them all whatever the filter).
+  virtual std::vector<shaper::QdiscInfo> all_qdiscs() = 0;
+  // Counters of one lane's netem (the root for a plain layout, the lane's leaf in a tree), found in
+  // `all` (from all_qdiscs()); nullopt when this process holds no such lane.
+  virtual std::optional<shaper::QdiscStats> lane_counters(const shaper::Interface& interface, Direction direction,
+                                                          const std::string& set,
+                                                          const std::vector<shaper::QdiscInfo>& all) = 0;
 
-  // Whether this process holds an installed qdisc on the interface.
+  // Whether this process holds anything on the interface (either direction).
   virtual bool installed(const shaper::Interface& interface) const = 0;
-  // Installs jitterd's qdisc, or changes it in place if this process already holds one there.
-  virtual void apply(const shaper::Interface& interface, const shaper::NetemSpec& spec, bool force) = 0;
-  // Removes the qdisc this process holds (the kernel default comes back). No-op when none.
+  virtual bool installed(const shaper::Interface& interface, Direction direction) const = 0;
+  // Makes the kernel hold `layout` for `direction` of `interface`. When only specs changed, every lane
+  // is changed in place in one step (one netem change per leaf: each packet meets the old or the new
+  // spec, never none and never both). A different structure is rebuilt. An empty layout removes that
+  // direction. On failure the previous state stands (or nothing, if nothing was there).
+  virtual void shape(const shaper::Interface& interface, Direction direction, const Layout& layout,
+                     bool force) = 0;
+  // Removes everything this process holds on the interface (both directions, the IFB, and restores
+  // offloads it turned off). No-op when none.
   virtual void remove(const shaper::Interface& interface) = 0;
-  // The interface is gone or the qdisc was replaced behind our back: drop the owner, touch nothing.
-  virtual void forget(const shaper::Interface& interface) = 0;
+  // The interface is gone (nullopt: both directions) or the root of one direction was replaced behind
+  // our back: drop the owners, touch nothing.
+  virtual void forget(const shaper::Interface& interface, std::optional<Direction> direction) = 0;
 
-  // Crash recovery: a qdisc with jitterd's handle that this process does not hold.
+  // Turns TSO, GSO and GRO off on the interface until remove(); throws when the driver refuses.
+  // Returns the settings it found (to restore after a crash), or nullopt when this process had
+  // already turned them off.
+  virtual std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) = 0;
+  // Crash recovery: puts back what an earlier jitterd turned off.
+  virtual void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) = 0;
+  // Whether the interface carries a default route (the SSH guard applies there).
+  virtual bool carries_default_route(const shaper::Interface& interface) = 0;
+
+  // Crash recovery: jitterd objects (root 1a7e:, IFB jd-ifb<N>, redirect filters) this process does
+  // not hold. `interface` may be the IFB itself. adopt() takes plain egress netem roots only.
   virtual bool remove_leftover(const shaper::Interface& interface) = 0;
   virtual bool adopt(const shaper::Interface& interface) = 0;
 

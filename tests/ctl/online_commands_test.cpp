@@ -324,7 +324,7 @@ TEST_F(OnlineCommands, UsageErrorsShowTheCommandsUsage) {
   const CommandRun r = run(server, {"skip", "veth0"});
   EXPECT_EQ(r.err,
             "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
-            "--phase P|--step N\n");
+            "--phase P|--step N [--direction D] [--set NAME]\n");
 }
 
 TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
@@ -332,8 +332,8 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
   const CommandRun r = run(server, {"switch", "--help"});
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_EQ(r.out,
-            "usage: jitterctl switch INTERFACE PHASE [--at now|+1s|RFC3339]\n  hold PHASE (pauses "
-            "the schedule)\n");
+            "usage: jitterctl switch INTERFACE PHASE [--direction D] [--set NAME] [--at now|+1s|RFC3339]\n"
+            "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n");
   EXPECT_TRUE(server.requests().empty());
 }
 

@@ -29,13 +29,21 @@ std::string to_string(FakeBackend::CallKind kind) {
       return "remove_leftover";
     case FakeBackend::CallKind::kAdopt:
       return "adopt";
+    case FakeBackend::CallKind::kRemoveDirection:
+      return "remove_direction";
+    case FakeBackend::CallKind::kDisableOffloads:
+      return "disable_offloads";
+    case FakeBackend::CallKind::kRestoreOffloads:
+      return "restore_offloads";
   }
   return "?";
 }
 
 void FakeBackend::add_interface(const std::string& name, int index, Root root) {
   std::lock_guard lock(mutex_);
-  Link link{name, root, std::nullopt, {}};
+  Link link;
+  link.name = name;
+  link.root = root;
   // A leftover carries some spec of the earlier process; its content does not matter to recovery.
   if (root == Root::kJitterd) link.spec = shaper::NetemSpec{};
   links_[index] = std::move(link);
@@ -156,18 +164,57 @@ std::optional<shaper::QdiscInfo> FakeBackend::root_qdisc(const shaper::Interface
   return info_locked(interface.index);
 }
 
-bool FakeBackend::installed(const shaper::Interface& interface) const {
+std::vector<shaper::QdiscInfo> FakeBackend::all_qdiscs() { return root_qdiscs(); }
+
+std::optional<shaper::QdiscStats> FakeBackend::lane_counters(const shaper::Interface& interface, Direction direction,
+                                                             const std::string& set,
+                                                             const std::vector<shaper::QdiscInfo>& all) {
+  (void)all;
+  (void)set;
   std::lock_guard lock(mutex_);
-  return held_.contains(interface.index);
+  auto link = links_.find(interface.index);
+  if (link == links_.end() || !link->second.layouts.contains(direction)) return std::nullopt;
+  if (direction == Direction::kEgress && link->second.root != Root::kJitterd) return std::nullopt;
+  return link->second.stats;
 }
 
-void FakeBackend::apply(const shaper::Interface& interface, const shaper::NetemSpec& spec,
-                        bool force) {
+Layout FakeBackend::layout_on(int index, Direction direction) const {
+  std::lock_guard lock(mutex_);
+  auto link = links_.find(index);
+  if (link == links_.end()) return {};
+  auto it = link->second.layouts.find(direction);
+  return it == link->second.layouts.end() ? Layout{} : it->second;
+}
+
+bool FakeBackend::offloads_off(int index) const {
+  std::lock_guard lock(mutex_);
+  auto link = links_.find(index);
+  return link != links_.end() && link->second.offloads_off;
+}
+
+void FakeBackend::set_default_route(int index, bool carries) {
+  std::lock_guard lock(mutex_);
+  links_.at(index).default_route = carries;
+}
+
+bool FakeBackend::installed(const shaper::Interface& interface) const {
+  std::lock_guard lock(mutex_);
+  return held_.contains(interface.index) || held_ingress_.contains(interface.index);
+}
+
+bool FakeBackend::installed(const shaper::Interface& interface, Direction direction) const {
+  std::lock_guard lock(mutex_);
+  return direction == Direction::kEgress ? held_.contains(interface.index) : held_ingress_.contains(interface.index);
+}
+
+void FakeBackend::shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) {
   Call call;
-  call.kind = CallKind::kApply;
+  call.kind = layout.empty() ? CallKind::kRemoveDirection : CallKind::kApply;
   call.interface = interface;
-  call.spec = spec;
+  if (!layout.empty()) call.spec = layout.lanes.front().spec;
   call.force = force;
+  call.direction = direction;
+  call.layout = layout;
   call.entered = Clock::now();
   std::chrono::nanoseconds delay;
   {
@@ -175,7 +222,7 @@ void FakeBackend::apply(const shaper::Interface& interface, const shaper::NetemS
     delay = apply_delay_;
   }
   // Outside the lock: the test thread may look while "the kernel" is slow.
-  if (delay > std::chrono::nanoseconds(0)) std::this_thread::sleep_for(delay);
+  if (delay > std::chrono::nanoseconds(0) && !layout.empty()) std::this_thread::sleep_for(delay);
 
   std::lock_guard lock(mutex_);
   auto fail = [&](const auto& error) {
@@ -184,6 +231,21 @@ void FakeBackend::apply(const shaper::Interface& interface, const shaper::NetemS
     record(call);
     throw error;
   };
+  auto link = links_.find(interface.index);
+  if (layout.empty()) {
+    if (direction == Direction::kEgress) {
+      if (held_.erase(interface.index) && link != links_.end() && link->second.root == Root::kJitterd) {
+        link->second.root = Root::kKernelDefault;
+        link->second.spec.reset();
+      }
+    } else {
+      held_ingress_.erase(interface.index);
+    }
+    if (link != links_.end()) link->second.layouts.erase(direction);
+    call.returned = Clock::now();
+    record(call);
+    return;
+  }
   if (netlink_failure_) {
     const shaper::NetlinkError error = *netlink_failure_;
     netlink_failure_.reset();
@@ -194,9 +256,16 @@ void FakeBackend::apply(const shaper::Interface& interface, const shaper::NetemS
     ownership_failure_.reset();
     fail(error);
   }
-  auto link = links_.find(interface.index);
   if (link == links_.end()) {
     fail(shaper::NetlinkError("netem install", describe(interface), ENODEV, "Cannot find device"));
+  }
+  if (direction == Direction::kIngress) {
+    call.change = held_ingress_.contains(interface.index);
+    held_ingress_[interface.index] = interface;
+    link->second.layouts[direction] = layout;
+    call.returned = Clock::now();
+    record(call);
+    return;
   }
   call.change = held_.contains(interface.index);
   if (call.change) {
@@ -216,7 +285,8 @@ void FakeBackend::apply(const shaper::Interface& interface, const shaper::NetemS
         "alone"));
   }
   link->second.root = Root::kJitterd;
-  link->second.spec = spec;
+  link->second.spec = layout.lanes.front().spec;
+  link->second.layouts[direction] = layout;
   held_[interface.index] = interface;
   call.returned = Clock::now();
   record(call);
@@ -224,29 +294,66 @@ void FakeBackend::apply(const shaper::Interface& interface, const shaper::NetemS
 
 void FakeBackend::remove(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
-  Call call{CallKind::kRemove, interface, std::nullopt, false, false, true, Clock::now(), {}};
+  Call call{CallKind::kRemove, interface, std::nullopt, false, false, true, Clock::now(), {}, Direction::kEgress, {}};
+  auto link = links_.find(interface.index);
   if (held_.erase(interface.index)) {
-    if (auto link = links_.find(interface.index);
-        link != links_.end() && link->second.root == Root::kJitterd) {
+    if (link != links_.end() && link->second.root == Root::kJitterd) {
       link->second.root = Root::kKernelDefault;
       link->second.spec.reset();
     }
+  }
+  held_ingress_.erase(interface.index);
+  if (link != links_.end()) {
+    link->second.layouts.clear();
+    link->second.offloads_off = false;
   }
   call.returned = Clock::now();
   record(call);
 }
 
-void FakeBackend::forget(const shaper::Interface& interface) {
+void FakeBackend::forget(const shaper::Interface& interface, std::optional<Direction> direction) {
   std::lock_guard lock(mutex_);
-  held_.erase(interface.index);
+  if (!direction || *direction == Direction::kEgress) held_.erase(interface.index);
+  if (!direction || *direction == Direction::kIngress) held_ingress_.erase(interface.index);
+  if (auto link = links_.find(interface.index); link != links_.end()) {
+    if (direction) {
+      link->second.layouts.erase(*direction);
+    } else {
+      link->second.layouts.clear();
+    }
+  }
   const auto now = Clock::now();
-  record({CallKind::kForget, interface, std::nullopt, false, false, true, now, now});
+  record({CallKind::kForget, interface, std::nullopt, false, false, true, now, now, direction.value_or(Direction::kEgress), {}});
+}
+
+std::optional<shaper::Offloads> FakeBackend::disable_offloads(const shaper::Interface& interface) {
+  std::lock_guard lock(mutex_);
+  const auto now = Clock::now();
+  record({CallKind::kDisableOffloads, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
+  Link& link = links_.at(interface.index);
+  if (link.offloads_off) return std::nullopt;
+  link.offloads_off = true;
+  return shaper::Offloads{true, true, true};
+}
+
+void FakeBackend::restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
+  (void)saved;
+  std::lock_guard lock(mutex_);
+  const auto now = Clock::now();
+  record({CallKind::kRestoreOffloads, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
+  if (auto link = links_.find(interface.index); link != links_.end()) link->second.offloads_off = false;
+}
+
+bool FakeBackend::carries_default_route(const shaper::Interface& interface) {
+  std::lock_guard lock(mutex_);
+  auto link = links_.find(interface.index);
+  return link != links_.end() && link->second.default_route;
 }
 
 bool FakeBackend::remove_leftover(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
-  record({CallKind::kRemoveLeftover, interface, std::nullopt, false, false, true, now, now});
+  record({CallKind::kRemoveLeftover, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
   if (held_.contains(interface.index)) return false;
   auto link = links_.find(interface.index);
   if (link == links_.end() || link->second.root != Root::kJitterd) return false;
@@ -258,7 +365,7 @@ bool FakeBackend::remove_leftover(const shaper::Interface& interface) {
 bool FakeBackend::adopt(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
-  record({CallKind::kAdopt, interface, std::nullopt, false, false, true, now, now});
+  record({CallKind::kAdopt, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
   if (held_.contains(interface.index)) return true;
   auto link = links_.find(interface.index);
   if (link == links_.end() || link->second.root != Root::kJitterd) return false;

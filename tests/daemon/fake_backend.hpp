@@ -34,17 +34,29 @@ class FakeBackend final : public ShapingBackend {
     kJitterd,        // netem 1a7e:; a leftover of an earlier jitterd unless this process holds it
   };
 
-  enum class CallKind { kApply, kRemove, kForget, kRemoveLeftover, kAdopt };
+  // kApply: shape() with a layout; kRemoveDirection: shape() with an empty layout; kRemove: remove().
+  enum class CallKind {
+    kApply,
+    kRemove,
+    kForget,
+    kRemoveLeftover,
+    kAdopt,
+    kRemoveDirection,
+    kDisableOffloads,
+    kRestoreOffloads
+  };
 
   struct Call {
     CallKind kind = CallKind::kApply;
     shaper::Interface interface;
-    std::optional<shaper::NetemSpec> spec;  // apply only
+    std::optional<shaper::NetemSpec> spec;  // apply: the first lane's spec
     bool force = false;                     // apply only
-    bool change = false;                    // apply: an in-place change of a qdisc we held
+    bool change = false;                    // apply: an in-place change of a direction we held
     bool succeeded = true;
     Clock::time_point entered;   // when the call was made
     Clock::time_point returned;  // when it returned or threw: the "kernel's acknowledgement"
+    Direction direction = Direction::kEgress;
+    Layout layout;  // apply: the whole layout of that direction
   };
 
   // The interface appears; its root is `root`.
@@ -70,17 +82,28 @@ class FakeBackend final : public ShapingBackend {
   // The spec jitterd's qdisc on `index` carries now (held or leftover); nullopt when it has none.
   std::optional<shaper::NetemSpec> spec_on(int index) const;
   std::optional<Root> root_of(int index) const;
+  // The layout this process holds on a direction of `index` (empty when none).
+  Layout layout_on(int index, Direction direction) const;
+  bool offloads_off(int index) const;
+  void set_default_route(int index, bool carries);
 
   // ShapingBackend
   std::vector<shaper::Interface> interfaces() override;
   std::optional<shaper::Interface> find_interface(const std::string& name) override;
   std::vector<shaper::QdiscInfo> root_qdiscs() override;
   std::optional<shaper::QdiscInfo> root_qdisc(const shaper::Interface& interface) override;
+  std::vector<shaper::QdiscInfo> all_qdiscs() override;
+  std::optional<shaper::QdiscStats> lane_counters(const shaper::Interface& interface, Direction direction,
+                                                  const std::string& set,
+                                                  const std::vector<shaper::QdiscInfo>& all) override;
   bool installed(const shaper::Interface& interface) const override;
-  void apply(const shaper::Interface& interface, const shaper::NetemSpec& spec,
-             bool force) override;
+  bool installed(const shaper::Interface& interface, Direction direction) const override;
+  void shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) override;
   void remove(const shaper::Interface& interface) override;
-  void forget(const shaper::Interface& interface) override;
+  void forget(const shaper::Interface& interface, std::optional<Direction> direction) override;
+  std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) override;
+  void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
+  bool carries_default_route(const shaper::Interface& interface) override;
   bool remove_leftover(const shaper::Interface& interface) override;
   bool adopt(const shaper::Interface& interface) override;
   std::uint32_t netlink_port() const override { return 0; }
@@ -91,14 +114,19 @@ class FakeBackend final : public ShapingBackend {
     Root root = Root::kKernelDefault;
     std::optional<shaper::NetemSpec> spec;  // jitterd's qdisc's spec, when the root is kJitterd
     shaper::QdiscStats stats;
+    std::map<Direction, Layout> layouts;  // what this process holds
+    bool offloads_off = false;
+    bool default_route = false;
   };
   std::optional<shaper::QdiscInfo> info_locked(int index) const;
   void record(Call call);
 
   mutable std::mutex mutex_;
   std::map<int, Link> links_;
-  // Interfaces this process holds a qdisc on (KernelBackend's map of owners), by index.
+  // Interfaces this process holds an egress root on (KernelBackend's map of owners), by index.
   std::map<int, shaper::Interface> held_;
+  // ... and an ingress IFB on.
+  std::map<int, shaper::Interface> held_ingress_;
   std::optional<shaper::NetlinkError> netlink_failure_;
   std::optional<shaper::OwnershipError> ownership_failure_;
   std::chrono::nanoseconds apply_delay_{0};

@@ -134,7 +134,7 @@ TEST(ProtocolDoc, TheTablesTheseTestsReadAreThere) {
     EXPECT_TRUE(codes.contains(code)) << code;
   }
   const auto events = documented_events();
-  EXPECT_EQ(events.size(), 8u);
+  EXPECT_EQ(events.size(), 10u);
   EXPECT_EQ(
       events.at("phase-changed").members,
       (std::set<std::string>{"phase", "previous", "step", "deadline", "lateness_ns", "apply_ns"}));
@@ -306,7 +306,7 @@ TEST(Protocol, ListCommandsNamesEveryDocumentedMethodAndWhichOnesMutate) {
   }
   EXPECT_EQ(listed, documented);
   EXPECT_EQ(mutating, (std::set<std::string>{"apply", "switch", "pause", "resume", "skip", "clear",
-                                             "renew"}));
+                                             "renew", "confirm"}));
   error_of(p.call("list-commands", {{"verbose", true}}), "invalid-params", "/params/verbose");
 }
 
@@ -473,9 +473,21 @@ TEST(Protocol, ApplyParameterErrorsPointAtTheParameter) {
       {{{"interface", "veth0"}, {"profile", "held"}, {"phasee", "a"}},
        "invalid-params",
        "/params/phasee"},
-      {{{"interface", "veth0"}, {"profile", "held"}, {"direction", "ingress"}},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"direction", "inward"}},
        "invalid-params",
        "/params/direction"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"set", "redis"}}, "invalid-params", "/params/set"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"match", {{{"dst_port", 6379}}}}},
+       "invalid-params",
+       "/params/match/0/dst_port"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"match", {{{"protocol", "tcp"}, {"dst_port", 6379}}}}},
+       "invalid-params",
+       "/params/set"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"offloads", "maybe"}}, "invalid-params", "/params/offloads"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"confirm", "soon"}}, "invalid-params", "/params/confirm"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"ssh_connection", "10.0.0.1 x 10.0.0.2 22"}},
+       "invalid-params",
+       "/params/ssh_connection"},
       {{{"interface", "veth0"}, {"profile", "wifi"}, {"phase", "a"}, {"schedule", true}},
        "invalid-params",
        "/params/schedule"},
@@ -834,6 +846,11 @@ std::vector<Event> every_kind_of_event(Protocol& p) {
   p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"lease", "20ms"}});
   p.rig.run_until([&] { return p.rig.count(EventType::kLeaseExpired) == 1; },
                   3000ms);  // lease-expired
+  // Commit-confirmed: one confirmed (confirmed), one left to run out (rolled-back).
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"confirm", "10s"}});
+  p.ok("confirm", {{"interface", "veth0"}});  // confirmed
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"confirm", "20ms"}});
+  p.rig.run_until([&] { return p.rig.count(EventType::kRolledBack) == 1; }, 3000ms);  // rolled-back
   p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
   p.rig.sessions.on_external_change(5, "netem changed by tc", true);  // external-change
   p.rig.backend.remove_interface("veth0");
@@ -871,6 +888,27 @@ TEST(Protocol, EveryEventCarriesTheDocumentedMembers) {
       EXPECT_TRUE(j.contains(member)) << member;
   }
   EXPECT_EQ(seen.size(), documented.size()) << "the flow above should produce every kind of event";
+}
+
+TEST(Protocol, CommitConfirmedRollsBackUnlessConfirmed) {
+  Protocol p;
+  json r = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"confirm", "30ms"}});
+  ASSERT_TRUE(r["confirm"].is_object()) << r.dump();
+  EXPECT_GT(r["confirm"]["remaining_ns"].get<std::int64_t>(), 0);
+  p.rig.run_until([&] { return p.rig.sessions.session_count() == 0; }, 3000ms);
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u) << "not confirmed: rolled back";
+  EXPECT_FALSE(p.rig.backend.spec_on(5)) << "the kernel default is back";
+  ASSERT_EQ(p.rig.count(EventType::kRolledBack), 1u);
+  EXPECT_EQ(p.rig.events_of(EventType::kRolledBack)[0].reason, "not-confirmed");
+
+  r = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"confirm", "30ms"}});
+  r = p.ok("confirm", {{"interface", "veth0"}});
+  EXPECT_TRUE(r["confirm"].is_null()) << r.dump();
+  p.rig.run_for(100ms);
+  EXPECT_EQ(p.rig.sessions.session_count(), 1u) << "confirmed: kept";
+  EXPECT_TRUE(p.rig.backend.spec_on(5));
+  error_of(p.call("confirm", {{"interface", "veth0"}}), "invalid-params", "/params/interface");
+  error_of(p.call("confirm", {{"interface", "veth1"}}), "not-found", "/params/interface");
 }
 
 TEST(Protocol, ClearedReasonsAreDocumentedOnes) {

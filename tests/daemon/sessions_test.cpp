@@ -63,6 +63,13 @@ T value_of(Outcome<T> outcome) {
   return std::get<T>(std::move(outcome));
 }
 
+// The one session a request named (apply, switch ... answer with every session they touched).
+SessionStatus single(Outcome<SessionManager::Statuses> outcome) {
+  auto list = value_of(std::move(outcome));
+  EXPECT_EQ(list.size(), 1u);
+  return list.empty() ? SessionStatus{} : list.front();
+}
+
 json ledger_json(const DaemonRig& rig) {
   return json::parse(read_file(rig.ledger.path()));
 }
@@ -307,7 +314,7 @@ TEST(Sessions, SwitchNowChangesInPlaceAndPausesTheSchedule) {
   r.schedule = true;
   rig.apply_ok(r);
   const auto before = Clock::now();
-  const auto status = value_of(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
+  const auto status = single(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
   EXPECT_EQ(status.phase, "c");
   EXPECT_EQ(status.state, "paused");
   ASSERT_TRUE(status.schedule);
@@ -334,7 +341,7 @@ TEST(Sessions, SwitchAtATimeWaitsForIt) {
   r.schedule = true;
   rig.apply_ok(r);
   const MonotonicTime at = Clock::now() + 100ms;
-  const auto status = value_of(rig.sessions.switch_phase("veth0", "b", at, test_peer()));
+  const auto status = single(rig.sessions.switch_phase("veth0", "b", at, test_peer()));
   EXPECT_EQ(status.phase, "a") << "still the old phase until `at`";
   ASSERT_TRUE(status.next_transition);
   EXPECT_EQ(status.next_transition->phase, "b");
@@ -376,7 +383,7 @@ TEST(Sessions, PauseAndResumeKeepTheStepsRemainingTime) {
   std::this_thread::sleep_for(50ms);  // into step a; nothing is due before 200 ms
 
   const auto pause_before = Clock::now();
-  const auto paused = value_of(rig.sessions.pause("veth0", test_peer()));
+  const auto paused = single(rig.sessions.pause("veth0", test_peer()));
   const auto pause_after = Clock::now();
   EXPECT_EQ(paused.state, "paused");
   EXPECT_EQ(paused.schedule->state, "paused");
@@ -387,7 +394,7 @@ TEST(Sessions, PauseAndResumeKeepTheStepsRemainingTime) {
   EXPECT_EQ(rig.backend.count(Call::kApply), 1u);
 
   const auto resume_before = Clock::now();
-  const auto resumed = value_of(rig.sessions.resume("veth0", test_peer()));
+  const auto resumed = single(rig.sessions.resume("veth0", test_peer()));
   const auto resume_after = Clock::now();
   EXPECT_EQ(resumed.state, "active");
   EXPECT_EQ(resumed.schedule->state, "running");
@@ -411,8 +418,8 @@ TEST(Sessions, ResumeAfterASwitchRestoresTheSchedulesPhase) {
   auto r = rig.request("veth0", scheduled({{"a", "10s"}, {"b", "10s"}}));
   r.schedule = true;
   rig.apply_ok(r);
-  value_of(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
-  const auto resumed = value_of(rig.sessions.resume("veth0", test_peer()));
+  single(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
+  const auto resumed = single(rig.sessions.resume("veth0", test_peer()));
   EXPECT_EQ(resumed.phase, "a");
   EXPECT_EQ(applied_phases(rig.backend), (std::vector<std::string>{"a", "c", "a"}));
   const auto changed = rig.events_of(EventType::kPhaseChanged);
@@ -440,7 +447,7 @@ TEST(Sessions, SkipStartsTheChosenStepNowWithItsFullDuration) {
 
   // By step number.
   auto before = Clock::now();
-  auto status = value_of(rig.sessions.skip("veth0", 2, std::nullopt, test_peer()));
+  auto status = single(rig.sessions.skip("veth0", 2, std::nullopt, test_peer()));
   auto after = Clock::now();
   EXPECT_EQ(status.phase, "c");
   EXPECT_EQ(status.schedule->step, 2u);
@@ -454,7 +461,7 @@ TEST(Sessions, SkipStartsTheChosenStepNowWithItsFullDuration) {
 
   // By phase: the next step running it, wrapping around (c -> b is step 1).
   before = Clock::now();
-  status = value_of(rig.sessions.skip("veth0", std::nullopt, "b", test_peer()));
+  status = single(rig.sessions.skip("veth0", std::nullopt, "b", test_peer()));
   after = Clock::now();
   EXPECT_EQ(status.phase, "b");
   EXPECT_EQ(status.schedule->step, 1u);
@@ -515,7 +522,7 @@ TEST(Sessions, RenewExtendsTheLease) {
   rig.apply_ok(r);
   std::this_thread::sleep_for(100ms);
   const auto renewed_at = Clock::now();
-  const auto status = value_of(rig.sessions.renew("veth0", std::nullopt, test_peer()));
+  const auto status = single(rig.sessions.renew("veth0", std::nullopt, test_peer()));
   ASSERT_TRUE(status.lease);
   EXPECT_EQ(status.lease->length, 150ms) << "renew without a length keeps the last one";
   EXPECT_GE(status.lease->expires.monotonic, mono(renewed_at) + 150ms);
@@ -532,7 +539,7 @@ TEST(Sessions, RenewWithANewLengthOrWithoutALeaseToRenew) {
   auto r = rig.request("veth0", held_profile());
   r.lease = 10s;
   rig.apply_ok(r);
-  EXPECT_EQ(value_of(rig.sessions.renew("veth0", 60s, test_peer())).lease->length, 60s);
+  EXPECT_EQ(single(rig.sessions.renew("veth0", 60s, test_peer())).lease->length, 60s);
   auto e = error_of(rig.sessions.renew("veth0", 25h, test_peer()));
   EXPECT_EQ(e.code, "invalid-params");
   EXPECT_EQ(e.where, "/params/lease");
@@ -670,7 +677,7 @@ TEST(Sessions, ASwitchBeforeTheStartChoosesThePhaseItStartsWith) {
   r.schedule = true;
   r.start = Clock::now() + 100ms;
   rig.apply_ok(r);
-  const auto status = value_of(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
+  const auto status = single(rig.sessions.switch_phase("veth0", "c", std::nullopt, test_peer()));
   EXPECT_EQ(status.state, "pending");
   EXPECT_FALSE(status.schedule) << "a switch replaces the schedule with a held phase";
   ASSERT_TRUE(status.next_transition);
@@ -745,7 +752,7 @@ TEST(Sessions, AKernelRefusalOnApplyPropagatesAndLeavesNoSession) {
   EXPECT_EQ(rig.backend.root_of(5), FakeBackend::Root::kKernelDefault);
   // The ledger never named it.
   std::string problem;
-  EXPECT_TRUE(rig.ledger.load(&problem).empty());
+  EXPECT_TRUE(rig.ledger.load(&problem).sessions.empty());
 }
 
 TEST(Sessions, AKernelRefusalOfAReplacementKeepsTheCurrentSession) {
@@ -987,9 +994,10 @@ TEST(Sessions, TheLedgerFollowsInstallsTransitionsAndRemovals) {
   EXPECT_EQ(ledger["version"], 1);
   EXPECT_EQ(ledger["pid"], ::getpid());
   EXPECT_EQ(ledger["interfaces"],
-            json::parse(R"([{"index": 5, "interface": "veth0", "profile": "held", "digest": ")" +
+            json::parse(R"([{"index": 5, "interface": "veth0", "direction": "egress", "set": "",
+                             "profile": "held", "digest": ")" +
                         held_profile().digest + R"(", "phase": "a"}])"));
-  value_of(rig.sessions.switch_phase("veth0", "b", std::nullopt, test_peer()));
+  single(rig.sessions.switch_phase("veth0", "b", std::nullopt, test_peer()));
   EXPECT_EQ(ledger_json(rig)["interfaces"][0]["phase"], "b");
   rig.apply_ok(rig.request("veth1", held_profile()));
   EXPECT_EQ(ledger_json(rig)["interfaces"].size(), 2u);

@@ -81,7 +81,12 @@ SessionStatus DaemonRig::apply_ok(const ApplyRequest& request) {
     ADD_FAILURE() << "apply refused: " << e->code << ": " << e->message << " at " << e->where;
     return {};
   }
-  return std::get<SessionStatus>(outcome);
+  auto& list = std::get<SessionManager::Statuses>(outcome);
+  if (list.empty()) {
+    ADD_FAILURE() << "apply answered with no session";
+    return {};
+  }
+  return list.front();
 }
 
 std::vector<Event> DaemonRig::events_of(EventType type) const {

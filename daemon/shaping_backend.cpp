@@ -1,0 +1,21 @@
+#include "shaping_backend.hpp"
+
+namespace jitterd {
+
+const char* to_string(Direction d) { return d == Direction::kIngress ? "ingress" : "egress"; }
+
+std::optional<Direction> direction_from_string(std::string_view text) {
+  if (text == "egress") return Direction::kEgress;
+  if (text == "ingress") return Direction::kIngress;
+  return std::nullopt;
+}
+
+bool Layout::same_structure(const Layout& other) const {
+  if (bypass != other.bypass || lanes.size() != other.lanes.size()) return false;
+  for (std::size_t i = 0; i < lanes.size(); ++i) {
+    if (lanes[i].set != other.lanes[i].set || lanes[i].selectors != other.lanes[i].selectors) return false;
+  }
+  return true;
+}
+
+}  // namespace jitterd
