@@ -82,7 +82,8 @@ TEST_F(E2eLease, RenewedLeaseKeepsShapingPastItsFirstExpiry) {
   const auto earliest_start = monotonic_point(applied_event->at("deadline"));
   const auto latest_start = monotonic_point(applied_event->at("at"));
 
-  std::this_thread::sleep_until(latest_start + kLease / 2);
+  // Renewed early in the lease: a loaded host can take over a second to start jitterctl in the VM.
+  std::this_thread::sleep_until(latest_start + kLease / 4);
   const Json renewed = bed().ctl_json({"renew", "jta", "--lease", "4s"});
   ASSERT_LT(Clock::now(), earliest_start + kLease) << "too slow to renew before the lease ran out";
   EXPECT_GT(renewed.at("lease").at("remaining_ns").get<std::int64_t>(), 0) << renewed.dump();
