@@ -15,6 +15,7 @@
 
 #include "shaper/distribution_tables.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/ifb.hpp"
 #include "shaper/kernel_units.hpp"
 
 namespace shaper {
@@ -276,24 +277,8 @@ std::vector<QdiscInfo> NetemEngine::all_root_qdiscs() {
 }
 
 std::vector<Interface> NetemEngine::interfaces() {
-  NlMsgPtr msg = make_message(RTM_GETLINK, 0);
-  ifinfomsg ifi{};
-  ifi.ifi_family = AF_UNSPEC;
-  if (nlmsg_append(msg.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0) {
-    throw NetlinkError("link dump", "all devices", ENOMEM, "cannot build RTM_GETLINK");
-  }
   std::vector<Interface> out;
-  socket_->dump(msg.get(), "link dump", "all devices", [&](const nlmsghdr& hdr) {
-    if (hdr.nlmsg_type != RTM_NEWLINK) return;
-    const auto* info = static_cast<const ifinfomsg*>(nlmsg_data(&hdr));
-    nlattr* tb[IFLA_MAX + 1] = {};
-    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(ifinfomsg), tb, IFLA_MAX, nullptr) < 0 ||
-        !tb[IFLA_IFNAME]) {
-      throw NetlinkError("link dump", "ifindex " + std::to_string(info->ifi_index), EPROTO,
-                         "unparseable RTM_NEWLINK");
-    }
-    out.push_back(Interface{info->ifi_index, nla_get_string(tb[IFLA_IFNAME])});
-  });
+  for (auto& link : dump_links(*socket_)) out.push_back(std::move(link.interface));
   return out;
 }
 
