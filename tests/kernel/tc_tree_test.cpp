@@ -32,6 +32,18 @@ using json = nlohmann::json;
 
 namespace {
 
+// A field of tc's or ip's JSON, or `fallback` when absent or of another type. (json::value() with a
+// literal default trips GCC 12's -Wnull-dereference inside nlohmann's headers.)
+std::string text_field(const json& object, const char* key, const std::string& fallback = "?") {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+int int_field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
 constexpr const char* kAddrB2 = "198.18.0.3";  // a second address on jtb (test-only)
 constexpr double kUnshapedMs = 15.0;
 
@@ -73,7 +85,7 @@ std::vector<std::string> qdiscs_by_tc(const VethPair& net,
                                       const std::string& dev = VethPair::kDevA) {
   std::vector<std::string> out;
   for (const auto& q : tc_json_of(net.ns_a(), "qdisc show dev " + dev)) {
-    out.push_back(q.value("kind", "?") + " " + q.value("handle", "?"));
+    out.push_back(text_field(q, "kind") + " " + text_field(q, "handle"));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -177,7 +189,7 @@ TEST(NetemTree, BypassWinsOverAMatchingLeaf) {
   std::vector<std::pair<int, std::string>> flows;
   for (const auto& f : filters) {
     if (f.contains("options") && f["options"].contains("flowid")) {
-      flows.emplace_back(f.value("pref", 0), f["options"]["flowid"].get<std::string>());
+      flows.emplace_back(int_field(f, "pref"), f["options"]["flowid"].get<std::string>());
     }
   }
   std::sort(flows.begin(), flows.end());
@@ -327,7 +339,7 @@ namespace {
 std::vector<std::string> ifbs_by_ip(const std::string& ns) {
   std::vector<std::string> out;
   for (const auto& l : json::parse(in_ns(ns, "ip -j link show type ifb")))
-    out.push_back(l.value("ifname", "?"));
+    out.push_back(text_field(l, "ifname"));
   return out;
 }
 
@@ -367,7 +379,7 @@ TEST(IngressRedirect, NetemOnTheIfbDelaysArrivalsOnlyAndRemoveLeavesNothing) {
   EXPECT_EQ(count_kind(during, "netem"), 0u) << "netem must be on the IFB, not on jta";
   const json filters = ingress_filters_by_tc(bed.net);
   std::set<int> prefs;
-  for (const auto& f : filters) prefs.insert(f.value("pref", 0));
+  for (const auto& f : filters) prefs.insert(int_field(f, "pref"));
   EXPECT_EQ(prefs, (std::set<int>{0x1a7d, 0x1a7e, 0x1a7f})) << filters.dump();
   EXPECT_NE(filters.dump().find("mirred"), std::string::npos) << filters.dump();
 
@@ -454,7 +466,7 @@ TEST(IngressRedirect, RemoveLeftoverKeepsSomeoneElsesIngressFilters) {
   EXPECT_TRUE(IngressRedirect::remove_leftover(bed.engine, bed.dev));
   const json filters = ingress_filters_by_tc(bed.net);
   std::set<int> prefs;
-  for (const auto& f : filters) prefs.insert(f.value("pref", 0));
+  for (const auto& f : filters) prefs.insert(int_field(f, "pref"));
   EXPECT_EQ(prefs, std::set<int>{5}) << filters.dump();
   EXPECT_EQ(count_kind(qdiscs_by_tc(bed.net), "ingress"), 1u)
       << "the ingress qdisc still has a filter";
@@ -525,7 +537,7 @@ std::vector<std::pair<int, std::string>> filter_flows_by_tc(const VethPair& net)
   std::vector<std::pair<int, std::string>> flows;
   for (const auto& f : tc_json_of(net.ns_a(), "filter show dev jta parent 1a7e:")) {
     if (f.contains("options") && f["options"].contains("flowid")) {
-      flows.emplace_back(f.value("pref", 0), f["options"]["flowid"].get<std::string>());
+      flows.emplace_back(int_field(f, "pref"), f["options"]["flowid"].get<std::string>());
     }
   }
   std::sort(flows.begin(), flows.end());
