@@ -445,7 +445,7 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
       } else if (params->contains("set")) {
         r.error(p + "/set", "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
       }
-      a.protect_ssh = r.boolean(*params, p, "protect_ssh", false).value_or(true);
+      a.protect_ssh = r.boolean(*params, p, "protect_ssh", true).value_or(true);
       if (const auto ssh = r.string(*params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
         shaper::Diagnostics ssh_diagnostics;
         if (auto c = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {

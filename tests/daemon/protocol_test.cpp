@@ -399,6 +399,22 @@ TEST(Protocol, ApplyByNameReturnsTheSessionsStatus) {
   EXPECT_EQ(phase_of(*p.rig.backend.spec_on(5)), "b");
 }
 
+TEST(Protocol, TheSshGuardIsOnUnlessTheRequestTurnsItOff) {
+  Protocol p;
+  p.rig.backend.set_default_route(5, true);
+  json s = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"phase", "b"}});
+  ASSERT_EQ(s["unshaped"].size(), 1u) << "an apply that says nothing about protect_ssh is guarded\n" << s.dump();
+  EXPECT_EQ(s["unshaped"][0], "tcp port 22 (either side)");
+  s = p.ok("apply", {{"interface", "veth0"},
+                     {"profile", "held"},
+                     {"phase", "b"},
+                     {"ssh_connection", "192.0.2.7 51234 192.0.2.1 2222"}});
+  ASSERT_EQ(s["unshaped"].size(), 2u) << s.dump();
+  EXPECT_EQ(s["unshaped"][1], "ssh connection from 192.0.2.7 port 51234 to 192.0.2.1 port 2222");
+  s = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"phase", "b"}, {"protect_ssh", false}});
+  EXPECT_TRUE(s["unshaped"].empty()) << s.dump();
+}
+
 TEST(Protocol, ApplyRunsTheScheduleByDefaultWhenTheProfileHasOne) {
   Protocol p;
   const json s = p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}, {"lease", "30s"}});
