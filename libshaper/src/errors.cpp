@@ -44,6 +44,19 @@ NetlinkError::NetlinkError(std::string operation, std::string object, int error_
       kernel_message_(std::move(kernel_message)),
       hint_(std::move(hint)) {}
 
+NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& part, const std::string& modules) {
+  if (!e.hint().empty() || (e.error_number() != ENOENT && e.error_number() != EOPNOTSUPP)) return e;
+  const std::string& m = e.kernel_message();
+  const bool says_missing = m.empty() || m.find("nknown") != std::string::npos ||
+                            m.find("not found") != std::string::npos || m.find("Failed to load") != std::string::npos;
+  if (!says_missing) return e;
+  const bool several = modules.find(' ') != std::string::npos;
+  return NetlinkError(e.operation(), e.object(), e.error_number(), e.kernel_message(),
+                      "This kernel lacks " + part + " (" + (several ? "modules " : "module ") + modules +
+                          "): load " + (several ? "them" : "it") + " with `modprobe " + (several ? "-a " : "") +
+                          modules + "` (shaping a whole interface's egress without the SSH guard needs netem alone)");
+}
+
 long check_syscall(long result, const std::string& operation, const std::string& object) {
   if (result == -1) throw SystemError(operation, object, errno);
   return result;

@@ -234,7 +234,11 @@ IngressRedirect IngressRedirect::install(NetemEngine& engine, const Interface& i
   // From here on the owner undoes whatever was done if a step fails.
   IngressRedirect redirect(engine, interface);
   NlMsgPtr create = build_ifb_create_message(name);
-  socket.request(create.get(), "ifb install", "dev " + name);
+  try {
+    socket.request(create.get(), "ifb install", "dev " + name);
+  } catch (const NetlinkError& e) {
+    throw with_missing_part_hint(e, "IFB devices, which ingress shaping goes through", "ifb");
+  }
   redirect.ifb_created_ = true;
   redirect.ifb_ = engine.resolve(name);
 
@@ -242,8 +246,11 @@ IngressRedirect IngressRedirect::install(NetemEngine& engine, const Interface& i
     redirect.filter_parent_ = filter_parent_of(*hook);
   } else {
     NlMsgPtr ingress = build_ingress_qdisc_message(interface.index);
-    socket.request(ingress.get(), "ingress qdisc install",
-                   "dev " + interface.name + " handle ffff:");
+    try {
+      socket.request(ingress.get(), "ingress qdisc install", "dev " + interface.name + " handle ffff:");
+    } catch (const NetlinkError& e) {
+      throw with_missing_part_hint(e, "the ingress qdisc, where arrivals are redirected", "sch_ingress");
+    }
     redirect.created_ingress_ = true;
     redirect.filter_parent_ = kIngressQdiscHandle;
   }
@@ -254,7 +261,12 @@ IngressRedirect IngressRedirect::install(NetemEngine& engine, const Interface& i
     char object[96];
     std::snprintf(object, sizeof object, " parent %s prio 0x%x",
                   format_handle(redirect.filter_parent_).c_str(), prio);
-    socket.request(msg.get(), "ingress filter install", "dev " + interface.name + object);
+    try {
+      socket.request(msg.get(), "ingress filter install", "dev " + interface.name + object);
+    } catch (const NetlinkError& e) {
+      throw with_missing_part_hint(e, "the u32 classifier or the mirred action, which redirect arrivals to the IFB",
+                                   "cls_u32 act_mirred");
+    }
     const std::pair<std::uint16_t, std::uint16_t> instance{prio, selector.eth_protocol};
     if (std::find(redirect.filters_.begin(), redirect.filters_.end(), instance) ==
         redirect.filters_.end()) {

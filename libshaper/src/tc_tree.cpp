@@ -553,7 +553,11 @@ NetemTree NetemTree::install(NetemEngine& engine, const Interface& interface, co
   // The default minor is always kDefaultClassMinor (see the header): while that class does not
   // exist, HTB sends unclassified packets directly, unshaped.
   NlMsgPtr root = build_htb_root_message(interface.index, kDefaultClassMinor, flags);
-  engine.socket().request(root.get(), "tree install", describe_tree(interface));
+  try {
+    engine.socket().request(root.get(), "tree install", describe_tree(interface));
+  } catch (const NetlinkError& e) {
+    throw with_missing_part_hint(e, "the HTB qdisc, the root of a tree of rule sets", "sch_htb");
+  }
   // From here on the tree exists; the owner removes it if a later step fails. Classes and leaves
   // come before the filters, so no packet is classified to a class whose leaf is not there yet.
   NetemTree tree(engine, interface);
@@ -626,7 +630,11 @@ void NetemTree::apply(const std::vector<TreeStep>& steps) {
         NlMsgPtr msg =
             build_u32_filter_message(ifindex, kJitterdRootHandle, filter.prio, filter.selector,
                                      U32Target{filter.classid, std::nullopt});
-        socket.request(msg.get(), "tree filter install", filter_object(filter));
+        try {
+          socket.request(msg.get(), "tree filter install", filter_object(filter));
+        } catch (const NetlinkError& e) {
+          throw with_missing_part_hint(e, "the u32 classifier, which sorts packets into rule sets", "cls_u32");
+        }
         auto& filters = state_.filters;
         filters.insert(std::upper_bound(filters.begin(), filters.end(), filter, by_prio), filter);
         break;

@@ -36,6 +36,26 @@ TEST(Errors, NetlinkErrorAppendsTheHint) {
                "kind is unknown. load it");
 }
 
+TEST(Errors, MissingKernelPartGetsTheModuleToLoad) {
+  const NetlinkError unknown_kind("tree install", "dev eth0 handle 1a7e:", ENOENT, "Specified qdisc kind is unknown.");
+  const NetlinkError hinted = with_missing_part_hint(unknown_kind, "the HTB qdisc", "sch_htb");
+  EXPECT_EQ(hinted.kernel_message(), unknown_kind.kernel_message());
+  EXPECT_NE(hinted.hint().find("the HTB qdisc (module sch_htb)"), std::string::npos) << hinted.what();
+  EXPECT_NE(hinted.hint().find("`modprobe sch_htb`"), std::string::npos) << hinted.what();
+
+  const NetlinkError link_type("ifb install", "dev jdifb3", EOPNOTSUPP, "Unknown device type");
+  const NetlinkError two = with_missing_part_hint(link_type, "IFB devices", "cls_u32 act_mirred");
+  EXPECT_NE(two.hint().find("`modprobe -a cls_u32 act_mirred`"), std::string::npos) << two.what();
+
+  // Not a missing part: the kernel named another reason, or another errno, or a hint is there already.
+  const NetlinkError other_enoent("tree filter install", "dev eth0", ENOENT, "Parent Qdisc doesn't exists");
+  EXPECT_TRUE(with_missing_part_hint(other_enoent, "u32", "cls_u32").hint().empty());
+  const NetlinkError invalid("tree install", "dev eth0", EINVAL, "");
+  EXPECT_TRUE(with_missing_part_hint(invalid, "u32", "cls_u32").hint().empty());
+  const NetlinkError already("netem install", "dev eth0", ENOENT, "", "netem is missing");
+  EXPECT_EQ(with_missing_part_hint(already, "u32", "cls_u32").hint(), "netem is missing");
+}
+
 TEST(Errors, LibnlCodesBecomeErrnoWithLibnlText) {
   try {
     check_libnl(-NLE_NOMEM, "nla_put", "TCA_KIND");

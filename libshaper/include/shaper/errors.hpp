@@ -44,6 +44,13 @@ class NetlinkError : public std::runtime_error {
   std::string hint_;
 };
 
+// `e` with a hint when the kernel refused because it lacks a part jitterd needs: an unknown qdisc,
+// classifier, action or link kind (ENOENT or EOPNOTSUPP, and a kernel message, if any, that says the
+// kind is unknown or not found). `part` says what it is and what needs it ("the HTB qdisc, the root of
+// a tree of rule sets"), `modules` the modules that provide it ("sch_htb", "cls_u32 act_mirred").
+// Any other error comes back unchanged, as does one that already has a hint.
+NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& part, const std::string& modules);
+
 // A request the engine refuses before it reaches the kernel because it would touch something that is
 // not ours or is in the wrong state ("root qdisc of eth0 is htb 1:, installed by someone else").
 class OwnershipError : public std::runtime_error {
