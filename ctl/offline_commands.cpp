@@ -293,7 +293,7 @@ int inspect_command(const std::vector<std::string>& raw) {
 int validate_command(const std::vector<std::string>& raw) {
   try {
     Args a(raw);
-    std::string profile_path, trace_path, shaped_path, plot_path, calibration_path;
+    std::string profile_path, trace_path, shaped_path, plot_path, calibration_path, phase;
     bool json = false, log_scale = false;
     std::uint64_t seed = 1;
     ParseOptions parse;
@@ -314,6 +314,8 @@ int validate_command(const std::vector<std::string>& raw) {
         log_scale = true;
       } else if (arg == "--seed") {
         seed = static_cast<std::uint64_t>(number_value(arg, a.value(arg)));
+      } else if (arg == "--phase") {
+        phase = a.value(arg);
       } else if (!arg.empty() && arg[0] == '-') {
         throw UsageError("validate: unknown option " + arg);
       } else if (profile_path.empty()) {
@@ -326,14 +328,34 @@ int validate_command(const std::vector<std::string>& raw) {
     }
     if (profile_path.empty() || (trace_path.empty() && shaped_path.empty())) {
       throw UsageError(
-          "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--json] "
-          "[--plot FILE.svg] [--log]");
+          "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--phase P] "
+          "[--json] [--plot FILE.svg] [--log]");
     }
     if (!calibration_path.empty() && shaped_path.empty()) {
       throw UsageError("validate: --link-calibration describes the link of --shaped; give both");
     }
     auto profile = load_profile(profile_path);
     if (!profile) return kExitBadInput;
+    if (!phase.empty()) {
+      // One phase held: what a link shows while jitterd holds that phase (a switch, or a paused
+      // schedule). The capture as a whole spans every phase, so only a shaped trace is compared.
+      if (!trace_path.empty()) {
+        throw UsageError("validate: --phase judges a shaped trace taken while that phase held; give --shaped, not "
+                         "the capture");
+      }
+      const shaper::Phase* held = profile->find_phase(phase);
+      if (!held) {
+        std::string names;
+        for (const auto& p : profile->phases) names += (names.empty() ? "" : ", ") + p.name;
+        std::cerr << "jitterctl validate: " << profile_path << ": no phase \"" << phase << "\" (phases: " << names
+                  << ")\n";
+        return kExitBadInput;
+      }
+      shaper::Phase only = *held;
+      profile->phases = {std::move(only)};
+      profile->schedule.reset();
+      profile->name += " (phase " + phase + ")";
+    }
     std::optional<Trace> capture, shaped;
     if (!trace_path.empty() && !(capture = load_trace(trace_path, parse))) return kExitBadInput;
     if (!shaped_path.empty() && !(shaped = load_trace(shaped_path, parse))) return kExitBadInput;
@@ -356,8 +378,11 @@ int validate_command(const std::vector<std::string>& raw) {
         return kExitBadInput;
       }
     }
+    // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
     const ValidationReport report =
-        validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise ? &*noise : nullptr, halved);
+        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise ? &*noise : nullptr,
+                                  halved)
+                : validate_shaped_only(capture_s, profile_s, noise ? &*noise : nullptr, halved);
     if (json) {
       std::cout << validation_json(report) << '\n';
     } else {

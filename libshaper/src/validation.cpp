@@ -236,6 +236,21 @@ DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseco
   return out;
 }
 
+namespace {
+
+std::string noise_note(const std::vector<Nanoseconds>& noise, const char* what) {
+  std::vector<Nanoseconds> sorted = noise;
+  std::sort(sorted.begin(), sorted.end());
+  char note[240];
+  std::snprintf(note, sizeof note,
+                "the link's own noise (%zu calibration probes: median %.3f ms, p99 %.3f ms) is added to %s before "
+                "being compared with the shaped link",
+                sorted.size(), ms(sorted[sorted.size() / 2]), ms(sorted[sorted.size() * 99 / 100]), what);
+  return note;
+}
+
+}  // namespace
+
 ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile, const DelaySeries* shaped,
                                  const std::vector<Nanoseconds>* noise, bool halved) {
   ValidationReport r;
@@ -250,14 +265,7 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
       const DelaySeries profile_n = add_link_noise(profile, *noise, halved, 2);
       r.comparisons.push_back(compare(capture_n, *shaped, kShapedThresholds, series_stats(capture_n), *r.shaped));
       r.comparisons.push_back(compare(profile_n, *shaped, kShapedThresholds, series_stats(profile_n), *r.shaped));
-      std::vector<Nanoseconds> sorted = *noise;
-      std::sort(sorted.begin(), sorted.end());
-      char note[200];
-      std::snprintf(note, sizeof note,
-                    "the link's own noise (%zu calibration probes: median %.3f ms, p99 %.3f ms) is added to the "
-                    "capture and the profile before they are compared with the shaped link",
-                    sorted.size(), ms(sorted[sorted.size() / 2]), ms(sorted[sorted.size() * 99 / 100]));
-      r.notes.push_back(note);
+      r.notes.push_back(noise_note(*noise, "the capture and the profile"));
     } else {
       r.comparisons.push_back(compare(capture, *shaped, kShapedThresholds, r.capture, *r.shaped));
       r.comparisons.push_back(compare(profile, *shaped, kShapedThresholds, r.profile, *r.shaped));
@@ -266,6 +274,25 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
   r.pass = std::all_of(r.comparisons.begin(), r.comparisons.end(), [](const Comparison& c) { return c.pass(); });
   if (r.capture.samples < kMinSamplesForP999) {
     r.notes.push_back("fewer than 1000 capture samples: p99.9 is reported but not judged");
+  }
+  return r;
+}
+
+ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
+                                      const std::vector<Nanoseconds>* noise, bool halved) {
+  ValidationReport r;
+  r.capture = series_stats(shaped);
+  r.profile = series_stats(profile);
+  if (noise && !noise->empty()) {
+    const DelaySeries profile_n = add_link_noise(profile, *noise, halved, 2);
+    r.comparisons.push_back(compare(profile_n, shaped, kShapedThresholds, series_stats(profile_n), r.capture));
+    r.notes.push_back(noise_note(*noise, "the profile"));
+  } else {
+    r.comparisons.push_back(compare(profile, shaped, kShapedThresholds, r.profile, r.capture));
+  }
+  r.pass = r.comparisons.front().pass();
+  if (r.capture.samples < kMinSamplesForP999) {
+    r.notes.push_back("fewer than 1000 shaped samples: p99.9 is reported but not judged");
   }
   return r;
 }

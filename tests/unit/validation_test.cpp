@@ -95,3 +95,26 @@ TEST(ValidateSeries, ANoisyLinkPassesOnlyOnceItsNoiseIsAccountedFor) {
   ASSERT_FALSE(calibrated.notes.empty());
   EXPECT_NE(calibrated.notes.back().find("201 calibration probes"), std::string::npos) << calibrated.notes.back();
 }
+
+TEST(ValidateShapedOnly, OneComparisonAtTheShapedLinksThresholdsWithTheNoiseAdded) {
+  auto base = [](std::size_t i) { return Nanoseconds(2ms + std::chrono::microseconds(10) * static_cast<std::int64_t>((i * 7919) % 1000)); };
+  const DelaySeries profile = series("profile", 20000, base);
+  std::vector<Nanoseconds> noise;
+  for (int k = 0; k <= 200; ++k) noise.push_back(std::chrono::microseconds(10) * k);
+  DelaySeries shaped = add_link_noise(profile, noise, false, 99);
+  shaped.label = "shaped";
+
+  const ValidationReport raw = validate_shaped_only(shaped, profile);
+  ASSERT_EQ(raw.comparisons.size(), 1u);
+  EXPECT_EQ(raw.comparisons[0].a + " vs " + raw.comparisons[0].b, "profile vs shaped");
+  EXPECT_FALSE(raw.pass) << "a 1 ms mean shift must fail KS";
+  EXPECT_EQ(raw.capture.samples, 20000u);
+  EXPECT_FALSE(raw.shaped.has_value());
+
+  const ValidationReport calibrated = validate_shaped_only(shaped, profile, &noise, false);
+  EXPECT_TRUE(calibrated.pass) << "KS " << calibrated.comparisons[0].ks;
+  // The shaped link's KS floor (0.05), not the profile's (0.02).
+  EXPECT_DOUBLE_EQ(calibrated.comparisons[0].ks_limit, 0.05);
+  ASSERT_FALSE(calibrated.notes.empty());
+  EXPECT_NE(calibrated.notes[0].find("added to the profile"), std::string::npos) << calibrated.notes[0];
+}

@@ -83,6 +83,13 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
                                  const DelaySeries* shaped, const std::vector<Nanoseconds>* noise = nullptr,
                                  bool halved = false);
 
+// A shaped trace judged against the profile alone, without a capture (jitterctl validate --shaped
+// without CAPTURE, and --phase): one comparison, profile vs shaped, at the shaped link's thresholds,
+// with the link's own noise added to the profile when `noise` is given. The report's `capture` slot
+// holds the shaped trace's statistics (its label says "shaped"); `shaped` stays empty.
+ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
+                                      const std::vector<Nanoseconds>* noise = nullptr, bool halved = false);
+
 // The `jitterctl validate --json` object.
 std::string validation_json(const ValidationReport& report);
 

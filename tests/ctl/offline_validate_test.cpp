@@ -1,0 +1,83 @@
+// jitterctl validate --phase, through the built binary: a shaped trace judged against one phase of a
+// profile, held. The profile is compiled from the two-regime fixture capture (calm about 4 ms, storm
+// about 25 ms), so each phase's simulated delays are far from the other's.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Completed {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Completed run(const std::string& args) {
+  const std::string command = std::string(JITTERCTL_BINARY) + " " + args + " 2>&1";
+  Completed r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) r.out += buf;
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class ValidatePhase : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/jitterctl-validate-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    profile_ = dir_ + "/regimes.json";
+    const Completed compiled = run("compile " + capture_ + " -o " + profile_ + " --regimes 2 --window 10s");
+    ASSERT_EQ(compiled.exit_code, 0) << compiled.out;
+  }
+  void TearDown() override {
+    if (std::system(("rm -rf " + dir_).c_str()) != 0) ADD_FAILURE() << "cannot remove " << dir_;
+  }
+
+  // The simulated profile's p50 (ms) when `phase` is held.
+  double held_p50(const std::string& phase) {
+    const Completed r = run("validate " + profile_ + " --shaped " + capture_ + " --phase " + phase + " --json");
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;  // a verdict either way
+    return nlohmann::json::parse(r.out).at("profile").at("p50_ms").get<double>();
+  }
+
+  std::string capture_ = std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/captures/regimes.txt";
+  std::string dir_;
+  std::string profile_;
+};
+
+TEST_F(ValidatePhase, EachPhaseIsSimulatedHeldOnItsOwn) {
+  const double calm = held_p50("regime-1");
+  const double storm = held_p50("regime-2");
+  const double low = std::min(calm, storm), high = std::max(calm, storm);
+  EXPECT_GT(high - low, 10.0) << "regime-1 p50 " << calm << " ms, regime-2 p50 " << storm << " ms";
+  // The whole profile, schedule and all, mixes the two.
+  const Completed whole = run("validate " + profile_ + " --shaped " + capture_ + " --json");
+  const double mixed = nlohmann::json::parse(whole.out).at("profile").at("p50_ms").get<double>();
+  EXPECT_GT(mixed, low) << whole.out;
+  EXPECT_LT(mixed, high) << whole.out;
+}
+
+TEST_F(ValidatePhase, AnUnknownPhaseIsNamedWithThePhasesThereAre) {
+  const Completed r = run("validate " + profile_ + " --shaped " + capture_ + " --phase storm");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("no phase \"storm\" (phases: regime-1, regime-2)"), std::string::npos) << r.out;
+}
+
+TEST_F(ValidatePhase, ThePhaseJudgesAShapedTraceNotTheCapture) {
+  const Completed r = run("validate " + profile_ + " " + capture_ + " --phase regime-1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("give --shaped"), std::string::npos) << r.out;
+}
+
+}  // namespace
