@@ -343,7 +343,7 @@ int validate_command(const std::vector<std::string>& raw) {
         throw UsageError("validate: --phase judges a shaped trace taken while that phase held; give --shaped, not "
                          "the capture");
       }
-      const shaper::Phase* held = profile->find_phase(phase);
+      auto held = profile->held(phase);
       if (!held) {
         std::string names;
         for (const auto& p : profile->phases) names += (names.empty() ? "" : ", ") + p.name;
@@ -351,10 +351,7 @@ int validate_command(const std::vector<std::string>& raw) {
                   << ")\n";
         return kExitBadInput;
       }
-      shaper::Phase only = *held;
-      profile->phases = {std::move(only)};
-      profile->schedule.reset();
-      profile->name += " (phase " + phase + ")";
+      profile = std::move(held);
     }
     std::optional<Trace> capture, shaped;
     if (!trace_path.empty() && !(capture = load_trace(trace_path, parse))) return kExitBadInput;

@@ -423,6 +423,16 @@ const Phase* Profile::find_phase(std::string_view phase_name) const {
   return nullptr;
 }
 
+std::optional<Profile> Profile::held(std::string_view phase_name) const {
+  const Phase* phase = find_phase(phase_name);
+  if (!phase) return std::nullopt;
+  Profile out = *this;
+  out.phases = {*phase};
+  out.schedule.reset();
+  out.name += " (phase " + std::string(phase_name) + ")";
+  return out;
+}
+
 std::optional<Nanoseconds> parse_duration(std::string_view text) {
   std::vector<Unit> units(std::begin(kUnits), std::end(kUnits));
   units.insert(units.end(), std::begin(kLongUnits), std::end(kLongUnits));

@@ -74,6 +74,9 @@ struct Profile {
   friend bool operator==(const Profile&, const Profile&) = default;
 
   const Phase* find_phase(std::string_view phase_name) const;
+  // The profile cut down to one phase, held (no schedule), named "<name> (phase P)": what a link
+  // shows while jitterd holds that phase. nullopt when there is no such phase.
+  std::optional<Profile> held(std::string_view phase_name) const;
 };
 
 struct ProfileLoad {
