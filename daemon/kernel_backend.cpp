@@ -280,6 +280,10 @@ bool KernelBackend::carries_default_route(const shaper::Interface& interface) {
   return std::find(indices.begin(), indices.end(), interface.index) != indices.end();
 }
 
+std::vector<std::uint16_t> KernelBackend::ssh_listening_ports() {
+  return shaper::sshd_listening_ports();
+}
+
 bool KernelBackend::remove_leftover(const shaper::Interface& interface) {
   if (states_.contains(interface.index)) return false;
   bool removed = false;

@@ -38,6 +38,7 @@ class KernelBackend final : public ShapingBackend {
   std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) override;
   void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
   bool carries_default_route(const shaper::Interface& interface) override;
+  std::vector<std::uint16_t> ssh_listening_ports() override;
   bool remove_leftover(const shaper::Interface& interface) override;
   bool adopt(const shaper::Interface& interface) override;
   std::uint32_t netlink_port() const override;

@@ -245,12 +245,18 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
   std::vector<shaper::U32Selector> bypass;
   std::vector<std::string> unshaped;
   if (request.protect_ssh && backend_.carries_default_route(*interface)) {
-    const std::uint16_t ports[] = {shaper::kSshPort};
+    // Port 22, and every port sshd listens on here: other operators' sessions stay up too.
+    std::vector<std::uint16_t> ports = backend_.ssh_listening_ports();
+    ports.insert(ports.begin(), shaper::kSshPort);
+    std::sort(ports.begin(), ports.end());
+    ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
     for (const auto& rule : shaper::ssh_protection_rules(request.ssh_connections, ports)) {
       const auto compiled = shaper::compile_match(rule);
       bypass.insert(bypass.end(), compiled.begin(), compiled.end());
     }
-    unshaped.push_back("tcp port 22 (either side)");
+    std::string list;
+    for (const auto port : ports) list += (list.empty() ? "" : ", ") + std::to_string(port);
+    unshaped.push_back(std::string(ports.size() == 1 ? "tcp port " : "tcp ports ") + list + " (either side)");
     for (const auto& c : request.ssh_connections) {
       unshaped.push_back("ssh connection from " + shaper::to_string(c.client) + " port " +
                          std::to_string(c.client_port) + " to " + shaper::to_string(c.server) + " port " +

@@ -85,6 +85,8 @@ class ShapingBackend {
   virtual void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) = 0;
   // Whether the interface carries a default route (the SSH guard applies there).
   virtual bool carries_default_route(const shaper::Interface& interface) = 0;
+  // The TCP ports sshd listens on here (its sessions on them stay unshaped too); empty when unknown.
+  virtual std::vector<std::uint16_t> ssh_listening_ports() = 0;
 
   // Crash recovery: jitterd objects (root 1a7e:, IFB jd-ifb<N>, redirect filters) this process does
   // not hold. `interface` may be the IFB itself. adopt() takes plain egress netem roots only.

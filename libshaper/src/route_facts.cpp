@@ -5,6 +5,10 @@
 #include <netlink/msg.h>
 
 #include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <cerrno>
 #include <cstring>
 
@@ -174,6 +178,95 @@ std::vector<MatchRule> ssh_protection_rules(std::span<const SshConnection> conne
         tcp_flow(c.client, c.client_port, c.server, c.server_port));  // ingress: we receive
   }
   return out;
+}
+
+}  // namespace shaper
+
+namespace shaper {
+
+namespace {
+
+std::optional<std::string> read_small_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::optional<std::uint64_t> parse_unsigned(std::string_view text, int base) {
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::vector<ProcTcpSocket> parse_proc_net_tcp(std::string_view text) {
+  std::vector<ProcTcpSocket> out;
+  bool header = true;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    if (header) {
+      header = false;
+      continue;
+    }
+    std::vector<std::string_view> fields;
+    for (std::size_t i = 0; i < line.size();) {
+      while (i < line.size() && line[i] == ' ') ++i;
+      const std::size_t j = std::min(line.find(' ', i), line.size());
+      if (j > i) fields.push_back(line.substr(i, j - i));
+      i = j;
+    }
+    if (fields.size() < 10) continue;
+    const std::size_t colon = fields[1].rfind(':');
+    if (colon == std::string_view::npos) continue;
+    const auto port = parse_unsigned(fields[1].substr(colon + 1), 16);
+    const auto state = parse_unsigned(fields[3], 16);
+    const auto inode = parse_unsigned(fields[9], 10);
+    if (!port || *port > 0xffff || !state || !inode) continue;
+    out.push_back({static_cast<std::uint16_t>(*port), static_cast<int>(*state), *inode});
+  }
+  return out;
+}
+
+std::vector<std::uint16_t> sshd_listening_ports(const std::string& proc) {
+  namespace fs = std::filesystem;
+  std::vector<std::uint64_t> inodes;
+  std::error_code ec;
+  // Processes come and go while we look: every error is a process that is gone or hidden, skipped.
+  for (fs::directory_iterator it(proc, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string pid = it->path().filename().string();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const auto comm = read_small_file(it->path() / "comm");
+    if (!comm || (*comm != "sshd\n" && *comm != "sshd")) continue;
+    std::error_code fd_ec;
+    for (fs::directory_iterator fd(it->path() / "fd", fd_ec), fd_end; !fd_ec && fd != fd_end; fd.increment(fd_ec)) {
+      std::error_code link_ec;
+      const std::string target = fs::read_symlink(fd->path(), link_ec).string();
+      if (link_ec || !target.starts_with("socket:[") || !target.ends_with("]")) continue;
+      if (const auto inode = parse_unsigned(std::string_view(target).substr(8, target.size() - 9), 10)) {
+        inodes.push_back(*inode);
+      }
+    }
+  }
+  std::vector<std::uint16_t> ports;
+  if (inodes.empty()) return ports;
+  for (const char* table : {"net/tcp", "net/tcp6"}) {
+    const auto text = read_small_file(fs::path(proc) / table);
+    if (!text) continue;
+    for (const auto& s : parse_proc_net_tcp(*text)) {
+      if (s.state == kTcpListen && std::find(inodes.begin(), inodes.end(), s.inode) != inodes.end()) {
+        ports.push_back(s.local_port);
+      }
+    }
+  }
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
 }
 
 }  // namespace shaper

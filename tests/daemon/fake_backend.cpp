@@ -344,6 +344,16 @@ void FakeBackend::restore_offloads(const shaper::Interface& interface, const sha
   if (auto link = links_.find(interface.index); link != links_.end()) link->second.offloads_off = false;
 }
 
+void FakeBackend::set_ssh_ports(std::vector<std::uint16_t> ports) {
+  std::lock_guard lock(mutex_);
+  ssh_ports_ = std::move(ports);
+}
+
+std::vector<std::uint16_t> FakeBackend::ssh_listening_ports() {
+  std::lock_guard lock(mutex_);
+  return ssh_ports_;
+}
+
 bool FakeBackend::carries_default_route(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
   auto link = links_.find(interface.index);

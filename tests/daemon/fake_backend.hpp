@@ -86,6 +86,7 @@ class FakeBackend final : public ShapingBackend {
   Layout layout_on(int index, Direction direction) const;
   bool offloads_off(int index) const;
   void set_default_route(int index, bool carries);
+  void set_ssh_ports(std::vector<std::uint16_t> ports);
 
   // ShapingBackend
   std::vector<shaper::Interface> interfaces() override;
@@ -104,6 +105,7 @@ class FakeBackend final : public ShapingBackend {
   std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) override;
   void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
   bool carries_default_route(const shaper::Interface& interface) override;
+  std::vector<std::uint16_t> ssh_listening_ports() override;
   bool remove_leftover(const shaper::Interface& interface) override;
   bool adopt(const shaper::Interface& interface) override;
   std::uint32_t netlink_port() const override { return 0; }
@@ -123,6 +125,7 @@ class FakeBackend final : public ShapingBackend {
 
   mutable std::mutex mutex_;
   std::map<int, Link> links_;
+  std::vector<std::uint16_t> ssh_ports_;
   // Interfaces this process holds an egress root on (KernelBackend's map of owners), by index.
   std::map<int, shaper::Interface> held_;
   // ... and an ingress IFB on.

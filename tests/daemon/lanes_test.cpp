@@ -128,6 +128,13 @@ TEST(Lanes, TheSshGuardSparesSshOnlyOnTheDefaultRouteInterface) {
   EXPECT_FALSE(layout.bypass.empty());
   ASSERT_EQ(layout.lanes.size(), 1u);
 
+  // sshd listening on 2222 too (found in /proc by the kernel backend): its sessions are spared as well.
+  const std::size_t bypass_22 = layout.bypass.size();
+  rig.backend.set_ssh_ports({2222});
+  status = rig.apply_ok(r);
+  EXPECT_EQ(status.unshaped[0], "tcp ports 22, 2222 (either side)");
+  EXPECT_GT(rig.backend.layout_on(6, Direction::kEgress).bypass.size(), bypass_22);
+
   r.protect_ssh = false;
   r.ssh_connections.clear();
   status = rig.apply_ok(r);

@@ -116,6 +116,25 @@ TEST_F(E2eLanesUnderTraffic, SshGuardLeavesPort22AndTheRequestersConnectionUnsha
   EXPECT_GE(jitterd_test::min_rtt(series[0], "port 22"), kHighMs) << describe({targets[0]}, series);
 }
 
+TEST_F(E2eLanesUnderTraffic, SessionsOnAPortSshdListensOnStayUnshapedToo) {
+  bed().in_ns_a("ip route add default via " + std::string(VethPair::kAddrB) + " dev jta");
+  // An sshd on 2200 in namespace a (a stand-in with that process name; jitterd reads /proc).
+  jitterd_e2e::SpawnOptions in_a;
+  in_a.netns = bed().net.ns_a();
+  auto sshd = jitterd_e2e::Process::spawn({JITTERD_E2E_FAKE_SSHD, "2200"}, in_a);
+  ASSERT_EQ(sshd.read_line(jitterd_e2e::Clock::now() + 10s), "listening") << sshd.err_text();
+  EchoServer other(bed().net.ns_a(), Transport::kTcp, 2201);
+
+  expect_ok({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high"});
+  const Json status = bed().ctl_json({"status", "jta"});
+  EXPECT_EQ(status.at("sessions")[0].at("unshaped")[0], "tcp ports 22, 2200 (either side)") << status.dump();
+  const std::vector<ProbeTarget> targets{{Transport::kTcp, VethPair::kAddrA, 2200, 0},
+                                         {Transport::kTcp, VethPair::kAddrA, 2201, 0}};
+  const auto series = jitterd_test::probe_side_by_side(bed().net.ns_b(), targets, 10, 50ms);
+  EXPECT_LT(jitterd_test::min_rtt(series[0], "sshd's port"), kUnshapedMs) << describe(targets, series);
+  EXPECT_GE(jitterd_test::min_rtt(series[1], "another port"), kHighMs) << describe(targets, series);
+}
+
 TEST_F(E2eLanesUnderTraffic, NoGuardWhereTheInterfaceDoesNotCarryTheDefaultRoute) {
   EchoServer ssh(bed().net.ns_a(), Transport::kTcp, 22);
   expect_ok({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high"});

@@ -3,6 +3,11 @@
 #include "shaper/route_facts.hpp"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 
 #include "u32_evaluator.hpp"
 
@@ -122,4 +127,76 @@ TEST(SshProtection, NamedConnectionIsKeptInBothOrientations) {
   EXPECT_FALSE(
       matches(rules, ipv4("198.51.100.5", "192.0.2.10", kProtoUdp, 2200, 51234)));  // not TCP
   EXPECT_FALSE(matches(rules, ipv6("::1", "::2", kProtoTcp, 51234, 2200)));
+}
+
+// --- sshd's listening ports, from /proc ------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kTcpHeader =
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+
+// A folder laid out like /proc: processes with comm and fd links, and the net tables.
+class FakeProc {
+ public:
+  FakeProc() {
+    char dir[] = "/tmp/jitterd-proc-XXXXXX";
+    if (!::mkdtemp(dir)) throw std::runtime_error("mkdtemp failed");
+    root_ = dir;
+    std::filesystem::create_directories(root_ / "net");
+  }
+  ~FakeProc() { std::filesystem::remove_all(root_); }
+  void process(int pid, const std::string& comm, const std::vector<std::string>& fd_targets) {
+    const auto dir = root_ / std::to_string(pid);
+    std::filesystem::create_directories(dir / "fd");
+    write(dir / "comm", comm + "\n");
+    for (std::size_t i = 0; i < fd_targets.size(); ++i) {
+      std::filesystem::create_symlink(fd_targets[i], dir / "fd" / std::to_string(i + 3));
+    }
+  }
+  void table(const std::string& name, const std::string& rows) { write(root_ / "net" / name, kTcpHeader + rows); }
+  std::string path() const { return root_.string(); }
+
+ private:
+  static void write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+  std::filesystem::path root_;
+};
+
+}  // namespace
+
+TEST(ProcNetTcp, ReadsPortStateAndInodeOfBothFamilies) {
+  const std::string text = std::string(kTcpHeader) +
+      "   0: 00000000:08AE 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0000 100 0 0 10 0\n"
+      "   1: 0100007F:0016 0200007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 556 1 0000 20 4 30 10 -1\n"
+      "   0: 00000000000000000000000000000000:0016 00000000000000000000000000000000:0000 0A 00000000:00000000 "
+      "00:00000000 00000000     0        0 557 1 0000 100 0 0 10 0\n"
+      "   garbage line\n";
+  const auto rows = parse_proc_net_tcp(text);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], (ProcTcpSocket{2222, kTcpListen, 555}));
+  EXPECT_EQ(rows[1], (ProcTcpSocket{22, 0x01, 556}));
+  EXPECT_EQ(rows[2], (ProcTcpSocket{22, kTcpListen, 557}));
+}
+
+TEST(SshdPorts, ListeningSocketsOfSshdProcessesOnly) {
+  FakeProc proc;
+  proc.process(100, "sshd", {"socket:[555]", "/dev/null", "socket:[560]"});
+  proc.process(200, "nginx", {"socket:[777]"});
+  proc.table("tcp",
+             "   0: 00000000:08AE 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0 0 0 0 0 0\n"
+             "   1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0 0 0 0 0 0\n"
+             "   2: 0100007F:08AF 0200007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 560 1 0 0 0 0 0 0\n");
+  proc.table("tcp6",
+             "   0: 00000000000000000000000000000000:08AE 00000000000000000000000000000000:0000 0A 00000000:00000000 "
+             "00:00000000 00000000     0        0 555 1 0 0 0 0 0 0\n");
+  // 2222 (v4 and v6, once); not nginx's 80; not sshd's established socket on 2223.
+  EXPECT_EQ(sshd_listening_ports(proc.path()), std::vector<std::uint16_t>{2222});
+}
+
+TEST(SshdPorts, NoSshdOrNoProcMeansNoPorts) {
+  FakeProc proc;
+  proc.process(200, "nginx", {"socket:[777]"});
+  proc.table("tcp", "   1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 777 1 0 0 0 0 0 0\n");
+  EXPECT_TRUE(sshd_listening_ports(proc.path()).empty());
+  EXPECT_TRUE(sshd_listening_ports("/nonexistent/proc").empty());
 }

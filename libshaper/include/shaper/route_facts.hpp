@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,5 +46,26 @@ inline constexpr std::uint16_t kSshPort = 22;
 // src = client). Every rule passes validate() and compiles to at most two selectors.
 std::vector<MatchRule> ssh_protection_rules(std::span<const SshConnection> connections,
                                             std::span<const std::uint16_t> ports);
+
+// One row of /proc/net/tcp or /proc/net/tcp6: the local port, the TCP state (0x0A = LISTEN) and
+// the socket's inode.
+struct ProcTcpSocket {
+  std::uint16_t local_port = 0;
+  int state = 0;
+  std::uint64_t inode = 0;
+  friend bool operator==(const ProcTcpSocket&, const ProcTcpSocket&) = default;
+};
+inline constexpr int kTcpListen = 0x0A;
+
+// The rows of a /proc/net/tcp or tcp6 table (the header line skipped; rows that do not parse are
+// skipped too: the kernel's format, not user input).
+std::vector<ProcTcpSocket> parse_proc_net_tcp(std::string_view text);
+
+// The TCP ports sshd listens on in the caller's network namespace: the listening sockets of
+// /proc/net/tcp and tcp6 whose inodes are open in a process whose comm is "sshd" (any sshd, so
+// sessions on a port other than 22 are found too). Sorted, without duplicates; empty when no sshd
+// runs or /proc does not show it (a process that cannot see other processes finds none). `proc` is
+// the procfs root ("/proc"; tests give a folder of their own).
+std::vector<std::uint16_t> sshd_listening_ports(const std::string& proc = "/proc");
 
 }  // namespace shaper
