@@ -146,15 +146,27 @@ TEST_F(E2eLanesUnderTraffic, NoGuardWhereTheInterfaceDoesNotCarryTheDefaultRoute
 
 // --- rule sets with schedules of their own ------------------------------------------------------------
 
-// How often a series crosses between the low (< 30 ms) and high (>= 30 ms) bands.
+// How often a series changes level between low (< 30 ms) and high (>= 30 ms), a change counted only
+// once three answered probes in a row agree on the new level (the starting level too): a lone probe
+// that the emulated machine delayed by 20-30 ms is noise, not a phase.
 int level_changes(const std::vector<ProbeSample>& series) {
-  int changes = 0;
-  std::optional<bool> high;
+  int changes = 0, run = 0;
+  std::optional<bool> level;
+  bool candidate = false;
   for (const auto& s : series) {
     if (!s.rtt_ms) continue;
-    const bool now_high = *s.rtt_ms >= 30;
-    if (high && *high != now_high) ++changes;
-    high = now_high;
+    const bool high = *s.rtt_ms >= 30;
+    if (level && high == *level) {
+      run = 0;
+      continue;
+    }
+    run = (run > 0 && candidate == high) ? run + 1 : 1;
+    candidate = high;
+    if (run == 3) {
+      if (level) ++changes;  // the first settled level is where the series starts, not a change
+      level = high;
+      run = 0;
+    }
   }
   return changes;
 }
