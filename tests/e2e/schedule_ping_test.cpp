@@ -233,9 +233,15 @@ TEST_F(E2eSchedule, PingRttChangesLevelWithinTenMillisecondsOfEachPhaseChange) {
     // The change lies between the two probes. When they are close enough to place it (a host busy
     // with other work can space probes 30-80 ms apart), its middle must be within the tolerance;
     // wider brackets are still bound by the two checks below.
+    // The kernel switches while it handles the request, somewhere between the send (at - apply_ns)
+    // and the ACK (at); the event reports both, so the change is measured from that window (a VM
+    // hiccup once made one apply take 13 ms, and the level rightly changed 16 ms before the ACK).
     if (first_new_offset - last_old_offset <= 2 * kChangeTolerance) {
       ++resolved;
-      EXPECT_LE(std::chrono::abs(change_offset), kChangeTolerance) << described();
+      const Ns from_window = change_offset > Ns(0)            ? change_offset
+                             : change_offset < -apply_time ? -apply_time - change_offset
+                                                           : Ns(0);
+      EXPECT_LE(from_window, kChangeTolerance) << described();
     }
     EXPECT_LE(last_old_offset, kStampSlack) << described();
     EXPECT_GE(first_new_offset, -apply_time - kStampSlack) << described();
