@@ -303,11 +303,8 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
                         (unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
                         (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
 
-  if (request.offloads_off && !later) {
-    if (auto saved = backend_.disable_offloads(*interface)) {
-      ledger_.record_offloads(LedgerOffloads{interface->index, name, saved->tso, saved->gso, saved->gro});
-    }
-  }
+  // A later start turns them off when it starts (start_session).
+  if (request.offloads_off && !later) turn_offloads_off(*interface);
   for (const auto& m : made) {
     // A later apply supersedes a successor that has not started yet.
     drop_successor(key_of(*m), EventType::kCleared, "replaced");
@@ -468,136 +465,137 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
   return out;
 }
 
-Outcome<SessionManager::Statuses> SessionManager::pause(const Target& target, const Peer& peer) {
+Outcome<SessionManager::Statuses> SessionManager::on_lanes(
+    const Target& target, const std::function<std::optional<RequestError>(Session&)>& refuse,
+    const std::function<void(Session&)>& act) {
   auto found = require(target);
   if (auto* e = std::get_if<RequestError>(&found)) return *e;
   const auto& list = std::get<std::vector<Session*>>(found);
   for (Session* s : list) {
-    if (!s->schedule) {
-      return RequestError{"invalid-params", s->label() + " holds a phase; there is no schedule to pause",
-                          "/params/interface", ""};
-    }
+    if (auto objection = refuse(*s)) return *objection;
   }
   Statuses out;
   for (Session* s : list) {
-    log_request(peer, "pause " + s->label());
-    s->schedule->pause(MonotonicClock::now());
-    arm(*s);
+    act(*s);
     out.push_back(describe(*s));
   }
   return out;
 }
 
+Outcome<SessionManager::Statuses> SessionManager::pause(const Target& target, const Peer& peer) {
+  return on_lanes(
+      target,
+      [](Session& s) -> std::optional<RequestError> {
+        if (s.schedule) return std::nullopt;
+        return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to pause",
+                            "/params/interface", ""};
+      },
+      [&](Session& s) {
+        log_request(peer, "pause " + s.label());
+        s.schedule->pause(MonotonicClock::now());
+        arm(s);
+      });
+}
+
 Outcome<SessionManager::Statuses> SessionManager::resume(const Target& target, const Peer& peer) {
-  auto found = require(target);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  const auto& list = std::get<std::vector<Session*>>(found);
-  for (Session* s : list) {
-    if (!s->schedule) {
-      return RequestError{"invalid-params", s->label() + " holds a phase; there is no schedule to resume",
-                          "/params/interface", "apply the profile with \"schedule\": true"};
-    }
-  }
-  Statuses out;
-  for (Session* s : list) {
-    log_request(peer, "resume " + s->label());
-    const MonotonicTime now = MonotonicClock::now();
-    s->schedule->resume(now);
-    s->pending_switch.reset();
-    if (!s->pending && s->position) {
-      *s->position = s->schedule->position(s->position->step, s->position->iteration);
-      const std::string& phase = s->schedule->steps()[s->position->step].phase;
-      // A switch while paused put another phase in force: the schedule's own comes back now.
-      if (phase != s->phase) transition_group({{s, phase, s->position->step}}, now, EventType::kPhaseChanged);
-    }
-    arm(*s);
-    out.push_back(describe(*s));
-  }
-  return out;
+  return on_lanes(
+      target,
+      [](Session& s) -> std::optional<RequestError> {
+        if (s.schedule) return std::nullopt;
+        return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to resume",
+                            "/params/interface", "apply the profile with \"schedule\": true"};
+      },
+      [&](Session& s) {
+        log_request(peer, "resume " + s.label());
+        const MonotonicTime now = MonotonicClock::now();
+        s.schedule->resume(now);
+        s.pending_switch.reset();
+        if (!s.pending && s.position) {
+          *s.position = s.schedule->position(s.position->step, s.position->iteration);
+          const std::string& phase = s.schedule->steps()[s.position->step].phase;
+          // A switch while paused put another phase in force: the schedule's own comes back now.
+          if (phase != s.phase) transition_group({{&s, phase, s.position->step}}, now, EventType::kPhaseChanged);
+        }
+        arm(s);
+      });
 }
 
 Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std::optional<std::size_t> step,
                                                        std::optional<std::string> phase, const Peer& peer) {
-  auto found = require(target);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  const auto& list = std::get<std::vector<Session*>>(found);
-  std::vector<std::size_t> targets;
-  for (Session* sp : list) {
-    Session& s = *sp;
-    if (!s.schedule) {
-      return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to skip in",
-                          "/params/interface", "use switch to change the phase"};
-    }
-    const auto& steps = s.schedule->steps();
-    const std::size_t current = s.position ? s.position->step : 0;
-    if (step) {
-      if (*step >= steps.size()) {
-        return RequestError{"invalid-params", "step " + std::to_string(*step) + " is out of range", "/params/step",
-                            "the schedule" + (list.size() > 1 ? " of " + s.label() : std::string()) +
-                                " has steps 0 to " + std::to_string(steps.size() - 1)};
-      }
-      targets.push_back(*step);
-      continue;
-    }
-    // The next step (after the current one, wrapping) whose phase is the one asked for.
-    std::optional<std::size_t> found_step;
-    for (std::size_t k = 1; k <= steps.size() && !found_step; ++k) {
-      const std::size_t candidate = (current + k) % steps.size();
-      if (steps[candidate].phase == *phase) found_step = candidate;
-    }
-    if (!found_step) {
-      return RequestError{"not-found", "no step of the schedule of " + s.label() + " runs phase \"" + *phase + "\"",
-                          "/params/phase", "pass a step number, or switch to hold a phase"};
-    }
-    targets.push_back(*found_step);
-  }
-  Statuses out;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    Session& s = *list[i];
-    const std::size_t to = targets[i];
-    log_request(peer, "skip " + s.label() + " to step " + std::to_string(to));
-    const MonotonicTime now = MonotonicClock::now();
-    const std::uint64_t iteration = s.position ? s.position->iteration : 0;
-    s.schedule->restart_at(to, iteration, now);
-    s.pending_switch.reset();
-    if (s.pending) {
-      s.start = now;
-      start_session(s);
-    } else {
-      s.position = s.schedule->position(to, iteration);
-      transition_group({{&s, s.schedule->steps()[to].phase, to}}, now, EventType::kPhaseChanged);
-    }
-    arm(s);
-    out.push_back(describe(s));
-  }
-  return out;
+  // Each lane's step, found while checking (a request names a phase; lanes' schedules may differ).
+  std::map<const Session*, std::size_t> targets;
+  const bool several = find(target).size() > 1;
+  return on_lanes(
+      target,
+      [&](Session& s) -> std::optional<RequestError> {
+        if (!s.schedule) {
+          return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to skip in",
+                              "/params/interface", "use switch to change the phase"};
+        }
+        const auto& steps = s.schedule->steps();
+        if (step) {
+          if (*step >= steps.size()) {
+            return RequestError{"invalid-params", "step " + std::to_string(*step) + " is out of range",
+                                "/params/step",
+                                "the schedule" + (several ? " of " + s.label() : std::string()) + " has steps 0 to " +
+                                    std::to_string(steps.size() - 1)};
+          }
+          targets[&s] = *step;
+          return std::nullopt;
+        }
+        // The next step (after the current one, wrapping) whose phase is the one asked for.
+        const std::size_t current = s.position ? s.position->step : 0;
+        for (std::size_t k = 1; k <= steps.size(); ++k) {
+          const std::size_t candidate = (current + k) % steps.size();
+          if (steps[candidate].phase == *phase) {
+            targets[&s] = candidate;
+            return std::nullopt;
+          }
+        }
+        return RequestError{"not-found",
+                            "no step of the schedule of " + s.label() + " runs phase \"" + *phase + "\"",
+                            "/params/phase", "pass a step number, or switch to hold a phase"};
+      },
+      [&](Session& s) {
+        const std::size_t to = targets.at(&s);
+        log_request(peer, "skip " + s.label() + " to step " + std::to_string(to));
+        const MonotonicTime now = MonotonicClock::now();
+        const std::uint64_t iteration = s.position ? s.position->iteration : 0;
+        s.schedule->restart_at(to, iteration, now);
+        s.pending_switch.reset();
+        if (s.pending) {
+          s.start = now;
+          start_session(s);
+        } else {
+          s.position = s.schedule->position(to, iteration);
+          transition_group({{&s, s.schedule->steps()[to].phase, to}}, now, EventType::kPhaseChanged);
+        }
+        arm(s);
+      });
 }
 
 Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target, std::optional<Nanoseconds> lease,
                                                         const Peer& peer) {
-  auto found = require(target);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  const auto& list = std::get<std::vector<Session*>>(found);
-  for (Session* s : list) {
-    const auto length = lease ? lease : s->lease;
-    if (!length) {
-      return RequestError{"invalid-params", s->label() + " has no lease to renew", "/params/lease",
-                          "pass \"lease\": \"60s\" to give it one"};
-    }
-    if (*length <= Nanoseconds(0) || *length > config_.max_lease) {
-      return RequestError{"invalid-params", "lease " + shaper::format_duration(*length) + " is out of range",
-                          "/params/lease", "at most " + shaper::format_duration(config_.max_lease)};
-    }
-  }
   (void)peer;  // renewals are frequent; they are not logged
-  Statuses out;
-  for (Session* s : list) {
-    s->lease = lease ? lease : s->lease;
-    s->lease_expires = MonotonicClock::now() + *s->lease;
-    arm_lease(*s);
-    out.push_back(describe(*s));
-  }
-  return out;
+  return on_lanes(
+      target,
+      [&](Session& s) -> std::optional<RequestError> {
+        const auto length = lease ? lease : s.lease;
+        if (!length) {
+          return RequestError{"invalid-params", s.label() + " has no lease to renew", "/params/lease",
+                              "pass \"lease\": \"60s\" to give it one"};
+        }
+        if (*length <= Nanoseconds(0) || *length > config_.max_lease) {
+          return RequestError{"invalid-params", "lease " + shaper::format_duration(*length) + " is out of range",
+                              "/params/lease", "at most " + shaper::format_duration(config_.max_lease)};
+        }
+        return std::nullopt;
+      },
+      [&](Session& s) {
+        s.lease = lease ? lease : s.lease;
+        s.lease_expires = MonotonicClock::now() + *s.lease;
+        arm_lease(s);
+      });
 }
 
 Outcome<SessionManager::Statuses> SessionManager::confirm(const Target& target, const Peer& peer) {
@@ -685,7 +683,15 @@ Outcome<SessionManager::Statuses> SessionManager::status(const Target& target) {
 // ---------------------------------------------------------------------------------------------
 // Transitions
 
+void SessionManager::turn_offloads_off(const shaper::Interface& interface) {
+  // The backend saves the state only the first time: a second lane or apply keeps the original.
+  if (auto saved = backend_.disable_offloads(interface)) {
+    ledger_.record_offloads(LedgerOffloads{interface.index, interface.name, saved->tso, saved->gso, saved->gro});
+  }
+}
+
 void SessionManager::start_session(Session& s) {
+  if (s.offloads_off) turn_offloads_off(s.interface);
   if (s.schedule) {
     s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
     if (!s.position) s.position = s.schedule->position(0, 0);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -212,6 +213,12 @@ class SessionManager {
   static Key key_of(const Session& s);
   std::vector<Session*> find(const Target& target);
   Outcome<std::vector<Session*>> require(const Target& target);
+  // The shape of the per-lane requests (pause, resume, skip, renew): find the target's lanes, refuse the
+  // whole request if `refuse` objects to any lane (nothing is changed then), else `act` on each lane in
+  // order and describe it.
+  Outcome<Statuses> on_lanes(const Target& target,
+                             const std::function<std::optional<RequestError>(Session&)>& refuse,
+                             const std::function<void(Session&)>& act);
   // The layout of one direction of an interface: every started session's lane with its phase's spec,
   // `changes` applied, `without` left out.
   Outcome<Layout> layout_for(int index, Direction direction, const std::vector<Change>& changes,
@@ -232,6 +239,8 @@ class SessionManager {
   void arm_lease(Session& s);
   bool alive(const Session* s) const;
   void start_session(Session& s);
+  // Turns the interface's segmentation offloads off (once) and records what to restore in the ledger.
+  void turn_offloads_off(const shaper::Interface& interface);
   void arm_confirm(Session& s);
   void end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc);
   // Ends every session and successor on an interface; for `cleared`, removes everything jitterd holds
