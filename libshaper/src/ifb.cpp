@@ -145,14 +145,12 @@ std::vector<LinkInfo> dump_links(RouteSocket& socket) {
   ifi.ifi_family = AF_UNSPEC;
   append_ifinfo(msg.get(), ifi, "encode link dump");
   std::vector<LinkInfo> out;
-  socket.dump(msg.get(), "link dump", "all devices", [&](const nlmsghdr& hdr) {
-    if (hdr.nlmsg_type != RTM_NEWLINK) return;
+  socket.dump_parsed(msg.get(), "link dump", "all devices", RTM_NEWLINK, sizeof(ifinfomsg), IFLA_MAX,
+                     [&](const nlmsghdr& hdr, nlattr* const* tb) {
     const auto* info = static_cast<const ifinfomsg*>(nlmsg_data(&hdr));
-    nlattr* tb[IFLA_MAX + 1] = {};
-    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(ifinfomsg), tb, IFLA_MAX, nullptr) < 0 ||
-        !tb[IFLA_IFNAME]) {
+    if (!tb[IFLA_IFNAME]) {
       throw NetlinkError("link dump", "ifindex " + std::to_string(info->ifi_index), EPROTO,
-                         "unparseable RTM_NEWLINK");
+                         "RTM_NEWLINK without IFLA_IFNAME");
     }
     LinkInfo link{Interface{info->ifi_index, nla_get_string(tb[IFLA_IFNAME])}, {}};
     if (tb[IFLA_LINKINFO]) {

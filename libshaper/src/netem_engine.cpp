@@ -233,15 +233,11 @@ std::vector<QdiscInfo> NetemEngine::dump_qdiscs(int ifindex, const std::string& 
   append_tcmsg(msg.get(), tcm);
 
   std::vector<QdiscInfo> out;
-  socket_->dump(msg.get(), "qdisc dump", object, [&](const nlmsghdr& hdr) {
-    if (hdr.nlmsg_type != RTM_NEWQDISC) return;
+  socket_->dump_parsed(msg.get(), "qdisc dump", object, RTM_NEWQDISC, sizeof(tcmsg), TCA_MAX,
+                       [&](const nlmsghdr& hdr, nlattr* const* tb) {
     const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
     // Kernels dump every device's qdiscs whatever the filter says; keep the one asked for.
     if (ifindex != 0 && t->tcm_ifindex != ifindex) return;
-    nlattr* tb[TCA_MAX + 1] = {};
-    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(tcmsg), tb, TCA_MAX, nullptr) < 0) {
-      throw NetlinkError("qdisc dump", object, EPROTO, "unparseable RTM_NEWQDISC");
-    }
     QdiscInfo info;
     info.ifindex = t->tcm_ifindex;
     info.handle = t->tcm_handle;

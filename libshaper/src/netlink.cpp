@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <vector>
+#include <algorithm>
 
 #include "shaper/errors.hpp"
 
@@ -166,6 +168,21 @@ void RouteSocket::dump(nl_msg* msg, const std::string& operation, const std::str
   Exchange exchange;
   exchange.on_message = &on_message;
   run_exchange(sock_.get(), msg, exchange, operation, object);
+}
+
+void RouteSocket::dump_parsed(nl_msg* msg, const std::string& operation, const std::string& object,
+                              int reply_type, std::size_t header_size, int max_attr,
+                              const std::function<void(const nlmsghdr& hdr, nlattr* const* attrs)>& on_message) {
+  std::vector<nlattr*> attrs(static_cast<std::size_t>(max_attr) + 1);
+  dump(msg, operation, object, [&](const nlmsghdr& hdr) {
+    if (hdr.nlmsg_type != reply_type) return;
+    std::fill(attrs.begin(), attrs.end(), nullptr);
+    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), static_cast<int>(header_size), attrs.data(), max_attr, nullptr) < 0) {
+      throw NetlinkError(operation, object, EPROTO,
+                         "a reply (netlink message type " + std::to_string(reply_type) + ") does not parse");
+    }
+    on_message(hdr, attrs.data());
+  });
 }
 
 }  // namespace shaper

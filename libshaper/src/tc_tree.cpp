@@ -352,13 +352,9 @@ std::vector<FilterInfo> dump_filters(RouteSocket& socket, const Interface& inter
   append_tcmsg(msg.get(), make_tcmsg(interface.index, 0, parent), "encode filter dump");
   const std::string object = "dev " + interface.name + " parent " + format_handle(parent);
   std::vector<FilterInfo> out;
-  socket.dump(msg.get(), "filter dump", object, [&](const nlmsghdr& hdr) {
-    if (hdr.nlmsg_type != RTM_NEWTFILTER) return;
+  socket.dump_parsed(msg.get(), "filter dump", object, RTM_NEWTFILTER, sizeof(tcmsg), TCA_MAX,
+                     [&](const nlmsghdr& hdr, nlattr* const* tb) {
     const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
-    nlattr* tb[TCA_MAX + 1] = {};
-    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), sizeof(tcmsg), tb, TCA_MAX, nullptr) < 0) {
-      throw NetlinkError("filter dump", object, EPROTO, "unparseable RTM_NEWTFILTER");
-    }
     FilterInfo info;
     info.parent = t->tcm_parent;
     info.prio = static_cast<std::uint16_t>(TC_H_MAJ(t->tcm_info) >> 16);

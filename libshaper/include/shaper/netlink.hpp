@@ -11,6 +11,7 @@
 struct nl_sock;
 struct nl_msg;
 struct nlmsghdr;
+struct nlattr;
 struct rtnl_link;
 
 namespace shaper {
@@ -54,6 +55,13 @@ class RouteSocket {
   // Sends a dump request and calls `on_message` for every reply message until NLMSG_DONE.
   void dump(nl_msg* msg, const std::string& operation, const std::string& object,
             const std::function<void(const nlmsghdr&)>& on_message);
+
+  // dump() keeping the replies of type `reply_type`, each parsed: its fixed header of `header_size`
+  // bytes, then its top-level attributes into `attrs` (indexed 0 to `max_attr`). A reply that does not
+  // parse throws NetlinkError naming `operation` and `object`.
+  void dump_parsed(nl_msg* msg, const std::string& operation, const std::string& object, int reply_type,
+                   std::size_t header_size, int max_attr,
+                   const std::function<void(const nlmsghdr& hdr, nlattr* const* attrs)>& on_message);
 
   nl_sock* get() const { return sock_.get(); }
 
