@@ -41,16 +41,6 @@ class ScopedEnv {
   const char* name_;
 };
 
-std::string describe(const std::vector<ProbeTarget>& targets, const std::vector<std::vector<ProbeSample>>& series) {
-  std::string out;
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    out += targets[i].label() + ":";
-    for (const auto& s : series[i]) out += s.rtt_ms ? " " + std::to_string(static_cast<int>(*s.rtt_ms)) : " lost";
-    out += "\n";
-  }
-  return out;
-}
-
 // A profile without a schedule (or with `steps` as its looped schedule): phase name -> delay.
 std::string profile_json(const std::string& name, const std::vector<std::pair<std::string, int>>& phases,
                          const std::vector<std::pair<std::string, int>>& steps = {}) {

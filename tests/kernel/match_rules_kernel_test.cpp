@@ -43,21 +43,18 @@ NetemTree install_leaf(jitterd_test::NetemBed& bed, const std::vector<std::strin
   return NetemTree::install(bed.engine, bed.dev, spec);
 }
 
-// Probes from namespace a, 10 rounds 50 ms apart; the smallest RTT of each target, in order.
-std::vector<double> min_rtts(const VethPair& net, const std::vector<ProbeTarget>& targets) {
+// Probes from namespace a, 10 rounds 50 ms apart: the smallest RTT of each target, in order, and every
+// RTT described for failure messages.
+struct Probed {
+  std::vector<double> min;
+  std::string all;
+};
+Probed min_rtts(const VethPair& net, const std::vector<ProbeTarget>& targets) {
   const auto series = jitterd_test::probe_side_by_side(net.ns_a(), targets, 10, 50ms);
-  std::vector<double> out;
+  Probed out{{}, jitterd_test::describe(targets, series)};
   for (std::size_t i = 0; i < targets.size(); ++i) {
     EXPECT_LE(jitterd_test::lost(series[i]), 2u) << targets[i].label();
-    out.push_back(jitterd_test::min_rtt(series[i], targets[i].label()));
-  }
-  return out;
-}
-
-std::string describe(const std::vector<ProbeTarget>& targets, const std::vector<double>& rtts) {
-  std::string out;
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    out += "  " + targets[i].label() + " min " + std::to_string(rtts[i]) + " ms\n";
+    out.min.push_back(jitterd_test::min_rtt(series[i], targets[i].label()));
   }
   return out;
 }
@@ -76,8 +73,7 @@ TEST(MatchRulesInTheKernel, DestinationPortRangeShapesItsPortsOfItsProtocolOnly)
       {Transport::kUdp, VethPair::kAddrB, 6379, 0}, {Transport::kUdp, VethPair::kAddrB, 6380, 0},
       {Transport::kUdp, VethPair::kAddrB, 6378, 0}, {Transport::kUdp, VethPair::kAddrB, 6381, 0},
       {Transport::kTcp, VethPair::kAddrB, 6379, 0}};
-  const auto rtts = min_rtts(bed.net, targets);
-  const std::string all = describe(targets, rtts);
+  const auto [rtts, all] = min_rtts(bed.net, targets);
   EXPECT_GE(rtts[0], kShapedMs) << all;
   EXPECT_GE(rtts[1], kShapedMs) << all;
   EXPECT_LT(rtts[2], kUnshapedMs) << "the port just below the range\n" << all;
@@ -96,8 +92,8 @@ TEST(MatchRulesInTheKernel, SourcePortRuleFollowsTheSendersPort) {
                                          {Transport::kTcp, VethPair::kAddrB, 7000, 5001},
                                          {Transport::kTcp, VethPair::kAddrB, 7000, 5002},
                                          {Transport::kTcp, VethPair::kAddrB, 7000, 5003}};
-  const auto rtts = min_rtts(bed.net, targets);
-  const std::string all = describe(targets, rtts) + "(source ports 5000, 5001, 5002, 5003)";
+  const auto [rtts, described] = min_rtts(bed.net, targets);
+  const std::string all = described + "(source ports 5000, 5001, 5002, 5003)";
   EXPECT_LT(rtts[0], kUnshapedMs) << all;
   EXPECT_GE(rtts[1], kShapedMs) << all;
   EXPECT_GE(rtts[2], kShapedMs) << all;
@@ -123,8 +119,7 @@ TEST(MatchRulesInTheKernel, Ipv6PrefixShapesItsHalfOfTheSubnetAndLeavesIpv4Alone
   const std::vector<ProbeTarget> targets{{Transport::kUdp, "fd00:198:18::2", 9000, 0},
                                          {Transport::kUdp, "fd00:198:18:0:8000::2", 9000, 0},
                                          {Transport::kUdp, VethPair::kAddrB, 9000, 0}};
-  const auto rtts = min_rtts(bed.net, targets);
-  const std::string all = describe(targets, rtts);
+  const auto [rtts, all] = min_rtts(bed.net, targets);
   EXPECT_GE(rtts[0], kShapedMs) << all;
   EXPECT_LT(rtts[1], kUnshapedMs) << "the upper half of the /64\n" << all;
   EXPECT_LT(rtts[2], kUnshapedMs) << "IPv4\n" << all;

@@ -258,4 +258,14 @@ std::size_t lost(const std::vector<ProbeSample>& series) {
       std::count_if(series.begin(), series.end(), [](const ProbeSample& s) { return !s.rtt_ms; }));
 }
 
+std::string describe(const std::vector<ProbeTarget>& targets, const std::vector<std::vector<ProbeSample>>& series) {
+  std::string out;
+  for (std::size_t i = 0; i < targets.size() && i < series.size(); ++i) {
+    out += targets[i].label() + ":";
+    for (const auto& s : series[i]) out += s.rtt_ms ? " " + std::to_string(static_cast<int>(*s.rtt_ms)) : " lost";
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace jitterd_test

@@ -72,5 +72,7 @@ std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netn
 double min_rtt(const std::vector<ProbeSample>& series, const std::string& label);
 // How many probes of a series got no answer.
 std::size_t lost(const std::vector<ProbeSample>& series);
+// One line per target: its label and every probe's RTT in whole ms (or "lost"), for failure messages.
+std::string describe(const std::vector<ProbeTarget>& targets, const std::vector<std::vector<ProbeSample>>& series);
 
 }  // namespace jitterd_test
