@@ -12,6 +12,7 @@ namespace jitterd::testing {
 namespace {
 
 using Call = FakeBackend::CallKind;
+using namespace std::chrono_literals;
 
 const LoadedProfile& profile() {
   static const LoadedProfile p = parse_test_profile(profile_json("held"));
@@ -158,6 +159,20 @@ TEST(Lanes, OffloadsGoOffWithTheFirstLaneAndComeBackWithTheLast) {
   EXPECT_TRUE(rig.backend.offloads_off(5)) << "a lane is still shaped";
   value(rig.sessions.clear("veth0", test_peer()));
   EXPECT_FALSE(rig.backend.offloads_off(5)) << "restored with the last lane";
+}
+
+TEST(Lanes, OffloadsOfALaterStartGoOffWhenItStartsNotBefore) {
+  DaemonRig rig;
+  ApplyRequest r = rig.request("veth0", profile());
+  r.offloads_off = true;
+  r.start = DaemonRig::Clock::now() + 100ms;
+  rig.apply_ok(r);
+  EXPECT_FALSE(rig.backend.offloads_off(5)) << "nothing changes before the start";
+  rig.run_for(250ms);
+  EXPECT_TRUE(rig.backend.offloads_off(5)) << "the session started without turning them off";
+  EXPECT_EQ(rig.ledger.entries().size(), 1u);
+  value(rig.sessions.clear("veth0", test_peer()));
+  EXPECT_FALSE(rig.backend.offloads_off(5));
 }
 
 TEST(Lanes, RequestsNamingAMissingLaneSayWhichLanesExist) {
