@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "shaper/compiler.hpp"
@@ -184,6 +185,39 @@ TEST(Compiler, RegimesAreClusteredAndReplayedInOrder) {
     EXPECT_EQ(steps[i].duration, i % 2 == 0 ? 60s : 20s) << i;
   }
   EXPECT_TRUE(r.profile->schedule->loop);
+}
+
+TEST(Compiler, ARegimeHoldingMostWindowsIsNotSplitWhileTwoRareOnesMerge) {
+  // 32 windows of 10 s at 20 ms: 18 good (30 ms), 10 fair (55 ms), 4 poor (120 ms), each ± 2 %. Centres
+  // started at the 1/6, 1/2 and 5/6 quantiles of the median delay would all but one sit in "good": the
+  // good windows split in two and fair and poor merge. Each regime must come out whole.
+  const std::string windows = "GGGFGGFFPFGGGGFFGPPFGGGFGGGFFPGG";
+  std::mt19937_64 rng(32);
+  std::normal_distribution<double> noise(1.0, 0.02);
+  auto centre = [&](std::size_t i) {
+    const char w = windows[i / 500];
+    return w == 'G' ? 30e6 : w == 'F' ? 55e6 : 120e6;
+  };
+  auto c = capture(16000, 20ms, [&](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(centre(i) * noise(rng))); },
+                   [](std::size_t) { return false; });
+  CompileOptions options;
+  options.baseline.kind = BaselineKind::kNone;
+  options.regimes = RegimeMode::kClusters;
+  options.clusters = 3;
+  options.window = 10s;
+  const auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  ASSERT_EQ(r.report.phases.size(), 3u);
+  std::map<std::string, std::size_t> samples;
+  for (const auto& phase : r.report.phases) samples[phase.name] = phase.samples;
+  EXPECT_EQ(samples["regime-1"], 18u * 500);
+  EXPECT_EQ(samples["regime-2"], 10u * 500);
+  EXPECT_EQ(samples["regime-3"], 4u * 500);
+  // And the schedule is the window sequence: 17 runs of one letter.
+  ASSERT_TRUE(r.profile->schedule);
+  EXPECT_EQ(r.profile->schedule->steps.size(), 17u);
+  EXPECT_EQ(r.profile->schedule->steps.front().phase, "regime-1");
+  EXPECT_EQ(r.profile->schedule->steps.front().duration, 30s);
 }
 
 TEST(Compiler, PercentilePresetAndPeriodicSpikes) {
