@@ -1,5 +1,7 @@
 #include "server.hpp"
 
+#include <poll.h>
+
 #include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -147,6 +149,16 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
                                               "send one request per line; limits.max_request_bytes sets the limit"));
         co_return;
       }
+      if (ec == asio::error::eof) {
+        // The client is done sending (`echo ... | socat`): every request it sent is answered first.
+        // A subscriber that only shut its sending side keeps receiving events; one that closed the
+        // socket (the kernel reports a hang-up, not just the end of input) and anyone else is closed,
+        // a non-subscriber once its replies are written.
+        if (subscription_ && !peer_hung_up()) co_return;
+        close_after_write_ = true;
+        wake_.cancel();
+        co_return;
+      }
       if (ec) {
         close();
         co_return;
@@ -166,6 +178,12 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       }
       buffer.erase(0, n);
     }
+  }
+
+  // Whether the client closed its socket altogether (both directions shut), rather than half-closed it.
+  bool peer_hung_up() {
+    pollfd p{socket_.native_handle(), POLLOUT, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
   }
 
   asio::awaitable<void> write_loop() {

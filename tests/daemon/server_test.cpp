@@ -86,6 +86,8 @@ class Client {
     }
   }
   void request(const json& j) { send(j.dump() + "\n"); }
+  // Sends EOF; the daemon may still write.
+  void half_close() { ::shutdown(fd_, SHUT_WR); }
 
   // The next line (without "\n"), running the server meanwhile; nullopt at EOF or after `timeout`.
   std::optional<std::string> line(DaemonRig& rig, std::chrono::milliseconds timeout = kPatience) {
@@ -292,6 +294,38 @@ TEST(ControlServer, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(r3["ok"], true);
   EXPECT_EQ(r4["error"]["code"], "parse-error");
   EXPECT_EQ(s.stats.requests_total, 4u);
+}
+
+// `echo '{...}' | socat - UNIX-CONNECT:...`: the client half-closes right after its requests.
+TEST(ControlServer, AClientThatHalfClosesGetsEveryReplyThenTheConnectionCloses) {
+  ServerRig s;
+  s.listen();
+  Client c(s.path);
+  std::string requests;
+  for (int i = 0; i < 20; ++i) requests += json{{"id", i}, {"method", "version"}}.dump() + "\n";
+  c.send(requests);
+  c.half_close();
+  for (int i = 0; i < 20; ++i) {
+    const json r = c.reply(s.rig);
+    ASSERT_EQ(r["id"], i) << "reply " << i << " lost";
+  }
+  EXPECT_TRUE(c.closed_by_daemon(s.rig));
+  EXPECT_TRUE(s.rig.run_until([&] { return s.stats.connections_open == 0; }, kPatience));
+}
+
+TEST(ControlServer, ASubscriberThatHalfClosesKeepsReceivingEvents) {
+  ServerRig s;
+  s.listen();
+  Client sub(s.path), control(s.path);
+  sub.request({{"method", "subscribe"}});
+  sub.half_close();
+  EXPECT_EQ(sub.reply(s.rig)["result"], json::parse(R"({"subscribed": true})"));
+  control.request({{"method", "apply"},
+                   {"params", {{"interface", "veth0"}, {"profile", json::parse(profile_json("held"))}}}});
+  ASSERT_EQ(control.reply(s.rig)["ok"], true);
+  const json event = sub.reply(s.rig);
+  EXPECT_EQ(event["event"], "applied") << event.dump();
+  EXPECT_FALSE(sub.eof());
 }
 
 TEST(ControlServer, ARequestInPiecesIsReassembled) {
