@@ -24,7 +24,8 @@ constexpr const char* kUsageTail = R"(
 
 Offline (no daemon needed):
   compile TRACE... -o PROFILE.json   compile captures into a profile
-      [--format ping|fping|epoch-rtt|csv|...] [--interval 100ms] [--name NAME] [--description TEXT]
+      [--format ping|fping|epoch-rtt|csv|...] [--interval 100ms] [--host TARGET] [--name NAME]
+      [--description TEXT]
       [--baseline min|none|pNN|DURATION] [--halves]
       [--regimes single|percentiles|K] [--window 10s] [--step 30s]
       [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N]

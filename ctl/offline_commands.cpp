@@ -112,6 +112,8 @@ ParseOptions parse_option(Args& a, const std::string& option, ParseOptions optio
     options.format = *f;
   } else if (option == "--interval") {
     options.interval = duration_value(option, a.value(option));
+  } else if (option == "--host") {
+    options.host = a.value(option);
   } else {
     used = false;
   }

@@ -137,7 +137,7 @@ _jitterctl_options_of() {
     subscribe | events) echo "--interface --event --count --help" ;;
     watch) echo "--interval --once --help" ;;
     list-commands | version | interfaces | profiles | metrics) echo "--help" ;;
-    compile) echo "-o --output --format --interval --name --description --baseline --halves --regimes --window" \
+    compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
         "--step --spike --no-reorder --packet-rate --entries" ;;
     inspect) echo "--json" ;;
     validate) echo "--shaped --link-calibration --phase --json --plot --log --seed --format --interval" ;;
@@ -157,7 +157,7 @@ _jitterctl_takes_value() {
     renew) [[ $2 == @(--lease|--direction|--set) ]] ;;
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
-    compile) [[ $2 == @(-o|--output|--format|--interval|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries) ]] ;;
+    compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries) ]] ;;
     validate) [[ $2 == @(--shaped|--link-calibration|--phase|--plot|--seed|--format|--interval) ]] ;;
     *) return 1 ;;
     esac

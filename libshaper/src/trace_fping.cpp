@@ -223,7 +223,7 @@ void FpingParser::finish() {
     }
     if (other_targets_.size() == kMaxNamedOtherTargets) names += ", ...";
     context_.diagnostics.general("fping output for several targets: kept " + host_ + "; ignored " +
-                                 names + "; choose the target with ParseOptions::host (--host)");
+                                 names + "; choose the target with jitterctl compile --host");
   }
   if (summaries_only_ && context_.trace.samples.empty()) {
     context_.diagnostics.general(

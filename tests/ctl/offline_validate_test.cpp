@@ -81,3 +81,24 @@ TEST_F(ValidatePhase, ThePhaseJudgesAShapedTraceNotTheCapture) {
 }
 
 }  // namespace
+
+// compile --host picks one target of an fping capture with several; without it the first is kept and
+// the diagnostic names the option.
+TEST(CompileHost, PicksTheNamedTargetOfASeveralTargetFpingCapture) {
+  char dir[] = "/tmp/jitterctl-host-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string capture = std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/traces/fping_two_targets.txt";
+  const std::string first = std::string(dir) + "/first.json", second = std::string(dir) + "/second.json";
+  const Completed plain = run("compile " + capture + " -o " + first + " --format fping");
+  EXPECT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_NE(plain.out.find("kept 127.0.0.1; ignored ::1"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("jitterctl compile --host"), std::string::npos) << plain.out;
+  const Completed picked = run("compile " + capture + " -o " + second + " --format fping --host ::1");
+  EXPECT_EQ(picked.exit_code, 0) << picked.out;
+  EXPECT_NE(picked.out.find("kept ::1; ignored 127.0.0.1"), std::string::npos) << picked.out;
+  const Completed a = run("inspect " + first + " --json"), b = run("inspect " + second + " --json");
+  const auto provenance = [](const Completed& c) { return nlohmann::json::parse(c.out).at("provenance"); };
+  EXPECT_NE(provenance(a).at("samples"), nullptr);
+  EXPECT_NE(a.out, b.out) << "the two targets' RTTs differ, so must the profiles";
+  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0) ADD_FAILURE() << "cannot remove " << dir;
+}

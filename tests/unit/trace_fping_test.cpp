@@ -34,7 +34,7 @@ TEST(FpingTrace, OneTargetIsKeptAndTheOthersAreNamed) {
       diagnostics_of(first),
       (std::vector<std::string>{"fping_two_targets.txt: fping output for several targets: kept "
                                 "127.0.0.1; ignored ::1 (6 lines); choose the target with "
-                                "ParseOptions::host (--host)"}));
+                                "jitterctl compile --host"}));
   EXPECT_EQ(first.unrecognised_lines, 0u);
 
   ParseOptions options;
@@ -65,7 +65,7 @@ TEST(FpingTrace, QuietCListOnly) {
   EXPECT_EQ(diagnostics_of(t),
             (std::vector<std::string>{"fping_q_C4.txt: fping output for several targets: kept "
                                       "10.99.2.2; ignored 10.99.1.3 (1 line), 10.99.1.77 (1 line); "
-                                      "choose the target with ParseOptions::host (--host)"}));
+                                      "choose the target with jitterctl compile --host"}));
   ParseOptions options;
   options.host = "10.99.1.77";
   EXPECT_EQ(lost_indices(parse_fixture("fping_q_C4.txt", options)),
