@@ -36,6 +36,38 @@ struct Segment {
   std::string phase;
 };
 
+// The time line `segments` (sorted by start) with `name` in force for `length` from each of `starts`
+// (sorted, not overlapping), and the phase that was in force coming back after each.
+std::vector<Segment> overlay_spikes(const std::vector<Segment>& segments, const std::vector<Nanoseconds>& starts,
+                                    Nanoseconds length, const std::string& name) {
+  auto phase_at = [&](Nanoseconds t) {
+    auto it = std::upper_bound(segments.begin(), segments.end(), t,
+                               [](Nanoseconds v, const Segment& seg) { return v < seg.start; });
+    return it == segments.begin() ? segments.front().phase : std::prev(it)->phase;
+  };
+  std::vector<Segment> out;
+  std::size_t next_spike = 0;
+  auto in_spike = [&](Nanoseconds t) {
+    const auto it = std::upper_bound(starts.begin(), starts.end(), t);
+    return it != starts.begin() && t < *std::prev(it) + length;
+  };
+  // Every boundary of either time line, in order; each gets the phase in force from it on.
+  std::vector<Nanoseconds> bounds;
+  for (const auto& seg : segments) bounds.push_back(seg.start);
+  for (; next_spike < starts.size(); ++next_spike) {
+    bounds.push_back(starts[next_spike]);
+    bounds.push_back(starts[next_spike] + length);
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  for (Nanoseconds b : bounds) {
+    if (b < segments.front().start) continue;
+    std::string phase = in_spike(b) ? name : phase_at(b);
+    if (out.empty() || out.back().phase != phase) out.push_back({b, std::move(phase)});
+  }
+  return out;
+}
+
 std::uint32_t queue_limit(Nanoseconds max_delay, double packet_rate) {
   const double seconds = static_cast<double>(max_delay.count()) / 1e9;
   const double packets = std::ceil(2.0 * packet_rate * seconds);
@@ -467,6 +499,17 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     if (segments.size() <= 1) {
       profile.schedule = Schedule{{{"capture", options.spikes->every - spike_length}, {"spike", spike_length}}, true};
       segments.clear();
+    } else {
+      // Tail events made a time line: the spikes go on it, at the same places in each period as in the
+      // plain schedule (the last spike_length of every period), over whatever phase is in force then.
+      const Nanoseconds origin = segments.front().start;
+      const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
+      std::vector<Nanoseconds> starts;
+      for (Nanoseconds t = origin + options.spikes->every - spike_length; t < end; t += options.spikes->every) {
+        starts.push_back(t);
+      }
+      segments = overlay_spikes(segments, starts, spike_length, "spike");
+      report.notes.push_back(std::to_string(starts.size()) + " spikes placed on the capture's time line");
     }
   }
 

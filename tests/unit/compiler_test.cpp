@@ -248,6 +248,46 @@ TEST(Compiler, PercentilePresetAndPeriodicSpikes) {
   EXPECT_EQ(steps[0].duration + steps[1].duration, 30s);
 }
 
+// A capture whose tail does not fit the table has a time line (tail events); periodic spikes are put on
+// it rather than left out of the schedule.
+TEST(Compiler, PeriodicSpikesGoOnTheTimeLineOfTailEvents) {
+  // 20 000 probes 10 ms apart (200 s) with four delays (each a quarter, so the 16-entry table's top entry
+  // is the largest of them) and a 900 ms outlier at probe 5000, above the table: one tail event.
+  auto c = capture(20'000, 10ms,
+                   [](std::size_t i) {
+                     return i == 5000 ? Nanoseconds(900'000'000) : Nanoseconds(static_cast<std::int64_t>(i % 4) * 10'000);
+                   },
+                   [](std::size_t) { return false; });
+  CompileOptions options;
+  options.baseline.kind = BaselineKind::kNone;
+  options.table_entries = 16;
+  options.spikes = PeriodicSpikes{100ms, 2, 30s};
+  const auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  ASSERT_TRUE(r.profile->find_phase("capture-tail"));
+  ASSERT_TRUE(r.profile->find_phase("spike"));
+  ASSERT_TRUE(r.profile->schedule);
+  // Replay the schedule once: spikes start at 30 s - 20 ms, 60 s - 20 ms, ... (6 in 200 s), each 20 ms.
+  std::vector<Nanoseconds> spike_starts;
+  Nanoseconds t{0}, total{0};
+  for (const auto& step : r.profile->schedule->steps) {
+    if (step.phase == "spike") {
+      spike_starts.push_back(t);
+      EXPECT_EQ(step.duration, 20ms);
+    }
+    t += step.duration;
+    total += step.duration;
+  }
+  ASSERT_EQ(spike_starts.size(), 6u);
+  for (std::size_t k = 0; k < spike_starts.size(); ++k) {
+    EXPECT_EQ(spike_starts[k], 30s * static_cast<std::int64_t>(k + 1) - 20ms) << k;
+  }
+  EXPECT_EQ(total, 200s);  // the whole capture, nothing lost or added
+  const auto& steps = r.profile->schedule->steps;
+  EXPECT_EQ(std::count_if(steps.begin(), steps.end(), [](const ScheduleStep& s) { return s.phase == "capture-tail"; }),
+            1);
+}
+
 TEST(Compiler, NoReorderKeepsOrderWithRate) {
   auto c = capture(500, 10ms, [](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(i % 50) * 100'000); },
                    [](std::size_t) { return false; });
