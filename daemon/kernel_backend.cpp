@@ -281,7 +281,14 @@ bool KernelBackend::carries_default_route(const shaper::Interface& interface) {
 }
 
 std::vector<std::uint16_t> KernelBackend::ssh_listening_ports() {
-  return shaper::sshd_listening_ports();
+  // sshd's sockets where this process can see sshd, and sshd's configured ports where it cannot (the
+  // shipped unit's ProtectProc=invisible hides root's processes from the jitterd user).
+  std::vector<std::uint16_t> ports = shaper::sshd_listening_ports();
+  for (std::uint16_t port : shaper::sshd_config_ports()) {
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+  }
+  std::sort(ports.begin(), ports.end());
+  return ports;
 }
 
 bool KernelBackend::remove_leftover(const shaper::Interface& interface) {

@@ -233,6 +233,38 @@ std::vector<ProcTcpSocket> parse_proc_net_tcp(std::string_view text) {
   return out;
 }
 
+std::vector<std::uint16_t> sshd_config_ports(const std::string& etc_ssh) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files{fs::path(etc_ssh) / "sshd_config"};
+  std::error_code ec;
+  std::vector<fs::path> dropins;
+  for (fs::directory_iterator it(fs::path(etc_ssh) / "sshd_config.d", ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".conf") dropins.push_back(it->path());
+  }
+  std::sort(dropins.begin(), dropins.end());
+  files.insert(files.end(), dropins.begin(), dropins.end());
+  std::vector<std::uint16_t> ports;
+  for (const auto& file : files) {
+    const auto text = read_small_file(file);
+    if (!text) continue;
+    std::istringstream lines(*text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::string keyword, value;
+      if (!(words >> keyword >> value)) continue;
+      std::transform(keyword.begin(), keyword.end(), keyword.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (keyword != "port") continue;
+      if (const auto port = parse_unsigned(value, 10); port && *port >= 1 && *port <= 0xffff) {
+        ports.push_back(static_cast<std::uint16_t>(*port));
+      }
+    }
+  }
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return ports;
+}
+
 std::vector<std::uint16_t> sshd_listening_ports(const std::string& proc) {
   namespace fs = std::filesystem;
   std::vector<std::uint64_t> inodes;

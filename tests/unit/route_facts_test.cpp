@@ -193,6 +193,20 @@ TEST(SshdPorts, ListeningSocketsOfSshdProcessesOnly) {
   EXPECT_EQ(sshd_listening_ports(proc.path()), std::vector<std::uint16_t>{2222});
 }
 
+TEST(SshdPorts, ConfiguredPortsFromSshdConfigAndItsDropIns) {
+  char dir[] = "/tmp/jitterd-etc-ssh-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::filesystem::path etc(dir);
+  std::filesystem::create_directories(etc / "sshd_config.d");
+  std::ofstream(etc / "sshd_config") << "# Port 1\nInclude /etc/ssh/sshd_config.d/*.conf\nPort 2222\n  port\t22\n"
+                                        "Port 99999\nPort x\nPortable 7\nListenAddress 0.0.0.0\n";
+  std::ofstream(etc / "sshd_config.d" / "local.conf") << "PORT 2200\nPort 2222\n";
+  std::ofstream(etc / "sshd_config.d" / "ignored.disabled") << "Port 4444\n";
+  EXPECT_EQ(sshd_config_ports(etc.string()), (std::vector<std::uint16_t>{22, 2200, 2222}));
+  EXPECT_TRUE(sshd_config_ports((etc / "missing").string()).empty());
+  std::filesystem::remove_all(etc);
+}
+
 TEST(SshdPorts, NoSshdOrNoProcMeansNoPorts) {
   FakeProc proc;
   proc.process(200, "nginx", {"socket:[777]"});

@@ -68,4 +68,11 @@ std::vector<ProcTcpSocket> parse_proc_net_tcp(std::string_view text);
 // the procfs root ("/proc"; tests give a folder of their own).
 std::vector<std::uint16_t> sshd_listening_ports(const std::string& proc = "/proc");
 
+// The ports sshd is configured to listen on: the `Port` lines of `etc_ssh`/sshd_config and of
+// sshd_config.d/*.conf (keyword in any case, comments and malformed values skipped). For a daemon that
+// cannot see other users' processes (systemd's ProtectProc=invisible), where sshd_listening_ports finds
+// nothing. Sorted, without duplicates; empty when nothing is configured or readable (sshd's default 22
+// is not added here).
+std::vector<std::uint16_t> sshd_config_ports(const std::string& etc_ssh = "/etc/ssh");
+
 }  // namespace shaper
