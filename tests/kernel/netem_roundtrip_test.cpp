@@ -7,12 +7,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "shaper/distribution_tables.hpp"
 #include "shaper/kernel_units.hpp"
 #include "shaper/netem_encoder.hpp"
 #include "shaper/netem_engine.hpp"
+#include "shaper/profile.hpp"
 #include "test_network.hpp"
 
 using namespace shaper;
@@ -226,6 +228,35 @@ TEST(NetemRoundTripChange, AChangeLeavesNothingOfThePreviousState) {
     EXPECT_EQ(read, expected_readback(next.spec));
     expect_matches_tc(next.spec, json::parse(jitterd_test::tc_json(net))[0]);
   }
+}
+
+// Every phase of every shipped profile (profiles/*.json: exact tables up to 16384 entries, Gilbert-Elliott
+// loss, large limits) is accepted by the kernel, installed and then changed in place phase after phase,
+// and reads back through libshaper and tc as it was sent.
+TEST(ShippedProfilesInTheKernel, EveryPhaseInstallsAndChangesInPlace) {
+  JITTERD_REQUIRE_NETEM_KERNEL();
+  jitterd_test::NetemBed bed;
+  std::optional<NetemQdisc> qdisc;
+  int phases = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(JITTERD_VM_SOURCE_DIR) + "/profiles")) {
+    if (entry.path().extension() != ".json") continue;
+    const ProfileLoad load = load_profile_file(entry.path().string());
+    ASSERT_TRUE(load.profile) << entry.path() << ": " << to_string(load.diagnostics);
+    for (const auto& phase : load.profile->phases) {
+      SCOPED_TRACE(load.profile->name + " phase " + phase.name);
+      if (!qdisc) {
+        qdisc.emplace(bed.engine.install(bed.dev, phase.spec));
+      } else {
+        qdisc->change(phase.spec);
+      }
+      ++phases;
+      NetemSpec read = bed.engine.root_qdisc(bed.dev)->netem->spec;
+      read.prng_seed.reset();
+      EXPECT_EQ(read, expected_readback(phase.spec));
+      expect_matches_tc(phase.spec, json::parse(jitterd_test::tc_json(bed.net))[0]);
+    }
+  }
+  EXPECT_GE(phases, 11) << "profiles/ holds eleven profiles";
 }
 
 TEST(NetemStats, CountersMatchTc) {
