@@ -50,6 +50,13 @@ void expect_near(const json& value, double expected, const std::string& what) {
   EXPECT_NEAR(value.get<double>(), expected, std::max(1e-9, std::fabs(expected) * 1e-5)) << what;
 }
 
+// tc's JSON gives times in whole microseconds, truncated after its own floating-point conversion (a
+// shipped profile's 8.418 ms latency reads as 0.008417): up to two microseconds of tolerance for times.
+void expect_time_near(const json& value, double expected, const std::string& what) {
+  ASSERT_TRUE(value.is_number()) << what << " missing or not a number: " << value;
+  EXPECT_NEAR(value.get<double>(), expected, std::max(2e-6, std::fabs(expected) * 1e-5)) << what;
+}
+
 void expect_matches_tc(const NetemSpec& spec, const json& qdisc) {
   ASSERT_EQ(qdisc.at("kind"), "netem");
   EXPECT_EQ(qdisc.at("handle"), "1a7e:");
@@ -60,8 +67,8 @@ void expect_matches_tc(const NetemSpec& spec, const json& qdisc) {
     // iproute2 6.1 prints the latency from the 32-bit tick field, which the kernel's dump saturates at
     // 2^32 ticks of 64 ns (274.877906944 s); the 64-bit value is checked through libshaper above.
     constexpr double kTcLatencyCeiling = 4294967295.0 * 64 / 1e9;
-    expect_near(o.at("delay").at("delay"), std::min(seconds(spec.delay.latency), kTcLatencyCeiling), "delay");
-    expect_near(o.at("delay").at("jitter"), seconds(spec.delay.jitter), "jitter");
+    expect_time_near(o.at("delay").at("delay"), std::min(seconds(spec.delay.latency), kTcLatencyCeiling), "delay");
+    expect_time_near(o.at("delay").at("jitter"), seconds(spec.delay.jitter), "jitter");
     expect_near(o.at("delay").at("correlation"), spec.delay.correlation.value(), "delay correlation");
   }
   const bool ge = std::holds_alternative<GilbertElliottLoss>(spec.loss);
