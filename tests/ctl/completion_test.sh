@@ -63,10 +63,23 @@ run() {
     _jitterctl
 }
 
+# judge NAME LINE EXPECTED: counts a case; COMPREPLY, sorted, must be EXPECTED (already sorted).
+judge() {
+    local got
+    got=$(sorted "${COMPREPLY[@]}")
+    cases=$((cases + 1))
+    if [[ $got != "$3" ]]; then
+        echo "FAIL: $1: '$2'"
+        echo "  expected: [$3]"
+        echo "  got:      [$got]"
+        failures=$((failures + 1))
+    fi
+}
+
 # expect NAME EXPECTED LINE: LINE split at blanks the way bash splits it when no COMP_WORDBREAKS
 # character other than blanks occurs; the first word is replaced by the jitterctl under test.
 expect() {
-    local name=$1 expected line=$3 got
+    local name=$1 expected line=$3
     # shellcheck disable=SC2086 # the expected words, split
     expected=$(sorted $2)
     local -a words
@@ -74,31 +87,17 @@ expect() {
     [[ $line == *" " ]] && words+=("")
     words[0]=$jitterctl
     run "$jitterctl ${line#* }" "${words[@]}"
-    got=$(sorted "${COMPREPLY[@]}")
-    cases=$((cases + 1))
-    if [[ $got != "$expected" ]]; then
-        echo "FAIL: $name: '$line'"
-        echo "  expected: [$expected]"
-        echo "  got:      [$got]"
-        failures=$((failures + 1))
-    fi
+    judge "$name" "$line" "$expected"
 }
 
 # expect_words NAME EXPECTED LINE WORD...: for lines bash splits at ":" or "=" too.
 expect_words() {
-    local name=$1 expected got line=$3
+    local name=$1 expected line=$3
     # shellcheck disable=SC2086 # the expected words, split
     expected=$(sorted $2)
     shift 3
     run "$line" "$@"
-    got=$(sorted "${COMPREPLY[@]}")
-    cases=$((cases + 1))
-    if [[ $got != "$expected" ]]; then
-        echo "FAIL: $name: '$line'"
-        echo "  expected: [$expected]"
-        echo "  got:      [$got]"
-        failures=$((failures + 1))
-    fi
+    judge "$name" "$line" "$expected"
 }
 
 online="list-commands version interfaces profiles apply switch confirm pause resume skip status clear renew
