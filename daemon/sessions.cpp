@@ -482,14 +482,17 @@ Outcome<SessionManager::Statuses> SessionManager::on_lanes(
   return out;
 }
 
+std::optional<RequestError> SessionManager::needs_schedule(const Session& s, const std::string& what,
+                                                           const std::string& hint) {
+  if (s.schedule) return std::nullopt;
+  return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule " + what,
+                      "/params/interface", hint};
+}
+
 Outcome<SessionManager::Statuses> SessionManager::pause(const Target& target, const Peer& peer) {
   return on_lanes(
       target,
-      [](Session& s) -> std::optional<RequestError> {
-        if (s.schedule) return std::nullopt;
-        return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to pause",
-                            "/params/interface", ""};
-      },
+      [](Session& s) { return needs_schedule(s, "to pause", ""); },
       [&](Session& s) {
         log_request(peer, "pause " + s.label());
         s.schedule->pause(MonotonicClock::now());
@@ -500,11 +503,7 @@ Outcome<SessionManager::Statuses> SessionManager::pause(const Target& target, co
 Outcome<SessionManager::Statuses> SessionManager::resume(const Target& target, const Peer& peer) {
   return on_lanes(
       target,
-      [](Session& s) -> std::optional<RequestError> {
-        if (s.schedule) return std::nullopt;
-        return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to resume",
-                            "/params/interface", "apply the profile with \"schedule\": true"};
-      },
+      [](Session& s) { return needs_schedule(s, "to resume", "apply the profile with \"schedule\": true"); },
       [&](Session& s) {
         log_request(peer, "resume " + s.label());
         const MonotonicTime now = MonotonicClock::now();
@@ -528,10 +527,7 @@ Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std
   return on_lanes(
       target,
       [&](Session& s) -> std::optional<RequestError> {
-        if (!s.schedule) {
-          return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule to skip in",
-                              "/params/interface", "use switch to change the phase"};
-        }
+        if (auto refused = needs_schedule(s, "to skip in", "use switch to change the phase")) return refused;
         const auto& steps = s.schedule->steps();
         if (step) {
           if (*step >= steps.size()) {

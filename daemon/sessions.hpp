@@ -219,6 +219,10 @@ class SessionManager {
   Outcome<Statuses> on_lanes(const Target& target,
                              const std::function<std::optional<RequestError>(Session&)>& refuse,
                              const std::function<void(Session&)>& act);
+  // The refusal of a schedule request (`what`, e.g. "to pause") for a lane that holds a phase; none for a
+  // lane with a schedule.
+  static std::optional<RequestError> needs_schedule(const Session& s, const std::string& what,
+                                                    const std::string& hint);
   // The layout of one direction of an interface: every started session's lane with its phase's spec,
   // `changes` applied, `without` left out.
   Outcome<Layout> layout_for(int index, Direction direction, const std::vector<Change>& changes,
