@@ -9,6 +9,7 @@
 #include "shaper/compiler.hpp"
 #include "shaper/distribution_tables.hpp"
 #include "shaper/statistics.hpp"
+#include "shaper/trace.hpp"
 
 using namespace shaper;
 using namespace std::chrono_literals;
@@ -160,6 +161,40 @@ TEST(Compiler, BurstyLossIsFittedWithAMarkovModelAndRandomLossWithBernoulli) {
   EXPECT_TRUE(loss.correlation.is_zero());  // never netem's broken loss correlation
 }
 
+TEST(Compiler, LossBurstsOfAnUnevenlySpacedPingCaptureStayWhole) {
+  // ping -D sends unevenly (spacings 15, 15, 15, 2, 2 ms here: median 15 ms); the probes after the
+  // two short spacings are lost, two at a time. A lost probe's send time is inferred from the one
+  // before it plus the median interval, which puts the second of each pair after the next delivery.
+  // Sorted by those times the pairs became two single losses; the burst lengths must be the
+  // capture's own, in sequence order.
+  std::string text;
+  const std::int64_t spacing_us[] = {15'000, 15'000, 15'000, 2'000, 2'000};
+  std::int64_t t_us = 1'764'520'000'000'000;
+  std::vector<bool> lost;
+  for (int seq = 1; seq <= 5001; ++seq) {  // ends on a reply: trailing losses would be unknown
+    const bool gone = seq % 5 == 4 || seq % 5 == 0;  // sent after the 2 ms spacings
+    lost.push_back(gone);
+    if (!gone) {
+      text += "[" + std::to_string(t_us / 1'000'000) + "." + std::to_string(1'000'000 + t_us % 1'000'000).substr(1) +
+              "] 64 bytes from 10.0.0.2: icmp_seq=" + std::to_string(seq) + " ttl=64 time=20.0 ms\n";
+    }
+    t_us += spacing_us[seq % 5];
+  }
+  CaptureInput c;
+  c.name = "uneven.txt";
+  c.sha256 = std::string(64, 'c');
+  c.trace = parse_trace_text(text, c.name);
+  ASSERT_EQ(c.trace.samples.size(), 5001u);
+  const auto expected = loss_statistics(lost);
+  ASSERT_EQ(*expected.mean_burst, 2.0);
+
+  const auto r = compile_profile({c}, CompileOptions{});
+  ASSERT_TRUE(r.profile);
+  const auto& fit = r.report.phases[0].loss;
+  EXPECT_EQ(fit.capture_mean_burst, 2.0);
+  EXPECT_DOUBLE_EQ(fit.capture_loss_rate, *expected.loss_rate);
+}
+
 TEST(Compiler, RegimesAreClusteredAndReplayedInOrder) {
   // 60 s calm (5 ms ± 1), 20 s storm (50 ms ± 10), three times, at 10 Hz.
   std::mt19937_64 rng(8);
@@ -185,6 +220,44 @@ TEST(Compiler, RegimesAreClusteredAndReplayedInOrder) {
     EXPECT_EQ(steps[i].duration, i % 2 == 0 ? 60s : 20s) << i;
   }
   EXPECT_TRUE(r.profile->schedule->loop);
+}
+
+TEST(Compiler, RegimeChangesBetweenWindowEdgesAreReplayedWhereTheCaptureChanged) {
+  // Calm (2 ms) and storm (25 ms, 6 % loss) alternate every 10 s, but the capture starts 3 s into a
+  // calm spell: every 10 s window straddles a change. Window labels alone put the changes on window
+  // edges (a 10 s first step, then 10 s steps) and feed 3 s of each regime into the other's table.
+  // The changes must land where the capture changed: first step 7 s, then 10 s each, within a probe.
+  // (A change inside the last window has no next window to move into; here the last window is calm.)
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> calm(2e6, 0.2e6), storm(25e6, 3e6);
+  std::bernoulli_distribution storm_loss(0.06);
+  auto in_storm = [](std::size_t i) { return ((i + 300) / 1000) % 2 == 1; };  // 10 ms probes
+  std::vector<bool> lost(8300);  // 83 s: the last window (80-83 s) is calm, so the last change has one
+  for (std::size_t i = 0; i < lost.size(); ++i) lost[i] = in_storm(i) && storm_loss(rng);
+  auto c = capture(lost.size(), 10ms,
+                   [&](std::size_t i) {
+                     return Nanoseconds(static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
+                   },
+                   [&](std::size_t i) { return lost[i]; });
+  CompileOptions options;
+  options.regimes = RegimeMode::kClusters;
+  options.clusters = 2;
+  options.window = 10s;
+  const auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  ASSERT_TRUE(r.profile->schedule);
+  const auto& steps = r.profile->schedule->steps;
+  std::string listed;
+  for (const auto& step : steps) listed += step.phase + " " + duration_to_string(step.duration) + "; ";
+  ASSERT_EQ(steps.size(), 9u) << listed;  // 7 s, seven 10 s spells, the last calm one 6 s
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].phase, i % 2 == 0 ? "regime-1" : "regime-2") << i;
+    const Nanoseconds expected = i == 0 ? 7s : i + 1 < steps.size() ? 10s : 6s;
+    EXPECT_LE(std::chrono::abs(steps[i].duration - expected), 10ms) << i;
+  }
+  // Each table holds its own regime's delays only: nothing of the storm in the calm table.
+  EXPECT_LT(decoded(*r.profile->find_phase("regime-1")).back(), 5'000'000);
+  EXPECT_GT(decoded(*r.profile->find_phase("regime-2")).front(), 5'000'000);
 }
 
 TEST(Compiler, ARegimeHoldingMostWindowsIsNotSplitWhileTwoRareOnesMerge) {
