@@ -220,8 +220,9 @@ std::vector<std::size_t> cluster(const std::vector<Features>& features, std::siz
 // land in the wrong table and the replayed change moves by up to a window. Each change between two
 // adjacent windows is moved to the probe that best separates the two regimes' laws, as the window
 // assignment estimated them: a histogram of log delay and a loss rate per regime (each count plus one
-// half, so no probe is impossible under either). Changes stay as many as the windows gave and in their
-// order; each moves within its two windows only, and the later window keeps at least its last probe.
+// half, so no probe is impossible under either), when that gains more than chance would (below).
+// Changes stay as many as the windows gave and in their order; each moves within its two windows only,
+// and the later window keeps at least its last probe.
 // `label[j]` is the regime of the j-th probe of `order`; `begin[i]` is where window i starts in it and
 // `contiguous[i]` whether window i+1 follows it without an empty window between.
 struct Refinement {

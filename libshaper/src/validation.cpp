@@ -75,8 +75,26 @@ DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Na
   out.label = "profile";
   const std::size_t count = like.delay.size();
   if (interval.count() <= 0) interval = 10ms;
+  // Ping-sized packets: 56 bytes of data, 28 of ICMP and IP headers, 14 of Ethernet.
+  constexpr std::uint32_t kProbeBytes = 98;
+  std::vector<SimPacket> packets;
+  if (like.sent.size() == count && count > 0) {
+    // Sent when the capture's probes were: a schedule then meets the probes the capture had in each
+    // regime. ping does not send evenly (iputils spaces probes by 3-15 ms when asked for 2 ms and
+    // waits longer while replies are outstanding), so at a fixed interval the regimes' shares of the
+    // probes would be their shares of the time instead. Inferred send times may step back; they are
+    // held at the previous one.
+    packets.reserve(count);
+    Nanoseconds at{0};
+    for (const auto sent : like.sent) {
+      at = std::max(at, sent - like.sent.front());
+      packets.push_back({at, kProbeBytes});
+    }
+  } else {
+    packets = periodic_packets(count, interval, kProbeBytes);
+  }
   std::vector<SimPhase> schedule;
-  const Nanoseconds total = interval * static_cast<std::int64_t>(count + 1);
+  const Nanoseconds total = (packets.empty() ? 0ns : packets.back().send_time) + interval;
   if (profile.schedule && !profile.schedule->steps.empty()) {
     Nanoseconds covered{0};
     do {
@@ -88,8 +106,6 @@ DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Na
   } else if (!profile.phases.empty()) {
     schedule.push_back({total, profile.phases.front().spec, profile.phases.front().name});
   }
-  // Ping-sized packets: 56 bytes of data, 28 of ICMP and IP headers, 14 of Ethernet.
-  const auto packets = periodic_packets(count, interval, 98);
   SimOptions options;
   options.seed = seed;
   const SimResult sim = simulate(schedule, packets, options);

@@ -79,7 +79,7 @@ std::string describe(const ValidationReport& report) {
 TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
   JITTERD_REQUIRE_NETEM_KERNEL();
   const std::string path =
-      std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/captures/multimodal.txt";
+      std::string(JITTERD_VM_SOURCE_DIR) + "/tests/fixtures/captures/multimodal.txt";
   const std::string text = read_text(path);
   const Trace capture = parse_trace_text(text, "multimodal.txt");
   ASSERT_GE(capture.samples.size(), 10000u) << to_string(capture.diagnostics);

@@ -55,8 +55,9 @@ struct ValidationReport {
 // The capture as one-way delays, the way the compiler saw it (provenance baseline and halving).
 DelaySeries capture_series(const Trace& capture, const Profile& profile);
 
-// The profile replayed by the simulator for as many probes, at the same interval, as `like` has;
-// the schedule is followed (looped as needed). Seeded: the same seed gives the same series.
+// The profile replayed by the simulator for as many probes as `like` has, sent when its probes were
+// (relative to its first) or, when `like` has no send times, one every `interval`; the schedule is
+// followed (looped as needed). Seeded: the same seed gives the same series.
 DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
                              std::uint64_t seed = 1);
 
