@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 using namespace shaper;
@@ -117,4 +118,41 @@ TEST(ValidateShapedOnly, OneComparisonAtTheShapedLinksThresholdsWithTheNoiseAdde
   EXPECT_DOUBLE_EQ(calibrated.comparisons[0].ks_limit, 0.05);
   ASSERT_FALSE(calibrated.notes.empty());
   EXPECT_NE(calibrated.notes[0].find("added to the profile"), std::string::npos) << calibrated.notes[0];
+}
+
+TEST(SimulateProfile, SendsEachProbeWhenTheCaptureSentItSoRegimesGetTheCapturesShareOfProbes) {
+  // A capture that probed 10x faster in its first 10 s (calm) than in its next 10 s (storm): 1000
+  // probes 10 ms apart, then 100 probes 100 ms apart. Replayed at one fixed interval, the storm
+  // would hold half the probes (its share of the time); sent when the capture sent them, it holds
+  // 100 of 1100, as in the capture.
+  DelaySeries capture;
+  Nanoseconds t{0};
+  for (int i = 0; i < 1100; ++i) {
+    capture.sent.push_back(t);
+    capture.delay.push_back(1ms);
+    t += i < 1000 ? 10ms : 100ms;
+  }
+  Profile profile;
+  profile.name = "two-rates";
+  NetemSpec calm, storm;
+  calm.delay.latency = 1ms;
+  storm.delay.latency = 30ms;
+  profile.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
+  profile.phases.push_back(Phase{"storm", "", storm, TableSource::kNone, TableSource::kNone});
+  profile.schedule = Schedule{{{"calm", 10s}, {"storm", 10s}}, true};
+
+  const DelaySeries sim = simulate_profile(profile, capture, 10ms, 1);
+  ASSERT_EQ(sim.sent, capture.sent);
+  const auto storm_probes = std::count(sim.phase.begin(), sim.phase.end(), "storm");
+  EXPECT_EQ(storm_probes, 100);
+  for (std::size_t i = 0; i < sim.delay.size(); ++i) {
+    ASSERT_TRUE(sim.delay[i]) << i;
+    EXPECT_EQ(*sim.delay[i], i < 1000 ? 1ms : 30ms) << i;
+  }
+
+  // Without send times (a length only), one probe per interval.
+  DelaySeries length_only;
+  length_only.delay.resize(3);
+  const DelaySeries periodic = simulate_profile(profile, length_only, 10ms, 1);
+  EXPECT_EQ(periodic.sent, (std::vector<Nanoseconds>{0ms, 10ms, 20ms}));
 }
