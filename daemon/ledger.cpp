@@ -1,26 +1,112 @@
 #include "ledger.hpp"
 
-#include <cerrno>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "shaper/errors.hpp"
-#include "shaper/files.hpp"
 
 namespace jitterd {
 namespace {
 
 using json = nlohmann::json;
-using shaper::check_syscall;
 
 std::string key_of(int index, const std::string& direction, const std::string& set) {
   return std::to_string(index) + "/" + direction + "/" + set;
 }
 
+// How to fix a state folder that failed with `error`, and why it matters.
+std::string state_folder_hint(int error, const std::string& state_dir) {
+  std::string fix;
+  switch (error) {
+    case EROFS:
+      fix = state_dir + " is on a read-only file system: remount it read-write";
+      break;
+    case ENOSPC:
+    case EDQUOT:
+      fix = "the file system of " + state_dir + " is full: free some space there";
+      break;
+    case EACCES:
+    case EPERM:
+      fix = "jitterd (uid " + std::to_string(::geteuid()) + ") may not write in " + state_dir +
+            ": give it the folder (chown)";
+      break;
+    default:
+      fix = "check " + state_dir;
+      break;
+  }
+  return fix +
+         ", or set state_dir in the config (or --state-dir) to a folder jitterd can write. jitterd changes no "
+         "shaping it cannot record there: the next start reads the ledger to remove what a crash left";
+}
+
+// " (pid 1234, jitterd)", or " (pid 1234)" when /proc does not say; "" for no pid.
+std::string describe_pid(pid_t pid) {
+  if (pid <= 0) return "";
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return " (pid " + std::to_string(pid) + (name.empty() ? "" : ", " + name) + ")";
+}
+
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The state folder's lock
+
+StateFolderLock StateFolderLock::acquire(const std::string& state_dir) {
+  if (::mkdir(state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    const int error = errno;
+    throw shaper::SystemError("create the state folder", state_dir, error, state_folder_hint(error, state_dir));
+  }
+  const std::string path = state_dir + "/jitterd.lock";
+  shaper::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) {
+    const int error = errno;
+    throw shaper::SystemError("open the state folder's lock", path, error, state_folder_hint(error, state_dir));
+  }
+  // A POSIX record lock rather than flock(): F_GETLK names the holder. The process opens this file once
+  // and keeps it open, so the record lock's one pitfall (any close() of the file drops it) cannot bite.
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(fd.get(), F_SETLK, &lock) != 0) {
+    const int error = errno;
+    if (error != EAGAIN && error != EACCES) {
+      throw shaper::SystemError("lock the state folder", path, error, state_folder_hint(error, state_dir));
+    }
+    // The kernel names the holder (0 when it lives in another pid namespace); else what it wrote here.
+    pid_t holder = 0;
+    struct flock query = lock;
+    if (::fcntl(fd.get(), F_GETLK, &query) == 0 && query.l_type != F_UNLCK) holder = query.l_pid;
+    if (holder <= 0) {
+      std::ifstream in(path);
+      long written = 0;
+      if (in >> written && written > 0) holder = static_cast<pid_t>(written);
+    }
+    throw shaper::SystemError(
+        "another jitterd" + describe_pid(holder) + " holds the state folder", path, error,
+        "only one jitterd may use a state folder (and a socket): stop the other one first (" +
+            (holder > 0 ? "kill " + std::to_string(holder) + ", or " : std::string()) +
+            "systemctl stop jitterd), or give this one a state_dir and socket.path of its own");
+  }
+  // For people, and for a refusal whose kernel cannot name the holder (above).
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    const int error = errno;
+    throw shaper::SystemError("write the state folder's lock", path, error, state_folder_hint(error, state_dir));
+  }
+  return StateFolderLock(std::move(fd), path);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ledger
 
 Ledger::Ledger(std::string state_dir) : state_dir_(std::move(state_dir)) {}
 
@@ -58,7 +144,22 @@ LedgerContents Ledger::load(std::string* problem) const {
 }
 
 void Ledger::record(const LedgerEntry& entry) {
-  entries_[key_of(entry.index, entry.direction, entry.set)] = entry;
+  record(std::vector<LedgerEntry>{entry});
+}
+
+void Ledger::record(const std::vector<LedgerEntry>& entries) {
+  Entries before = entries_;
+  for (const auto& entry : entries) entries_[key_of(entry.index, entry.direction, entry.set)] = entry;
+  try {
+    write();
+  } catch (...) {
+    entries_ = std::move(before);
+    throw;
+  }
+}
+
+void Ledger::restore(Entries entries) {
+  entries_ = std::move(entries);
   write();
 }
 
@@ -74,8 +175,14 @@ void Ledger::erase(int index) {
 }
 
 void Ledger::record_offloads(const LedgerOffloads& saved) {
+  const auto before = offloads_;
   offloads_[saved.index] = saved;
-  write();
+  try {
+    write();
+  } catch (...) {
+    offloads_ = before;
+    throw;
+  }
 }
 
 void Ledger::write() const {
@@ -98,18 +205,26 @@ void Ledger::write() const {
   }
   const std::string text = j.dump(2) + "\n";
   const std::string tmp = path() + ".tmp";
+  // errno first, then the temporary file goes: half of a ledger helps nobody, and on a full disk it
+  // holds the room the next attempt needs.
+  auto failure = [&](const char* operation, const std::string& object) {
+    const int error = errno;
+    ::unlink(tmp.c_str());
+    return shaper::SystemError(operation, object, error, state_folder_hint(error, state_dir_));
+  };
   {
-    const shaper::UniqueFd fd(static_cast<int>(
-        check_syscall(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), "open", tmp)));
+    const shaper::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd) throw failure("open the ledger", tmp);
     std::size_t done = 0;
     while (done < text.size()) {
       const long n = ::write(fd.get(), text.data() + done, text.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      done += static_cast<std::size_t>(check_syscall(n, "write", tmp));
+      if (n < 0) throw failure("write the ledger", tmp);
+      done += static_cast<std::size_t>(n);
     }
-    check_syscall(::fsync(fd.get()), "fsync", tmp);
+    if (::fsync(fd.get()) != 0) throw failure("fsync the ledger", tmp);
   }
-  check_syscall(::rename(tmp.c_str(), path().c_str()), "rename", tmp + " -> " + path());
+  if (::rename(tmp.c_str(), path().c_str()) != 0) throw failure("rename the ledger", tmp + " -> " + path());
 }
 
 }  // namespace jitterd

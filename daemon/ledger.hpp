@@ -3,13 +3,37 @@
 // temporary file, fsync, rename) on every install and removal, so that the next start after a crash or
 // kill -9 knows what was left behind. The kernel is the authority (the reserved handle 1a7e: marks our
 // qdiscs); the ledger adds what the kernel cannot say: which profile and phase were running.
+//
+// The state folder belongs to one jitterd at a time: StateFolderLock holds a lock on
+// <state_dir>/jitterd.lock for the life of the process, so a second jitterd refuses before its
+// recovery could take the first one's qdiscs for leftovers or overwrite its ledger.
+
+#include <sys/types.h>
 
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "shaper/files.hpp"
+
 namespace jitterd {
+
+// Creates the state folder if missing and takes it for this process until it ends (a POSIX record
+// lock, released by the kernel when the process dies, kill -9 included; the file keeps the holder's
+// pid for people). Throws shaper::SystemError with a hint when the folder cannot be created or written,
+// or when another process holds it (named by its pid).
+class StateFolderLock {
+ public:
+  static StateFolderLock acquire(const std::string& state_dir);
+  std::string path() const { return path_; }
+
+ private:
+  StateFolderLock(shaper::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  shaper::UniqueFd fd_;
+  std::string path_;
+};
 
 struct LedgerEntry {
   int index = 0;
@@ -39,6 +63,9 @@ struct LedgerContents {
 
 class Ledger {
  public:
+  // By "<index>/<direction>/<set>".
+  using Entries = std::map<std::string, LedgerEntry>;
+
   explicit Ledger(std::string state_dir);
 
   // What a previous process left (empty when there is no state file). A file that cannot be parsed is
@@ -49,22 +76,29 @@ class Ledger {
   // installed, and replaces what the previous process left once recovery has dealt with it).
   void save() const { write(); }
 
+  // Recording is all or nothing: when the file cannot be written, the ledger stays as it was (in memory
+  // and on disk) and shaper::SystemError says why, with a hint. Callers record before they install, so that nothing is
+  // ever shaped without an entry that names it.
   void record(const LedgerEntry& entry);
-  // One session (interface, direction, set), or everything recorded for an interface.
+  void record(const std::vector<LedgerEntry>& entries);
+  // Puts back entries as they were (after the kernel refused what was recorded). Kept in memory even
+  // when the write fails: the file then names more than is installed, which recovery tolerates.
+  void restore(Entries entries);
+  // One session (interface, direction, set), or everything recorded for an interface. Forgotten in
+  // memory even when the write fails (the file then names more than is installed, as above).
   void erase(int index, const std::string& direction, const std::string& set);
   void erase(int index);
   void record_offloads(const LedgerOffloads& saved);
-  const std::map<std::string, LedgerEntry>& entries() const { return entries_; }
+  const Entries& entries() const { return entries_; }
 
   std::string path() const { return state_dir_ + "/state.json"; }
 
  private:
-  // Throws shaper::SystemError: a daemon that cannot keep its ledger must say so.
+  // Throws shaper::SystemError with a hint: a daemon that cannot keep its ledger must say so.
   void write() const;
 
   std::string state_dir_;
-  // By "<index>/<direction>/<set>".
-  std::map<std::string, LedgerEntry> entries_;
+  Entries entries_;
   std::map<int, LedgerOffloads> offloads_;
 };
 

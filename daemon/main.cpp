@@ -104,7 +104,19 @@ std::optional<gid_t> socket_group(const jitterd::Config& config, std::string* er
 
 int run(const Options& options) {
   jitterd::Logger log(std::cerr);
-  const auto load = jitterd::load_config_file(options.config, options.config_given);
+  jitterd::ConfigLoad load;
+  try {
+    load = jitterd::load_config_file(options.config, options.config_given);
+  } catch (const shaper::SystemError& e) {
+    std::cerr << "jitterd: cannot read the config: " << e.what() << "\n  hint: "
+              << (e.error_number() == ENOENT
+                      ? "create it (docs/daemon.md lists the keys; jitterd --check-config checks it), or name an "
+                        "existing file with --config"
+                      : "make it readable for jitterd (uid " + std::to_string(::geteuid()) +
+                            "), or name another file with --config")
+              << '\n';
+    return 4;
+  }
   if (!load.config) {
     for (const auto& d : load.diagnostics) std::cerr << options.config << ": " << d.to_string() << '\n';
     return 3;
@@ -147,9 +159,11 @@ int run(const Options& options) {
   auto notifier = jitterd::SystemdNotifier::from_environment();
   const auto handed = jitterd::listen_fds_from_environment();
 
-  if (::mkdir(config.state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw shaper::SystemError("mkdir", config.state_dir + " (state_dir)", errno);
-  }
+  // Before anything is touched: the state folder is this process's alone (a second jitterd must not
+  // take the first one's qdiscs for leftovers, nor overwrite its ledger), and writable. Then the socket
+  // path, for the same reason: a jitterd listening there with another state folder keeps its qdiscs.
+  const auto state_lock = jitterd::StateFolderLock::acquire(config.state_dir);
+  if (handed.empty()) jitterd::free_socket_path(config.socket.path);
   jitterd::asio::io_context io(1);
   jitterd::KernelBackend backend;
   jitterd::Ledger ledger(config.state_dir);
@@ -230,6 +244,8 @@ int main(int argc, char** argv) {
   try {
     return run(*options);
   } catch (const shaper::NetlinkError& e) {
+    std::cerr << "jitterd: " << e.what() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
+  } catch (const shaper::SystemError& e) {
     std::cerr << "jitterd: " << e.what() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
   } catch (const std::exception& e) {
     std::cerr << "jitterd: " << e.what() << '\n';

@@ -54,6 +54,104 @@ constexpr Method kMethods[] = {
     {"metrics", "Prometheus text exposition", false},
 };
 
+// How deep a request may nest. The deepest a valid request goes is an apply with an inline profile
+// (request, params, profile, phases, a phase, delay, its distribution, a table: 8 levels). A parsed
+// document costs about 70 bytes per level, so a line of '[' as long as limits.max_request_bytes
+// (9 MiB) would take 600 MB and seconds to build while every other client waits (measured with
+// tests/bench/load_clients --hostile --garbage-kind nested). Deeper lines are judged by
+// ShallowScan, which builds nothing.
+constexpr std::size_t kMaxRequestDepth = 64;
+
+// How deep `line` nests ('[' and '{' outside strings), counted up to `limit` + 1. Never less than
+// the parser gets to: both see a string start at the same '"' and end at the same unescaped one,
+// and the parser stops at its first error.
+std::size_t nesting_depth(std::string_view line, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return 0;  // never deeper than `limit` (the deepest point is not needed)
+}
+
+// Reads a line without building a document, in memory that does not grow with its nesting (the
+// parser keeps one bit per level): whether it is JSON (and the parser's words where it is not),
+// whether it is an object, and its top-level id when that is a string or a number, as a parsed
+// document would have it (the last of repeated keys).
+class ShallowScan final : public nlohmann::json_sax<json> {
+ public:
+  // The parser's message when `line` is not JSON, empty when it is.
+  std::string read(std::string_view line) {
+    json::sax_parse(line.begin(), line.end(), this);
+    return error_;
+  }
+  bool is_object() const { return top_is_object_; }
+  const std::optional<json>& id() const { return id_; }
+
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool string(string_t& v) override { return value(v); }
+  bool binary(binary_t&) override { return value(nullptr); }
+  bool start_object(std::size_t) override { return open(true); }
+  bool key(string_t& k) override {
+    at_id_ = depth_ == 1 && k == "id";
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error_ = e.what();
+    return false;
+  }
+
+ private:
+  bool value(json v) {
+    if (at_id_) {
+      id_ = v.is_string() || v.is_number() ? std::optional<json>(std::move(v)) : std::nullopt;
+    }
+    at_id_ = false;
+    return true;
+  }
+  bool open(bool object) {
+    if (at_id_) id_.reset();  // an id that is an object or an array is no id
+    at_id_ = false;
+    if (depth_++ == 0) top_is_object_ = object;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+
+  std::size_t depth_ = 0;
+  bool top_is_object_ = false;
+  bool at_id_ = false;
+  std::optional<json> id_;
+  std::string error_;
+};
+
+// A reply or event as one line. Bytes that are not UTF-8 (a garbage request line quoted in a
+// parse-error message, an interface name) become U+FFFD: dump() would otherwise throw on them, and
+// the line would never be sent.
+std::string to_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 json stamp_json(const Stamp& s) { return {{"monotonic_ns", s.monotonic.count()}, {"realtime_ns", s.realtime.count()}}; }
 
 json error_json(const json& id, const RequestError& e) {
@@ -222,7 +320,7 @@ Dispatcher::Dispatcher(SessionManager& sessions, ProfileStore& profiles, Shaping
       started_(now_stamp()) {}
 
 std::string Dispatcher::error_line(std::string_view code, std::string_view message, std::string_view hint) {
-  return error_json(nullptr, RequestError{std::string(code), std::string(message), "", std::string(hint)}).dump();
+  return to_line(error_json(nullptr, RequestError{std::string(code), std::string(message), "", std::string(hint)}));
 }
 
 std::string Dispatcher::event_line(const Event& e) {
@@ -256,21 +354,47 @@ std::string Dispatcher::event_line(const Event& e) {
     }
     j["lanes"] = lanes;
   }
-  return j.dump();
+  return to_line(j);
 }
 
-Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorized) {
+ReadRequest Dispatcher::read(std::string_view line) {
+  ReadRequest out;
+  const std::string not_json_hint = "send one JSON object per line: {\"method\": \"status\"}";
+  if (nesting_depth(line, kMaxRequestDepth) > kMaxRequestDepth) {
+    ShallowScan scan;
+    if (const std::string error = scan.read(line); !error.empty()) {
+      out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+    } else if (!scan.is_object()) {
+      out.error = RequestError{"invalid-request", "the request is a JSON array, not an object", "",
+                               "send {\"method\": \"...\", \"params\": {...}}"};
+    } else {
+      out.id = scan.id().value_or(nullptr);
+      out.error = RequestError{
+          "invalid-request",
+          "the request nests deeper than " + std::to_string(kMaxRequestDepth) + " levels; it was not read", "",
+          "no request nests more than 8 levels (an apply with an inline profile)"};
+    }
+    return out;
+  }
+  out.request = json::parse(line, nullptr, false);
+  if (out.request.is_discarded()) {
+    // The parser's words, from a second reading that builds no document (the first one may have
+    // built a large one before it failed).
+    out.request = nullptr;
+    out.error = RequestError{"parse-error", "the request is not JSON: " + ShallowScan().read(line), "", not_json_hint};
+  }
+  return out;
+}
+
+Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authorized) {
   ++stats_.requests_total;
-  json id = nullptr;
+  json id = read.id;
   auto fail = [&](RequestError e) {
     ++stats_.request_errors_total;
-    return Reply{error_json(id, e).dump(), std::nullopt};
+    return Reply{to_line(error_json(id, e)), std::nullopt};
   };
-  const json request = json::parse(line, nullptr, false);
-  if (request.is_discarded()) {
-    return fail({"parse-error", "the request is not JSON: " + shaper::json_syntax_error(line), "",
-                 "send one JSON object per line: {\"method\": \"status\"}"});
-  }
+  if (read.error) return fail(*read.error);
+  const json& request = read.request;
   if (!request.is_object()) {
     return fail({"invalid-request", "the request is a JSON " + std::string(request.type_name()) + ", not an object",
                  "", "send {\"method\": \"...\", \"params\": {...}}"});
@@ -613,7 +737,7 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
   } catch (const shaper::OwnershipError& e) {
     return fail({"conflict", e.what(), "", ""});
   } catch (const shaper::SystemError& e) {
-    return fail({"system-error", e.what(), "", ""});
+    return fail({"system-error", e.what(), "", e.hint()});
   } catch (const std::exception& e) {
     return fail({"internal-error", e.what(), "", "this is a bug in jitterd; please report it with the request"});
   }
@@ -621,7 +745,7 @@ Reply Dispatcher::handle(std::string_view line, const Peer& peer, bool authorize
   if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
   json reply = {{"ok", true}, {"result", std::get<json>(outcome)}};
   if (!id.is_null()) reply["id"] = id;
-  return Reply{reply.dump(), subscribe};
+  return Reply{to_line(reply), subscribe};
 }
 
 std::string Dispatcher::metrics_text() {

@@ -5,6 +5,7 @@
 // refusals, I/O errors) and turns them into error replies; nothing else in the daemon catches them.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,13 +43,27 @@ struct Reply {
   std::optional<SubscribeFilter> subscribe;  // set when the connection now streams events
 };
 
+// A request line read as JSON, the first step of handling it. It depends on the line alone (no
+// state, no I/O), so the server may take it on a helper thread for a long line while the loop serves
+// everyone else: an 8 MiB line takes the parser most of a second (tests/bench/load_clients).
+struct ReadRequest {
+  nlohmann::json request;             // the document, when there is no `error`
+  std::optional<RequestError> error;  // not JSON (parse-error), or nested too deep (invalid-request)
+  nlohmann::json id;                  // the id the error's reply carries; null: none
+};
+
 class Dispatcher {
  public:
   Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend, const Config& config,
              ServerStats& stats);
 
   // `authorized`: whether the peer may use the socket at all (see docs/protocol.md, Permissions).
-  Reply handle(std::string_view line, const Peer& peer, bool authorized);
+  Reply handle(std::string_view line, const Peer& peer, bool authorized) {
+    return handle(read(line), peer, authorized);
+  }
+  // The same in two steps; read() touches nothing but its argument and may run on any thread.
+  static ReadRequest read(std::string_view line);
+  Reply handle(const ReadRequest& read, const Peer& peer, bool authorized);
 
   // A reply for a line that was never parsed (too long, too many connections).
   static std::string error_line(std::string_view code, std::string_view message, std::string_view hint = {});

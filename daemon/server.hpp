@@ -28,6 +28,12 @@ struct AccessPolicy {
   bool permits(const Peer& peer, const std::vector<std::uint32_t>& groups) const;
 };
 
+// Makes `path` free for a new listener, or refuses (shaper::SystemError with a hint) when something that
+// is not a socket is there, or when a process listens there (named by its pid, from SO_PEERCRED).
+// Removes a socket file nobody listens on: what a killed jitterd leaves. main() calls it before
+// recovery, which would otherwise take the qdiscs of a jitterd listening there for leftovers.
+void free_socket_path(const std::string& path);
+
 class ControlServer {
  public:
   ControlServer(asio::io_context& io, Dispatcher& dispatcher, EventBus& bus, const Config& config,
@@ -68,6 +74,10 @@ class ControlServer {
   bool owns_path_ = false;
   std::set<std::shared_ptr<Connection>> connections_;
   std::function<void()> finished_;  // set by finish(): called once the last connection closed
+  // The helper thread that reads long request lines as JSON (Dispatcher::read) and takes their
+  // documents apart afterwards, so that the loop goes on meanwhile. Declared last: it is joined
+  // first, before anything a request it is reading could refer to goes away.
+  asio::thread_pool reader_{1};
 };
 
 }  // namespace jitterd

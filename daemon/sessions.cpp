@@ -303,8 +303,6 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
                         (unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
                         (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
 
-  // A later start turns them off when it starts (start_session).
-  if (request.offloads_off && !later) turn_offloads_off(*interface);
   for (const auto& m : made) {
     // A later apply supersedes a successor that has not started yet.
     drop_successor(key_of(*m), EventType::kCleared, "replaced");
@@ -341,6 +339,9 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
     }
   }
   try {
+    // Inside the try: offloads turned off for an apply that then fails come back with the removal
+    // below. A later start turns them off when it starts (start_session).
+    if (request.offloads_off) turn_offloads_off(*interface);
     transition_group(changes, deadline, EventType::kApplied);
   } catch (...) {
     // The sessions in place are untouched: the kernel refused the change (transition_group put back
@@ -348,7 +349,7 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
     if (!was_installed) {
       try {
         backend_.remove(*interface);
-        ledger_.erase(interface->index);
+        erase_from_ledger(interface->index);
       } catch (const std::exception& e) {
         log_.error("removing the shaping after a failed apply on " + name + ": " + e.what());
       }
@@ -408,11 +409,14 @@ void SessionManager::promote(const Key& key) {
 }
 
 bool SessionManager::alive(const Session* s) const {
-  const Key key = key_of(*s);
-  auto a = sessions_.find(key);
-  if (a != sessions_.end() && a->second.get() == s) return true;
-  auto b = successors_.find(key);
-  return b != successors_.end() && b->second.get() == s;
+  // By address alone: `s` may have ended (a timer already due when another handler of the same
+  // turn ended its session), so it is not read before it is found here.
+  for (const auto* owners : {&sessions_, &successors_}) {
+    for (const auto& [key, owned] : *owners) {
+      if (owned.get() == s) return true;
+    }
+  }
+  return false;
 }
 
 Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& target, const std::string& phase,
@@ -439,8 +443,16 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
   for (Session* s : list) lanes += (lanes.empty() ? "" : ", ") + s->label();
   log_request(peer, "switch " + lanes + " to " + phase);
   const MonotonicTime now = MonotonicClock::now();
+  const bool immediate = !at || *at <= now;
   std::vector<Change> changes;
   for (Session* s : list) {
+    if (!s->pending && immediate) changes.push_back({s, phase, std::nullopt});
+  }
+  // Every lane in one step: one event, one transition. The kernel first: if it refuses, nothing of the
+  // request happens (the phase in force stays, a running schedule keeps running).
+  if (!changes.empty()) transition_group(changes, at.value_or(now), EventType::kPhaseChanged);
+  for (Session* s : list) {
+    // Paused as of when the request was read.
     if (s->schedule && !s->schedule->paused()) s->schedule->pause(now);
     if (s->pending) {
       // Not started yet: the switch decides the phase it starts with.
@@ -448,15 +460,12 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
       s->position.reset();
       s->hold_phase = phase;
       s->pending_switch.reset();
-    } else if (!at || *at <= now) {
+    } else if (immediate) {
       s->pending_switch.reset();
-      changes.push_back({s, phase, std::nullopt});
     } else {
       s->pending_switch = Session::PendingSwitch{phase, *at};
     }
   }
-  // Every lane in one step: one event, one transition.
-  if (!changes.empty()) transition_group(changes, at.value_or(now), EventType::kPhaseChanged);
   Statuses out;
   for (Session* s : list) {
     arm(*s);
@@ -476,7 +485,22 @@ Outcome<SessionManager::Statuses> SessionManager::on_lanes(
   }
   Statuses out;
   for (Session* s : list) {
-    act(*s);
+    // A transition the kernel refuses leaves the lane as it was: its schedule's clock too (otherwise a
+    // failed resume would say "running" with no timer armed, a failed skip would run a moved clock).
+    const auto schedule = s->schedule;
+    const auto position = s->position;
+    const auto pending_switch = s->pending_switch;
+    const MonotonicTime start = s->start;
+    try {
+      act(*s);
+    } catch (...) {
+      s->schedule = schedule;
+      s->position = position;
+      s->pending_switch = pending_switch;
+      s->start = start;
+      arm(*s);
+      throw;
+    }
     out.push_back(describe(*s));
   }
   return out;
@@ -629,7 +653,7 @@ Outcome<std::vector<std::string>> SessionManager::clear(const Target& target, co
         if (key.index == index) cleared.push_back(s->label());
       }
       log_request(peer, "clear " + sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
-      drop_interface(index, EventType::kCleared, "request");
+      drop_interface(index, EventType::kCleared, "request", true);
     }
     return cleared;
   }
@@ -641,16 +665,21 @@ Outcome<std::vector<std::string>> SessionManager::clear(const Target& target, co
     // The whole interface: one removal of everything (no tree rebuilt lane by lane on the way out).
     for (Session* s : list) cleared.push_back(s->label());
     log_request(peer, "clear " + target.interface);
-    drop_interface(index, EventType::kCleared, "request");
+    // A removal the kernel refuses is the client's error reply, every session left as it was.
+    drop_interface(index, EventType::kCleared, "request", true);
     return cleared;
   }
   std::vector<Key> keys;
   for (Session* s : list) keys.push_back(key_of(*s));
   for (const Key& key : keys) {
-    const std::string label = sessions_.at(key)->label();
+    Session& s = *sessions_.at(key);
+    const std::string label = s.label();
     log_request(peer, "clear " + label);
+    // The kernel first: if it refuses, this lane stays as it was (still shaping, still listed, still in
+    // the ledger) and the client hears why.
+    if (!s.pending) remove_lane(s);
     drop_successor(key, EventType::kCleared, "request");
-    end_session(key, EventType::kCleared, "request", true);
+    end_session(key, EventType::kCleared, "request", false);
     cleared.push_back(label);
   }
   return cleared;
@@ -722,12 +751,24 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
     wanted.emplace_back(d, std::move(std::get<Layout>(next)));
     previous.emplace_back(d, std::holds_alternative<Layout>(now) ? std::get<Layout>(now) : Layout{});
   }
+  // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start must
+  // find it named there. A ledger that cannot be written refuses the transition before the kernel is
+  // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry.
+  const Ledger::Entries recorded = ledger_.entries();
+  std::vector<LedgerEntry> entries;
+  for (const auto& c : changes) {
+    const Session& s = *c.session;
+    entries.push_back(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set, s.profile_name,
+                                  s.digest, c.phase});
+  }
+  ledger_.record(entries);
   const Stamp before = now_stamp();
   for (std::size_t i = 0; i < wanted.size(); ++i) {
     try {
       backend_.shape(interface, wanted[i].first, wanted[i].second, force);
     } catch (...) {
-      // Nothing half-done: the directions already changed go back to what they were.
+      // Nothing half-done: the directions already changed go back to what they were, and so does the
+      // ledger.
       for (std::size_t j = 0; j < i; ++j) {
         try {
           backend_.shape(interface, previous[j].first, previous[j].second, force);
@@ -735,6 +776,13 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
           log_.error("putting " + interface.name + " " + to_string(previous[j].first) +
                      " back after a failed transition: " + e.what());
         }
+      }
+      try {
+        ledger_.restore(recorded);
+      } catch (const std::exception& e) {
+        // The file names a phase or lane the kernel refused: more than is installed, which the next
+        // start tolerates (it removes what the kernel holds).
+        log_.warning("putting the ledger back after a failed transition on " + interface.name + ": " + e.what());
       }
       throw;
     }
@@ -777,8 +825,6 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
     s.late_max = std::max(s.late_max, record.lateness);
     s.phase = c.phase;
     s.phase_since = acked;
-    ledger_.record(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set, s.profile_name,
-                               s.digest, s.phase});
   }
   bus_.publish(std::move(e));
 }
@@ -893,12 +939,15 @@ void SessionManager::arm_lease(Session& s) {
 void SessionManager::arm_confirm(Session& s) {
   s.confirm_timer.cancel();
   s.confirm_timer.expires_at(*s.confirm_by);
-  s.confirm_timer.async_wait([this, session = &s](const boost::system::error_code& ec) {
-    if (ec || !alive(session) || !session->confirm_by) return;
-    ++metrics_.rollbacks;
-    log_.warning("the apply on " + session->label() + " was not confirmed in time; rolling it back");
-    end_session(key_of(*session), EventType::kRolledBack, "not-confirmed", true);
-  });
+  s.confirm_timer.async_wait(
+      [this, session = &s, deadline = *s.confirm_by](const boost::system::error_code& ec) {
+        // The deadline too, as for the lease: a later session at the same address is not this one.
+        if (ec || !alive(session) || session->confirm_by != deadline) return;
+        ++metrics_.rollbacks;
+        log_.warning("the apply on " + session->label() +
+                     " was not confirmed in time; rolling it back");
+        end_session(key_of(*session), EventType::kRolledBack, "not-confirmed", true);
+      });
 }
 
 void SessionManager::remove_lane(const Session& s) {
@@ -910,13 +959,13 @@ void SessionManager::remove_lane(const Session& s) {
   if (!other_lanes) {
     // The last lane: everything goes, the IFB and the offloads included.
     backend_.remove(interface);
-    ledger_.erase(interface.index);
+    erase_from_ledger(interface.index);
     return;
   }
   auto rest = layout_for(interface.index, s.direction, {}, &s);
   if (auto* e = std::get_if<RequestError>(&rest)) throw shaper::OwnershipError(e->message + "; " + e->hint);
   backend_.shape(interface, s.direction, std::get<Layout>(rest), s.force);
-  ledger_.erase(interface.index, to_string(s.direction), s.set);
+  erase_from_ledger(interface.index, std::pair(s.direction, s.set));
 }
 
 void SessionManager::end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc) {
@@ -948,25 +997,31 @@ void SessionManager::end_session(const Key& key, EventType type, const std::stri
   }
 }
 
-void SessionManager::drop_interface(int index, EventType type, const std::string& reason) {
+void SessionManager::drop_interface(int index, EventType type, const std::string& reason, bool throw_on_failure) {
   std::vector<Key> keys;
   for (const auto& [key, s] : sessions_) {
     if (key.index == index) keys.push_back(key);
   }
+  std::vector<Key> waiting;  // successors (dropping one erases it from the map: not while iterating)
   for (const auto& [key, s] : successors_) {
-    if (key.index == index) drop_successor(key, type, reason);
+    if (key.index == index) waiting.push_back(key);
   }
-  if (keys.empty()) return;
+  if (keys.empty()) {
+    for (const Key& key : waiting) drop_successor(key, type, reason);
+    return;
+  }
   const shaper::Interface interface = sessions_.at(keys.front())->interface;
   std::string failure;
   if (type == EventType::kCleared) {
     try {
       backend_.remove(interface);
-      ledger_.erase(index);
     } catch (const std::exception& error) {
+      if (throw_on_failure) throw;  // nothing has ended yet
       failure = error.what();
     }
+    if (failure.empty()) erase_from_ledger(index);
   }
+  for (const Key& key : waiting) drop_successor(key, type, reason);
   for (const Key& key : keys) end_session(key, type, reason, false);
   if (!failure.empty()) {
     Event err;
@@ -976,6 +1031,19 @@ void SessionManager::drop_interface(int index, EventType type, const std::string
     err.message = "removing the shaping failed: " + failure;
     bus_.publish(std::move(err));
     log_.error("removing the shaping on " + interface.name + " failed: " + failure);
+  }
+}
+
+void SessionManager::erase_from_ledger(int index, const std::optional<std::pair<Direction, std::string>>& lane) {
+  try {
+    if (lane) {
+      ledger_.erase(index, to_string(lane->first), lane->second);
+    } else {
+      ledger_.erase(index);
+    }
+  } catch (const std::exception& e) {
+    log_.warning(std::string("the shaping is removed but the ledger could not be rewritten: ") + e.what() +
+                 " (harmless until it can be: the next start finds nothing of what it names)");
   }
 }
 
@@ -1132,7 +1200,7 @@ void SessionManager::on_interface_gone(int index) {
   const shaper::Interface interface = sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface;
   log_.warning(interface.name + " is gone; its sessions ended");
   backend_.forget(interface, std::nullopt);
-  ledger_.erase(index);
+  erase_from_ledger(index);
   drop_interface(index, EventType::kInterfaceGone, "");
 }
 
@@ -1162,7 +1230,7 @@ void SessionManager::on_external_change(int index, const std::string& what, bool
     e.message = what;
     e.ended = true;
     bus_.publish(std::move(e));
-    ledger_.erase(index, "egress", key.set);
+    erase_from_ledger(index, std::pair(Direction::kEgress, key.set));
     drop_successor(key, EventType::kCleared, "external-change");
     end_session(key, EventType::kCleared, "external-change", false);
   }

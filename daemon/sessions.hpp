@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -248,8 +249,14 @@ class SessionManager {
   void arm_confirm(Session& s);
   void end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc);
   // Ends every session and successor on an interface; for `cleared`, removes everything jitterd holds
-  // there in one go (otherwise the interface is gone and nothing is touched).
-  void drop_interface(int index, EventType type, const std::string& reason);
+  // there in one go first (otherwise the interface is gone and nothing is touched). A removal that fails
+  // is thrown with `throw_on_failure` (a request: nothing has ended, every session stays as it was) and
+  // otherwise published as `error` while the sessions end anyway (shutdown).
+  void drop_interface(int index, EventType type, const std::string& reason, bool throw_on_failure = false);
+  // The ledger after the kernel let go of what it names (no lane: the whole interface). A write that fails
+  // is logged, not thrown: the removal did happen, and an entry naming what is gone is harmless (the next
+  // start finds nothing there) until a later write drops it.
+  void erase_from_ledger(int index, const std::optional<std::pair<Direction, std::string>>& lane = std::nullopt);
   Event event_for(const Session& s, EventType type) const;
   void log_request(const Peer& peer, const std::string& what);
 

@@ -29,11 +29,12 @@ std::string netlink_cause(int error_number, const std::string& kernel_message, c
 
 }  // namespace
 
-SystemError::SystemError(std::string operation, std::string object, int error_number)
+SystemError::SystemError(std::string operation, std::string object, int error_number, std::string hint)
     : std::runtime_error(what_for(operation, object, std::strerror(error_number))),
       operation_(std::move(operation)),
       object_(std::move(object)),
-      errno_(error_number) {}
+      errno_(error_number),
+      hint_(std::move(hint)) {}
 
 NetlinkError::NetlinkError(std::string operation, std::string object, int error_number,
                            std::string kernel_message, std::string hint)

@@ -309,7 +309,10 @@ NlMsgPtr build_u32_filter_message(int ifindex, std::uint32_t parent, std::uint16
   std::vector<U32Key> keys = selector.keys;
   if (keys.empty()) keys.push_back(U32Key{});
   std::vector<std::byte> sel_bytes(sizeof(tc_u32_sel) + keys.size() * sizeof(tc_u32_key));
-  tc_u32_sel sel{};
+  // Zeroed with memset, not `{}`: the struct ends in a zero-length array (keys[0]) whose aggregate
+  // initialisation clang reports as an extension (-Wzero-length-array, an error in the fuzz build).
+  tc_u32_sel sel;
+  std::memset(&sel, 0, sizeof sel);
   // TERMINAL: a match ends classification here; without it u32 would go on and could fall through.
   sel.flags = TC_U32_TERMINAL;
   sel.nkeys = static_cast<unsigned char>(keys.size());

@@ -15,6 +15,13 @@ std::string describe(const shaper::Interface& interface) {
   return "dev " + interface.name + " handle " + shaper::format_handle(shaper::kJitterdRootHandle);
 }
 
+// Ingress netem sits on the IFB jitterd owns for the interface (KernelBackend's naming).
+std::string describe(const shaper::Interface& interface, Direction direction) {
+  if (direction == Direction::kEgress) return describe(interface);
+  return "dev jdifb" + std::to_string(interface.index) + " handle " +
+         shaper::format_handle(shaper::kJitterdRootHandle);
+}
+
 }  // namespace
 
 std::string to_string(FakeBackend::CallKind kind) {
@@ -74,6 +81,11 @@ void FakeBackend::fail_next_apply(const shaper::NetlinkError& error) {
 void FakeBackend::fail_next_apply(const shaper::OwnershipError& error) {
   std::lock_guard lock(mutex_);
   ownership_failure_ = error;
+}
+
+void FakeBackend::fail_next(Fault at, int error_number, std::string kernel_message) {
+  std::lock_guard lock(mutex_);
+  faults_[at] = InjectedFault{error_number, std::move(kernel_message)};
 }
 
 void FakeBackend::set_apply_delay(std::chrono::nanoseconds delay) {
@@ -232,6 +244,20 @@ void FakeBackend::shape(const shaper::Interface& interface, Direction direction,
     throw error;
   };
   auto link = links_.find(interface.index);
+  {
+    const bool held = direction == Direction::kEgress ? held_.contains(interface.index)
+                                                      : held_ingress_.contains(interface.index);
+    const Fault kind = layout.empty() ? Fault::kRemove : held ? Fault::kChange : Fault::kInstall;
+    if (auto fault = faults_.find(kind); fault != faults_.end()) {
+      const InjectedFault injected = fault->second;
+      faults_.erase(fault);
+      const char* operation = kind == Fault::kRemove ? "netem remove"
+                              : kind == Fault::kChange ? "netem change"
+                                                       : "netem install";
+      fail(shaper::NetlinkError(operation, describe(interface, direction), injected.error_number,
+                                injected.kernel_message));
+    }
+  }
   if (layout.empty()) {
     if (direction == Direction::kEgress) {
       if (held_.erase(interface.index) && link != links_.end() && link->second.root == Root::kJitterd) {
@@ -295,6 +321,19 @@ void FakeBackend::shape(const shaper::Interface& interface, Direction direction,
 void FakeBackend::remove(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
   Call call{CallKind::kRemove, interface, std::nullopt, false, false, true, Clock::now(), {}, Direction::kEgress, {}};
+  // Only what this process holds is removed, so only then can the kernel refuse.
+  const bool holds = held_.contains(interface.index) || held_ingress_.contains(interface.index);
+  if (auto fault = faults_.find(Fault::kRemove); fault != faults_.end() && holds) {
+    const InjectedFault injected = fault->second;
+    faults_.erase(fault);
+    call.succeeded = false;
+    call.returned = Clock::now();
+    record(call);
+    throw shaper::NetlinkError("netem remove",
+                               describe(interface, held_.contains(interface.index) ? Direction::kEgress
+                                                                                   : Direction::kIngress),
+                               injected.error_number, injected.kernel_message);
+  }
   auto link = links_.find(interface.index);
   if (held_.erase(interface.index)) {
     if (link != links_.end() && link->second.root == Root::kJitterd) {

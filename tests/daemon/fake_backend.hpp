@@ -72,6 +72,16 @@ class FakeBackend final : public ShapingBackend {
   // The next apply() throws this instead of reaching the kernel (one shot each).
   void fail_next_apply(const shaper::NetlinkError& error);
   void fail_next_apply(const shaper::OwnershipError& error);
+
+  // Faults at the engine boundary, by what the call would do: install (shape() on a direction this
+  // process does not hold), change (shape() on one it holds), remove (remove(), or shape() with an
+  // empty layout).
+  enum class Fault { kInstall, kChange, kRemove };
+  // The next call of that kind fails the way NetemEngine reports a kernel refusal: a NetlinkError that
+  // names its own operation ("netem install", "netem change", "netem remove") and object ("dev veth0
+  // handle 1a7e:", the IFB "dev jdifb5 handle 1a7e:" for ingress), with `error_number` and the kernel's
+  // extended-ACK text. Nothing changes. One shot per kind.
+  void fail_next(Fault at, int error_number, std::string kernel_message = {});
   // Every apply() from now on takes this long before it "reaches the kernel" (a stalled kernel or
   // daemon). Zero: answers at once.
   void set_apply_delay(std::chrono::nanoseconds delay);
@@ -132,6 +142,11 @@ class FakeBackend final : public ShapingBackend {
   std::map<int, shaper::Interface> held_ingress_;
   std::optional<shaper::NetlinkError> netlink_failure_;
   std::optional<shaper::OwnershipError> ownership_failure_;
+  struct InjectedFault {
+    int error_number = 0;
+    std::string kernel_message;
+  };
+  std::map<Fault, InjectedFault> faults_;
   std::chrono::nanoseconds apply_delay_{0};
   std::vector<Call> calls_;
 };

@@ -223,6 +223,56 @@ TEST(Protocol, ALineThatIsNotJsonIsAParseError) {
   EXPECT_EQ(e["hint"], "send one JSON object per line: {\"method\": \"status\"}");
 }
 
+// The parse error quotes the bytes it stopped at; bytes that are not UTF-8 must not keep the reply
+// from being written (found by tests/bench/load_clients --hostile: random bytes got no reply and the
+// connection was never read again).
+TEST(Protocol, ALineOfBytesThatAreNotUtf8IsAParseErrorToo) {
+  Protocol p;
+  for (const std::string line : {"\xff\xfe", "\x80", "{\"method\": \"st\xc3\x28tus\"}", "x\xe2\x82"}) {
+    const json reply = p.raw(line);
+    const json e = error_of(reply, "parse-error", "");
+    EXPECT_FALSE(reply.contains("id"));
+  }
+  // A string member that is not UTF-8 makes the whole line invalid JSON, id and all.
+  error_of(p.raw("{\"id\": 1, \"method\": \"\xff\"}"), "parse-error", "");
+  EXPECT_EQ(p.stats.request_errors_total, 5u);
+}
+
+// A request nested `levels` deep: {"id": 7, "method": "status", "params": {"x": [[...]]}} (the
+// object is level 1, params 2, the arrays the rest).
+std::string nested_request(std::size_t levels, const std::string& id = "7") {
+  return "{\"id\": " + id + ", \"method\": \"status\", \"params\": {\"x\": " + std::string(levels - 2, '[') +
+         std::string(levels - 2, ']') + "}}";
+}
+
+// Deep nesting is refused before a document is built: a line of '[' as long as the default
+// limits.max_request_bytes made jitterd build 600 MB and stall every client for seconds
+// (tests/bench/load_clients --hostile --garbage-kind nested).
+TEST(Protocol, ARequestNestedDeeperThan64LevelsIsRefusedUnreadWithItsId) {
+  Protocol p;
+  // 64 levels are read (and the unknown member refused as usual); 65 are not.
+  error_of(p.raw(nested_request(64)), "invalid-params", "/params/x");
+  const json deep = p.raw(nested_request(65));
+  const json e = error_of(deep, "invalid-request", "");
+  EXPECT_EQ(deep["id"], 7) << deep.dump();
+  EXPECT_NE(e["message"].get<std::string>().find("nests deeper than 64 levels"), std::string::npos) << deep.dump();
+  // The id as a parsed document would have it: a string, the last of repeated ones, none if not a
+  // string or a number.
+  EXPECT_EQ(p.raw(nested_request(100, "\"a\"")).value("id", json()), "a");
+  EXPECT_EQ(p.raw("{\"id\": 1, \"id\": 2, \"x\": " + std::string(70, '[') + std::string(70, ']') + "}")["id"], 2);
+  EXPECT_FALSE(p.raw(nested_request(100, "{\"n\": 1}")).contains("id"));
+  EXPECT_FALSE(p.raw(nested_request(100, "null")).contains("id"));
+  // Brackets inside strings are not nesting.
+  error_of(p.raw("{\"method\": \"status\", \"params\": {\"x\": \"" + std::string(1000, '[') + "\"}}"),
+           "invalid-params", "/params/x");
+  // A deep array is no object; deep text that is not JSON is a parse error, in the parser's words.
+  EXPECT_FALSE(error_of(p.raw(std::string(100, '[') + std::string(100, ']')), "invalid-request", "").contains("id"));
+  const json e2 = error_of(p.raw(std::string(8 << 20, '[')), "parse-error", "");
+  EXPECT_NE(e2["message"].get<std::string>().find("unexpected end of input"), std::string::npos) << e2.dump();
+  const json e3 = error_of(p.raw("{\"id\": 3, \"x\": " + std::string(100, '[') + "}"), "parse-error", "");
+  EXPECT_NE(e3["message"].get<std::string>().find("syntax error"), std::string::npos) << e3.dump();
+}
+
 TEST(Protocol, EnvelopeProblemsAreInvalidRequests) {
   Protocol p;
   error_of(p.raw("[1, 2]"), "invalid-request", "");

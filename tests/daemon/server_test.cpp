@@ -296,6 +296,38 @@ TEST(ControlServer, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(s.stats.requests_total, 4u);
 }
 
+// Lines longer than 16 KiB are read as JSON on the server's helper thread; their replies keep their
+// place among the connection's others, and other connections are served meanwhile.
+TEST(ControlServer, LongLinesReadOnTheHelperThreadAreAnsweredInTurn) {
+  ServerRig s;
+  s.listen();
+  Client a(s.path), b(s.path);
+  const std::string long_id(40 * 1024, 'i');
+  a.send(R"({"id": 1, "method": "version"})"
+         "\n"
+         R"({"id": ")" +
+         long_id + R"(", "method": "version"})" + "\n" + R"({"id": 3, "x": )" + std::string(20000, '[') +
+         std::string(20000, ']') + "}\n" + std::string(20000, '[') + "\n" +
+         R"({"id": 5, "method": "version"})" + "\n");
+  b.request(kVersion);
+  EXPECT_EQ(b.reply(s.rig)["ok"], true);
+  const json r1 = a.reply(s.rig);
+  const json r2 = a.reply(s.rig);
+  const json r3 = a.reply(s.rig);
+  const json r4 = a.reply(s.rig);
+  const json r5 = a.reply(s.rig);
+  EXPECT_EQ(r1["id"], 1);
+  EXPECT_EQ(r2["id"], long_id);
+  EXPECT_EQ(r2["ok"], true);
+  EXPECT_EQ(r3["id"], 3);
+  EXPECT_EQ(r3["error"]["code"], "invalid-request");  // nested deeper than 64 levels
+  EXPECT_FALSE(r4.contains("id"));
+  EXPECT_EQ(r4["error"]["code"], "parse-error");
+  EXPECT_EQ(r5["id"], 5);
+  EXPECT_EQ(r5["ok"], true);
+  EXPECT_EQ(s.stats.requests_total, 6u);
+}
+
 // `echo '{...}' | socat - UNIX-CONNECT:...`: the client half-closes right after its requests.
 TEST(ControlServer, AClientThatHalfClosesGetsEveryReplyThenTheConnectionCloses) {
   ServerRig s;
@@ -437,6 +469,24 @@ TEST(ControlServer, AClientThatKeepsTalkingIsNotIdle) {
     c.request(kVersion);
     ASSERT_EQ(c.reply(s.rig)["ok"], true) << "request " << i;
   }
+}
+
+TEST(ControlServer, BytesOfALineThatNeverEndsAreNotActivity) {
+  // Only complete lines keep a connection alive: a client trickling the bytes of one request is
+  // closed at its idle timeout, long before it would have sent them all.
+  ServerRig s([](Config& c) { c.limits.idle_timeout = 200ms; });
+  s.listen();
+  const auto connected = Clock::now();
+  Client c(s.path);
+  const std::string partial = R"({"id": 1, "method": "version"})";  // 30 bytes x 50 ms = 1.5 s
+  bool closed = false;
+  for (std::size_t i = 0; i < partial.size() && !closed; ++i) {
+    c.send(partial.substr(i, 1));
+    closed = c.closed_by_daemon(s.rig, 50ms);
+  }
+  EXPECT_TRUE(closed) << "a byte without a line end counted as activity";
+  EXPECT_GE(Clock::now() - connected, 200ms) << "closed before its idle timeout";
+  EXPECT_EQ(s.stats.requests_total, 0u);
 }
 
 TEST(ControlServer, AnIdleSubscriberCostsTheDaemonNothing) {

@@ -501,7 +501,7 @@ std::string two_phase_profile() {
 
 Bed::Bed(const BedOptions& options) : daemon(net.ns_a(), dir, options.socket_group) {
   dir.write(std::string("profiles/") + kProfileName + ".json", two_phase_profile());
-  daemon.start();
+  if (options.start) daemon.start();
 }
 
 Completed Bed::ctl(const std::vector<std::string>& args, const std::optional<Credentials>& as) {

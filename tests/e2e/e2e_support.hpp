@@ -174,6 +174,9 @@ class Daemon {
   pid_t pid() const;
 
   const std::string& socket() const { return socket_; }
+  const std::string& config_path() const { return config_; }
+  const std::string& state_dir() const { return state_dir_; }
+  const std::string& netns() const { return netns_; }
   std::string ledger_path() const { return state_dir_ + "/state.json"; }
   // The log (stderr) of the current or last run, and of every run so far.
   std::string log() const;
@@ -201,10 +204,13 @@ inline constexpr std::chrono::seconds kStepDuration{2};
 
 struct BedOptions {
   std::string socket_group;  // the config's socket.group; "": jitterd's own group
+  // false: the test starts jitterd itself (daemon.start()), e.g. after preparing its state folder.
+  bool start = true;
 };
 
 // One end-to-end test's world: a fresh veth pair (jta in namespace a, jtb in b), a private folder
-// with jitterd's config, profile, socket and ledger, and a running jitterd in namespace a. Members
+// with jitterd's config, profile, socket and ledger, and a running jitterd in namespace a (unless
+// BedOptions::start is false). Members
 // are built in this order and destroyed in reverse: jitterd stops before its network goes away.
 class Bed {
  public:

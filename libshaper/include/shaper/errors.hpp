@@ -8,18 +8,22 @@
 
 namespace shaper {
 
-// A failed system call: "open (/run/jitterd/state.json): Permission denied".
+// A failed system call: "open (/run/jitterd/state.json): Permission denied". `hint` says how to fix
+// the environment when the caller knows ("free some space in /run/jitterd ..."); it is not part of
+// what(), so that the places that catch it can show it on a line (or in a member) of its own.
 class SystemError : public std::runtime_error {
  public:
-  SystemError(std::string operation, std::string object, int error_number);
+  SystemError(std::string operation, std::string object, int error_number, std::string hint = {});
   const std::string& operation() const { return operation_; }
   const std::string& object() const { return object_; }
   int error_number() const { return errno_; }
+  const std::string& hint() const { return hint_; }
 
  private:
   std::string operation_;
   std::string object_;
   int errno_;
+  std::string hint_;
 };
 
 // A netlink request the kernel (or libnl) refused:
