@@ -4,10 +4,12 @@
 //
 //   rtt       request round trip and requests/s, next to a newline echo server forked by this
 //             program. No root, no netem.
-//   lateness  a 10 Hz schedule on a veth for --duration seconds while ping crosses it: lateness
-//             (deadline to kernel ACK) and apply time of every transition, missed deadlines, the
-//             deadline grid, drift; next to a thread doing the same netem changes with libshaper's
-//             engine on the same grid. Root and netem: run it in tests/vm/run.
+//   lateness  a 10 Hz schedule on --interfaces veths (one session each, default 1) for --duration
+//             seconds while ping crosses them: lateness (deadline to kernel ACK) and apply time of
+//             every transition, per interface and in drift windows with least-squares slopes,
+//             missed deadlines, the deadline grid, jitterd's VmRSS every 10 s; next to a thread
+//             doing the same netem changes with libshaper's engine on the same grid. The soak
+//             (issue 7) is 16 interfaces for an hour. Root and netem: run it in tests/vm/run.
 //   memory    jitterd's VmRSS/VmHWM idle, with 100 shaped interfaces (a 4096-entry table each) and
 //             after clearing them. Root and netem: run it in tests/vm/run.
 //
@@ -41,6 +43,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -55,6 +58,7 @@
 
 #include "shaper/errors.hpp"
 #include "shaper/netem_engine.hpp"
+#include "shaper/profile.hpp"
 #include "shaper/statistics.hpp"
 
 extern char** environ;
@@ -455,8 +459,15 @@ ProcessMemory memory_of(pid_t pid) {
   return m;
 }
 
-// utime + stime of a process, from /proc/<pid>/stat (fields 14 and 15, in clock ticks).
-Nanoseconds cpu_time_of(pid_t pid) {
+// utime and stime of a process, from /proc/<pid>/stat (fields 14 and 15, in clock ticks): its own
+// code, and the kernel working for it (netlink, the qdisc change, file writes).
+struct CpuSplit {
+  Nanoseconds user{0};
+  Nanoseconds system{0};
+  Nanoseconds total() const { return user + system; }
+};
+
+CpuSplit cpu_split_of(pid_t pid) {
   const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
   // The command name (field 2) may hold spaces; the fields after it start past the last ')'.
   std::istringstream rest(stat.substr(stat.rfind(')') + 2));
@@ -467,7 +478,19 @@ Nanoseconds cpu_time_of(pid_t pid) {
     if (i == 15) stime = std::stoll(field);
   }
   const long ticks = ::sysconf(_SC_CLK_TCK);
-  return Nanoseconds((utime + stime) * 1'000'000'000LL / ticks);
+  return {Nanoseconds(utime * 1'000'000'000LL / ticks),
+          Nanoseconds(stime * 1'000'000'000LL / ticks)};
+}
+
+Nanoseconds cpu_time_of(pid_t pid) {
+  return cpu_split_of(pid).total();
+}
+
+// This process's CPU time, all threads (the engine floor's too).
+Nanoseconds own_cpu_time() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return Nanoseconds(std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
 }
 
 class Jitterd {
@@ -537,6 +560,17 @@ class Jitterd {
   }
 
   pid_t pid() const { return pid_; }
+  // For an error message when a connection to it breaks: whether it still runs, and if not how it
+  // ended (the process is reaped here, and stop() then only reports it).
+  std::string state() {
+    if (pid_ < 0) return "has stopped (status " + std::to_string(exit_status_) + ")";
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return "is still running";
+    pid_ = -1;
+    exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
+                             : "was killed by signal " + std::to_string(WTERMSIG(status));
+  }
   const std::string& socket() const { return socket_; }
   std::string log() const { return read_text(log_); }
 
@@ -925,17 +959,22 @@ int rtt_command(const std::map<std::string, std::string>& options) {
 // The network: fresh namespaces built with `ip` (a test tool here, as in tests/kernel), removed
 // after.
 
-// Namespaces "<prefix>a" and "<prefix>b" joined by veth jta (198.18.0.1/24, in a) - jtb
-// (198.18.0.2/24, in b). 198.18.0.0/15 is RFC 2544's benchmarking range. No IPv6 (its chatter would
-// cross netem too) and fixed MACs with permanent neighbour entries, so that only ping's probes
-// cross the qdisc.
-class VethPair {
+// Namespaces "<prefix>a" and "<prefix>b" joined by `count` veths: jta<i> (198.18.<i>.1/24, in a) -
+// jtb<i> (198.18.<i>.2/24, in b), i = 0 .. count - 1, each pair its own /24 so that the probes to
+// 198.18.<i>.2 cross jta<i> and nothing else. 198.18.0.0/15 is RFC 2544's benchmarking range. No
+// IPv6 (its chatter would cross netem too) and fixed MACs with permanent neighbour entries, so that
+// only ping's probes cross the qdiscs. One `ip -batch` per namespace: under TCG every `ip` process
+// costs 50-100 ms, and 16 pairs one command at a time would be ~100 of them.
+class VethPairs {
  public:
-  static constexpr const char* kDevA = "jta";
-  static constexpr const char* kDevB = "jtb";
-  static constexpr const char* kAddrB = "198.18.0.2";
+  // The third octet of the addresses and the fifth byte of the MACs number the pairs.
+  static constexpr int kMaxPairs = 250;
 
-  explicit VethPair(std::string log_dir) : log_dir_(std::move(log_dir)) {
+  VethPairs(std::string log_dir, int count) : log_dir_(std::move(log_dir)), count_(count) {
+    if (count < 1 || count > kMaxPairs) {
+      throw std::runtime_error("VethPairs: " + std::to_string(count) + " pairs asked for, 1 to " +
+                               std::to_string(kMaxPairs) + " possible (one 198.18.<i>.0/24 each)");
+    }
     const std::string prefix = "jtbench" + std::to_string(::getpid());
     a_ = prefix + "a";
     b_ = prefix + "b";
@@ -947,41 +986,52 @@ class VethPair {
            "net.ipv6.conf.default.disable_ipv6=1"},
           log_dir_);
     }
-    run({"ip", "-n", a_, "link", "add", kDevA, "address", kMacA, "type", "veth", "peer", "name",
-         "jtb", "address", kMacB, "netns", b_},
-        log_dir_);
-    run({"ip", "-n", a_, "addr", "add", "198.18.0.1/24", "dev", kDevA}, log_dir_);
-    run({"ip", "-n", b_, "addr", "add", "198.18.0.2/24", "dev", "jtb"}, log_dir_);
-    for (const auto& [ns, dev] : {std::pair{a_, kDevA}, std::pair{b_, "jtb"}}) {
-      run({"ip", "-n", ns, "link", "set", dev, "up"}, log_dir_);
-      run({"ip", "-n", ns, "link", "set", "lo", "up"}, log_dir_);
+    // Namespace a first: it creates both ends and moves every jtb<i> into b.
+    std::string in_a = "link set lo up\n", in_b = "link set lo up\n";
+    for (int i = 0; i < count; ++i) {
+      const std::string net = "198.18." + std::to_string(i) + ".";
+      in_a += "link add " + dev_a(i) + " address " + mac(i, 1) + " type veth peer name " +
+              dev_b(i) + " address " + mac(i, 2) + " netns " + b_ + "\n" + "addr add " + net +
+              "1/24 dev " + dev_a(i) + "\n" + "link set " + dev_a(i) + " up\n" + "neigh replace " +
+              net + "2 lladdr " + mac(i, 2) + " dev " + dev_a(i) + " nud permanent\n";
+      in_b += "addr add " + net + "2/24 dev " + dev_b(i) + "\n" + "link set " + dev_b(i) + " up\n" +
+              "neigh replace " + net + "1 lladdr " + mac(i, 1) + " dev " + dev_b(i) +
+              " nud permanent\n";
     }
-    run({"ip", "-n", a_, "neigh", "replace", "198.18.0.2", "lladdr", kMacB, "dev", kDevA, "nud",
-         "permanent"},
-        log_dir_);
-    run({"ip", "-n", b_, "neigh", "replace", "198.18.0.1", "lladdr", kMacA, "dev", "jtb", "nud",
-         "permanent"},
-        log_dir_);
+    write_text(log_dir_ + "/veths-a.batch", in_a);
+    write_text(log_dir_ + "/veths-b.batch", in_b);
+    run({"ip", "-n", a_, "-batch", log_dir_ + "/veths-a.batch"}, log_dir_);
+    run({"ip", "-n", b_, "-batch", log_dir_ + "/veths-b.batch"}, log_dir_);
   }
-  VethPair(const VethPair&) = delete;
-  VethPair& operator=(const VethPair&) = delete;
-  ~VethPair() {
+  VethPairs(const VethPairs&) = delete;
+  VethPairs& operator=(const VethPairs&) = delete;
+  ~VethPairs() {
     if (!created_) return;
     for (const auto& ns : {a_, b_}) {
       try {
-        run({"ip", "netns", "del", ns}, log_dir_);  // takes the veth with it
+        run({"ip", "netns", "del", ns}, log_dir_);  // takes the veths with it
       } catch (const std::exception& e) {
         std::cerr << "daemon_bench: " << e.what() << '\n';
       }
     }
   }
+  int count() const { return count_; }
   const std::string& ns_a() const { return a_; }
   const std::string& ns_b() const { return b_; }
+  static std::string dev_a(int i) { return "jta" + std::to_string(i); }
+  static std::string dev_b(int i) { return "jtb" + std::to_string(i); }
+  static std::string addr_b(int i) { return "198.18." + std::to_string(i) + ".2"; }
 
  private:
-  static constexpr const char* kMacA = "02:6a:74:00:00:01";  // locally administered
-  static constexpr const char* kMacB = "02:6a:74:00:00:02";
+  // 02:... is locally administered; "jt" in the second and third bytes, the pair in the fifth.
+  static std::string mac(int pair, int side) {
+    char text[32];
+    std::snprintf(text, sizeof text, "02:6a:74:00:%02x:%02x", pair, side);
+    return text;
+  }
+
   std::string log_dir_;
+  int count_;
   std::string a_, b_;
   bool created_ = false;
 };
@@ -1025,27 +1075,101 @@ class VethFarm {
 };
 
 // ---------------------------------------------------------------------------------------------
-// lateness: a 10 Hz schedule for a long time
+// lateness: a 10 Hz schedule on one or more interfaces for a long time (the soak: 16 for an hour)
 
 constexpr std::int64_t kStepNs = 100'000'000;  // 100 ms steps: 10 transitions per second
+// jitterd's memory is read every 10 s (360 samples in an hour): often enough to see a slope, rare
+// enough that reading /proc costs nothing beside 160 transitions a second.
+constexpr std::int64_t kRssEveryNs = 10'000'000'000;
+// Drift windows: 5 minutes (12 in the hour's soak), or a tenth of a shorter run.
+constexpr std::int64_t kDriftWindowNs = 300'000'000'000;
+constexpr double kNsPerHour = 3'600e9;
+
+std::int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 struct Transition {
-  std::string type;  // phase-changed or deadline-missed
+  int interface = 0;    // index into the run's interfaces
+  bool missed = false;  // deadline-missed rather than phase-changed
   std::int64_t deadline_ns = 0;
   std::int64_t lateness_ns = 0;
   std::int64_t apply_ns = -1;  // absent for deadline-missed
   std::int64_t received_ns = 0;
   std::int64_t step = -1;
-  std::string phase;
 };
+
+struct MemorySample {
+  std::int64_t at_ns;
+  ProcessMemory memory;
+};
+
+// When the sessions' schedules start. With one thread in jitterd, whether the deadlines of the
+// interfaces coincide decides the tail: at a shared instant the transitions are applied one after
+// another, and the last waits for all the others.
+enum class StartMode {
+  kTogether,  // every session given the same `start` time: N deadlines at each 100 ms instant
+  kSpread,    // session i starts i × 100 ms / N later: the deadlines evenly interleaved
+  kOnApply,   // no `start`: each schedule starts when its apply is read (what a loop of applies
+              // gets)
+};
+
+std::optional<StartMode> parse_start_mode(std::string_view text) {
+  if (text == "together") return StartMode::kTogether;
+  if (text == "spread") return StartMode::kSpread;
+  if (text == "apply") return StartMode::kOnApply;
+  return std::nullopt;
+}
+
+// Least squares y = intercept + slope × x, with the half-width of the slope's 95 % interval under
+// the textbook assumption of independent residuals (1.96 standard errors: the normal quantile, fine
+// for the thousands of points it is used on; left at 0 below 3 points). Transition lateness is not
+// independent from one transition to the next (load comes in bursts), so the interval is a lower
+// bound on the real uncertainty.
+struct LineFit {
+  std::size_t n = 0;
+  double slope = 0;
+  double slope_ci95 = 0;
+};
+
+LineFit least_squares(const std::vector<double>& x, const std::vector<double>& y) {
+  LineFit f;
+  f.n = x.size();
+  if (f.n < 2) return f;
+  double mx = 0, my = 0;
+  for (std::size_t i = 0; i < f.n; ++i) {
+    mx += x[i];
+    my += y[i];
+  }
+  mx /= static_cast<double>(f.n);
+  my /= static_cast<double>(f.n);
+  double sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < f.n; ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  if (sxx <= 0) return f;
+  f.slope = sxy / sxx;
+  if (f.n < 3) return f;
+  double residuals = 0;
+  for (std::size_t i = 0; i < f.n; ++i) {
+    const double r = y[i] - (my + f.slope * (x[i] - mx));
+    residuals += r * r;
+  }
+  f.slope_ci95 = 1.96 * std::sqrt(residuals / static_cast<double>(f.n - 2) / sxx);
+  return f;
+}
 
 // The floor: what a program built directly on libshaper's engine gets on this machine at the same
 // moment. A thread of this process, in namespace b, sleeps to absolute CLOCK_MONOTONIC deadlines on
 // the same 100 ms grid (shifted by 50 ms, so that it does not compete with jitterd for a CPU at the
-// same instant), and at each one changes a netem on jtb (ping's replies cross it) between 1 ms and
+// same instant), and at each one changes a netem on jtb0 (ping's replies cross it) between 1 ms and
 // 5 ms with NetemQdisc::change(), the call jitterd's transition makes. Its lateness, wake-up and
 // apply time stand beside jitterd's: the difference is what the daemon adds (timers on Asio, the
-// event, the ledger), the rest is the machine's.
+// event, the ledger), the rest is the machine's. One netem, whatever the number of jitterd's
+// interfaces: it measures one transition on the machine as jitterd's load leaves it.
 class EngineFloor {
  public:
   struct Sample {
@@ -1055,10 +1179,12 @@ class EngineFloor {
     std::int64_t lateness_ns;  // deadline → kernel ACK
   };
 
-  EngineFloor(std::string netns, std::string device, std::int64_t until_ns)
-      : thread_([this, netns = std::move(netns), device = std::move(device), until_ns] {
+  EngineFloor(std::string netns, std::string device, std::int64_t first_deadline_ns,
+              std::int64_t until_ns)
+      : thread_([this, netns = std::move(netns), device = std::move(device), first_deadline_ns,
+                 until_ns] {
           try {
-            run(netns, device, until_ns);
+            run(netns, device, first_deadline_ns, until_ns);
           } catch (const std::exception& e) {
             error_ = e.what();
           }
@@ -1075,7 +1201,8 @@ class EngineFloor {
   }
 
  private:
-  void run(const std::string& netns, const std::string& device, std::int64_t until_ns) {
+  void run(const std::string& netns, const std::string& device, std::int64_t first_deadline_ns,
+           std::int64_t until_ns) {
     // setns(2) moves this thread only; the rest of the process stays where it is.
     const std::string path = "/run/netns/" + netns;
     {
@@ -1090,7 +1217,7 @@ class EngineFloor {
     phases[0].delay.latency = 1ms;  // the two phases of the profile jitterd runs
     phases[1].delay.latency = 5ms;
     shaper::NetemQdisc qdisc = engine.install(dev, phases[0]);
-    std::int64_t deadline = monotonic_ns() + kStepNs / 2;
+    std::int64_t deadline = first_deadline_ns;
     for (std::size_t k = 1; deadline < until_ns; ++k, deadline += kStepNs) {
       const timespec at{static_cast<time_t>(deadline / 1'000'000'000),
                         static_cast<long>(deadline % 1'000'000'000)};
@@ -1108,13 +1235,37 @@ class EngineFloor {
   std::thread thread_;
 };
 
+// "1.23 ms" from nanoseconds.
+std::string ms(double ns, int decimals = 2) {
+  return fixed(ns / 1e6, decimals) + " ms";
+}
+
 int lateness_command(const std::map<std::string, std::string>& options) {
   const std::string binary = options.at("jitterd");
   const double duration_s = std::stod(options.at("duration"));
+  const int count = options.contains("interfaces") ? std::stoi(options.at("interfaces")) : 1;
+  const auto start_mode = parse_start_mode(options.at("start"));
+  if (count < 1 || count > VethPairs::kMaxPairs) {
+    std::cerr << "daemon_bench lateness: --interfaces " << count << " is out of range: give 1 to "
+              << VethPairs::kMaxPairs << " (one 198.18.<i>.0/24 per veth pair)\n";
+    return 2;
+  }
+  if (!start_mode) {
+    std::cerr << "daemon_bench lateness: --start " << options.at("start")
+              << " is not a start mode: give together, spread or apply\n";
+    return 2;
+  }
   print_conditions();
+  const CpuTimes host_start = cpu_times();
   TempDir dir;
-  VethPair net(dir.path());
-  Jitterd daemon(binary, dir.path() + "/jitterd", {VethPair::kDevA}, net.ns_a());
+  VethPairs net(dir.path(), count);
+  std::vector<std::string> names;
+  std::unordered_map<std::string, int> index_of;
+  for (int i = 0; i < count; ++i) {
+    names.push_back(VethPairs::dev_a(i));
+    index_of[names.back()] = i;
+  }
+  Jitterd daemon(binary, dir.path() + "/jitterd", names, net.ns_a());
 
   // Two phases that differ only in delay, switched every 100 ms, forever.
   const json profile = {
@@ -1131,84 +1282,229 @@ int lateness_command(const std::map<std::string, std::string>& options) {
           {{"phase", "high"}, {"duration", "100ms"}}}}}}};
   write_text(dir.path() + "/jitterd/profiles/tenhz.json", profile.dump(2) + "\n");
 
-  // Traffic through the qdisc all along: 100 probes a second.
-  const std::string ping_out = dir.path() + "/ping.txt";
-  const pid_t ping =
-      spawn({"ip", "netns", "exec", net.ns_a(), "ping", "-n", "-q", "-i", "0.01", VethPair::kAddrB},
-            ping_out);
+  // Traffic through every qdisc all along: 100 probes a second in total, as in the one-interface
+  // run, shared by the interfaces (each pings its own peer every count × 10 ms), so that the
+  // machine's load from ping does not grow with --interfaces.
+  const std::string ping_interval = fixed(0.01 * count, 2);
+  std::vector<pid_t> pings;
+  std::vector<std::string> ping_outputs;
+  for (int i = 0; i < count; ++i) {
+    ping_outputs.push_back(dir.path() + "/ping" + std::to_string(i) + ".txt");
+    pings.push_back(spawn({"ip", "netns", "exec", net.ns_a(), "ping", "-n", "-q", "-i",
+                           ping_interval, VethPairs::addr_b(i)},
+                          ping_outputs.back()));
+  }
 
-  LineClient events(daemon.socket());
-  events.call(R"({"id":1,"method":"subscribe","params":{"interfaces":["jta"]}})");
+  // When a connection to jitterd breaks, the run stops with what became of jitterd and the end of
+  // its log (the temporary folder holding the log goes with the run).
+  auto broken = [&](const std::exception& e, const std::string& during) {
+    const std::string log = daemon.log();
+    constexpr std::size_t kLogTail = 4000;  // the last few dozen lines
+    return std::runtime_error(
+        during + ": " + e.what() + "; jitterd " + daemon.state() + "; the end of its log:\n" +
+        (log.size() > kLogTail ? "..." + log.substr(log.size() - kLogTail) : log));
+  };
   std::vector<Transition> transitions;
   std::map<std::string, int> counts;
   std::vector<std::string> errors;
-  std::optional<std::int64_t> origin_ns;
-  std::int64_t applied_lateness_ns = 0;
+  std::vector<std::optional<std::int64_t>> origin_ns(static_cast<std::size_t>(count));
+  std::vector<std::int64_t> applied_lateness_ns(static_cast<std::size_t>(count), 0);
+  int applied = 0;
+  // `seq` counts every event jitterd publishes, and all of them are about these interfaces: a gap
+  // is events this client never got (a subscription jitterd dropped, see below).
+  std::optional<std::int64_t> last_seq;
+  std::int64_t lost_events = 0;
   auto take = [&](const json& e, std::int64_t received) {
     const std::string type = e.at("event");
     ++counts[type];
-    if (type == "applied") {
-      origin_ns = ns_of(e.at("deadline"));
-      applied_lateness_ns = e.at("lateness_ns");
+    if (const auto seq = e.value("seq", std::int64_t{-1}); seq >= 0) {
+      if (last_seq && seq > *last_seq + 1) lost_events += seq - *last_seq - 1;
+      last_seq = std::max(seq, last_seq.value_or(seq));
     }
-    if (type == "error") errors.push_back(e.value("message", ""));
+    const auto where = index_of.find(e.value("interface", ""));
+    if (type == "error") errors.push_back(e.value("interface", "") + ": " + e.value("message", ""));
+    if (where == index_of.end()) return;
+    const auto i = static_cast<std::size_t>(where->second);
+    if (type == "applied" && !origin_ns[i]) {
+      origin_ns[i] = ns_of(e.at("deadline"));
+      applied_lateness_ns[i] = e.at("lateness_ns");
+      ++applied;
+    }
     if (type != "phase-changed" && type != "deadline-missed") return;
     Transition t;
-    t.type = type;
+    t.interface = where->second;
+    t.missed = type == "deadline-missed";
     t.deadline_ns = ns_of(e.at("deadline"));
     t.lateness_ns = e.at("lateness_ns");
     t.apply_ns = e.value("apply_ns", std::int64_t{-1});
     t.received_ns = received;
     t.step = e.value("step", std::int64_t{-1});
-    t.phase = e.value("phase", "");
-    transitions.push_back(std::move(t));
+    transitions.push_back(t);
   };
+
+  std::optional<LineClient> events;
+  auto subscribe = [&] {
+    events.emplace(daemon.socket());
+    events->call(
+        json{{"id", 1}, {"method", "subscribe"}, {"params", {{"interfaces", names}}}}.dump(),
+        [&](const json& e) { take(e, monotonic_ns()); });
+  };
+  try {
+    subscribe();
+  } catch (const std::exception& e) {
+    throw broken(e, "subscribe");
+  }
 
   LineClient control(daemon.socket());
   const pid_t pid = daemon.pid();
   const Nanoseconds cpu_before = cpu_time_of(pid);
+  // jitterd's CPU time when set-up is over (every first phase installed), for its share of the run.
+  CpuSplit cpu_at_setup;
+  std::int64_t setup_done = 0;
+  // The start time given to the sessions: far enough ahead that every apply is read before it
+  // (under TCG on a loaded host an apply takes up to ~0.5 s; 5 s on top for the first request).
+  // Too short shows as an apply answered `active` instead of `pending`, which stops the run.
+  const std::int64_t margin_ns =
+      *start_mode == StartMode::kOnApply ? 0 : 5'000'000'000 + std::int64_t{count} * 500'000'000;
   const std::int64_t started = monotonic_ns();
-  const std::int64_t until = started + static_cast<std::int64_t>(duration_s * 1e9);
-  EngineFloor engine_floor(net.ns_b(), VethPair::kDevB, until);
-  control.call(R"({"id":2,"method":"apply","params":{"interface":"jta","profile":"tenhz"}})");
-  std::int64_t next_progress = started + 60'000'000'000;
-  while (auto line = events.read_line(until)) {
-    const std::int64_t received = monotonic_ns();
-    const json e = json::parse(*line);
-    if (e.contains("event")) take(e, received);
-    if (received >= next_progress) {
-      std::cerr << "daemon_bench lateness: " << (received - started) / 1'000'000'000 << " s, "
-                << transitions.size() << " transitions\n";
-      next_progress += 60'000'000'000;
+  const std::int64_t started_realtime = realtime_ns();
+  const std::int64_t first_start = started + margin_ns;
+  const std::int64_t until = first_start + static_cast<std::int64_t>(duration_s * 1e9);
+  EngineFloor engine_floor(net.ns_b(), VethPairs::dev_b(0), first_start + kStepNs / 2, until);
+  for (int i = 0; i < count; ++i) {
+    json params = {{"interface", names[static_cast<std::size_t>(i)]}, {"profile", "tenhz"}};
+    if (*start_mode != StartMode::kOnApply) {
+      const std::int64_t at =
+          first_start + (*start_mode == StartMode::kSpread ? i * kStepNs / count : 0);
+      // jitterd turns a UTC start into its CLOCK_MONOTONIC with its own pair of readings; both
+      // clocks are this guest's, so the sessions' grids agree to within those readings (µs).
+      params["start"] = shaper::format_utc_timestamp(Nanoseconds(started_realtime + at - started));
+    }
+    json status;
+    try {
+      status = control.call(json{{"id", 2 + i}, {"method", "apply"}, {"params", params}}.dump());
+    } catch (const std::exception& e) {
+      throw broken(e, "apply on " + names[static_cast<std::size_t>(i)]);
+    }
+    if (*start_mode != StartMode::kOnApply && status.value("state", "") != "pending") {
+      throw std::runtime_error(
+          "the apply on " + names[static_cast<std::size_t>(i)] +
+          " was read after its start time (state " + status.value("state", "?") +
+          " instead of pending): the start margin of " + ms(static_cast<double>(margin_ns), 0) +
+          " is too short for this machine now; retry when it is less loaded, or raise margin_ns "
+          "in tests/bench/daemon_bench.cpp");
     }
   }
+
+  std::vector<MemorySample> rss;
+  std::optional<std::int64_t> next_rss;
+  // Progress on stderr: every minute, or six times in a shorter run (not under every 10 s).
+  const std::int64_t progress_every = std::clamp<std::int64_t>(
+      static_cast<std::int64_t>(duration_s * 1e9) / 6, 10'000'000'000, 60'000'000'000);
+  std::int64_t next_progress = started + progress_every;
+  Nanoseconds progress_cpu = cpu_before, progress_own_cpu = own_cpu_time();
+  std::int64_t progress_at = started;
+  std::size_t progress_transitions = 0;
+  std::vector<std::int64_t> dropped_at;  // since the start, when jitterd dropped our subscription
+  for (;;) {
+    std::optional<std::string_view> line;
+    try {
+      line = events->read_line(next_rss ? std::min(until, *next_rss) : until);
+    } catch (const std::exception& e) {
+      // jitterd drops a subscriber that lets more than limits.max_queued_events (4096) pile up. The
+      // run goes on with a new subscription, and the events lost in between are counted (`seq`);
+      // jitterd's own counters in its status at the end still cover every transition.
+      if (daemon.state() != "is still running") throw broken(e, "the event stream");
+      dropped_at.push_back(monotonic_ns() - first_start);
+      std::cerr << "daemon_bench lateness: the event stream broke "
+                << fixed(static_cast<double>(dropped_at.back()) / 1e9, 1) << " s after the start ("
+                << e.what() << "); subscribing again\n";
+      try {
+        subscribe();
+      } catch (const std::exception& again) {
+        throw broken(again, "subscribing again");
+      }
+      continue;
+    }
+    const std::int64_t now = monotonic_ns();
+    if (line) {
+      const json e = json::parse(*line);
+      if (e.contains("event")) take(e, now);
+      // Set-up is over when every session has installed its first phase: the first sample.
+      if (!next_rss && applied == count) {
+        next_rss = now;
+        setup_done = now;
+        cpu_at_setup = cpu_split_of(pid);
+      }
+    }
+    if (next_rss && now >= *next_rss) {
+      rss.push_back({now, memory_of(pid)});
+      while (*next_rss <= now) *next_rss += kRssEveryNs;
+    }
+    if (now >= next_progress) {
+      // CPU shares since the previous line: who is short of CPU when the events fall behind.
+      const Nanoseconds jitterd_cpu = cpu_time_of(pid), own_cpu = own_cpu_time();
+      const double interval = static_cast<double>(now - progress_at);
+      std::cerr
+          << "daemon_bench lateness: " << (now - started) / 1'000'000'000 << " s, "
+          << transitions.size() << " transitions ("
+          << fixed(static_cast<double>(transitions.size() - progress_transitions) * 1e9 / interval,
+                   0)
+          << "/s), jitterd "
+          << fixed(100.0 * static_cast<double>((jitterd_cpu - progress_cpu).count()) / interval, 0)
+          << " % of a CPU, this client "
+          << fixed(100.0 * static_cast<double>((own_cpu - progress_own_cpu).count()) / interval, 0)
+          << " %" << (rss.empty() ? std::string() : ", VmRSS " + mib(rss.back().memory.vm_rss_kib))
+          << "\n";
+      progress_cpu = jitterd_cpu;
+      progress_own_cpu = own_cpu;
+      progress_at = now;
+      progress_transitions = transitions.size();
+      while (next_progress <= now) next_progress += progress_every;
+    }
+    if (now >= until) break;
+  }
   const std::int64_t stopped = monotonic_ns();
-  const Nanoseconds cpu_used = cpu_time_of(pid) - cpu_before;
-  const ProcessMemory memory = memory_of(pid);
+  const CpuSplit cpu_after = cpu_split_of(pid);
+  rss.push_back({stopped, memory_of(pid)});
   const auto& floor = engine_floor.join();
   // A new connection: jitterd closes one that has been silent for limits.idle_timeout (10 min), as
-  // the apply connection has been by now in a 10-minute run.
-  // The figures are printed even if this fails.
-  json transitions_status;
+  // the apply connection has been by now in a long run. The figures are printed even if this fails.
+  json sessions_status = json::array();
   try {
     LineClient last(daemon.socket());
-    transitions_status = last.call(
-        R"({"id":3,"method":"status","params":{"interface":"jta"}})")["sessions"][0]["transitions"];
-    last.call(R"({"id":4,"method":"clear","params":{"interface":"jta"}})");
+    sessions_status = last.call(R"({"id":3,"method":"status"})").at("sessions");
+    last.call(R"({"id":4,"method":"clear","params":{"all":true}})");
   } catch (const std::exception& e) {
     errors.push_back(std::string("status and clear at the end: ") + e.what());
   }
 
-  ::kill(ping, SIGINT);  // ping prints its summary on SIGINT
-  wait_for(ping);
+  for (pid_t ping : pings) ::kill(ping, SIGINT);  // ping prints its summary on SIGINT
+  for (pid_t ping : pings) wait_for(ping);
   const int jitterd_status = daemon.stop();
 
+  auto since_origin = [&](const Transition& t) {
+    return t.deadline_ns - origin_ns[static_cast<std::size_t>(t.interface)].value_or(0);
+  };
   if (options.contains("csv")) {
-    std::ofstream csv(options.at("csv"));
-    csv << "event,step,deadline_since_origin_ns,lateness_ns,apply_ns,received_minus_deadline_ns\n";
+    const std::string path = options.at("csv");
+    std::ofstream csv(path);
+    csv << "interface,event,step,deadline_since_origin_ns,lateness_ns,apply_ns,"
+           "received_minus_deadline_ns\n";
     for (const auto& t : transitions) {
-      csv << t.type << ',' << t.step << ',' << t.deadline_ns - origin_ns.value_or(0) << ','
-          << t.lateness_ns << ',' << t.apply_ns << ',' << t.received_ns - t.deadline_ns << '\n';
+      csv << names[static_cast<std::size_t>(t.interface)] << ','
+          << (t.missed ? "deadline-missed" : "phase-changed") << ',' << t.step << ','
+          << since_origin(t) << ',' << t.lateness_ns << ',' << t.apply_ns << ','
+          << t.received_ns - t.deadline_ns << '\n';
+    }
+    // jitterd's memory samples beside it: FILE.csv -> FILE-memory.csv.
+    const std::string stem = path.ends_with(".csv") ? path.substr(0, path.size() - 4) : path;
+    std::ofstream memory_csv(stem + "-memory.csv");
+    memory_csv << "since_start_ns,vm_rss_kib,vm_hwm_kib,rss_anon_kib,rss_file_kib\n";
+    for (const auto& s : rss) {
+      memory_csv << s.at_ns - first_start << ',' << s.memory.vm_rss_kib << ','
+                 << s.memory.vm_hwm_kib << ',' << s.memory.rss_anon_kib << ','
+                 << s.memory.rss_file_kib << '\n';
     }
   }
 
@@ -1216,7 +1512,7 @@ int lateness_command(const std::map<std::string, std::string>& options) {
   std::vector<std::int64_t> lateness, apply, wake_up, delivered, floor_lateness, floor_apply,
       floor_wake;
   for (const auto& t : transitions) {
-    if (t.type != "phase-changed") continue;
+    if (t.missed) continue;
     lateness.push_back(t.lateness_ns);
     apply.push_back(t.apply_ns);
     wake_up.push_back(t.lateness_ns - t.apply_ns);
@@ -1227,16 +1523,36 @@ int lateness_command(const std::map<std::string, std::string>& options) {
     floor_apply.push_back(f.apply_ns);
     floor_wake.push_back(f.wake_ns);
   }
-  const double seconds = static_cast<double>(stopped - started) / 1e9;
-  std::cout << "# lateness: " << fixed(seconds, 1)
-            << " s of a looping schedule, 2 phases (1 ms / 5 ms delay) x 100 ms;"
-            << " ping -i 0.01 through the qdisc all along\n";
+  // Time runs from the first session's schedule origin (the common start, except with
+  // --start apply).
+  std::int64_t base = first_start;
+  if (*start_mode == StartMode::kOnApply) {
+    std::optional<std::int64_t> earliest;
+    for (const auto& o : origin_ns) {
+      if (o) earliest = std::min(*o, earliest.value_or(*o));
+    }
+    base = earliest.value_or(first_start);
+  }
+  const double seconds = static_cast<double>(stopped - base) / 1e9;
+  const char* start_text = *start_mode == StartMode::kTogether ? "together (one start time for all)"
+                           : *start_mode == StartMode::kSpread
+                               ? "spread (session i starts i x 100 ms / N later)"
+                               : "apply (each schedule starts when its apply is read)";
+  std::cout << "# lateness: " << fixed(seconds, 1) << " s of a looping schedule, 2 phases (1 ms / "
+            << "5 ms delay) x 100 ms, on " << count << " interface" << (count > 1 ? "s" : "")
+            << " (one session each, one jitterd), start " << start_text << "; ping -i "
+            << ping_interval << " through each qdisc all along\n";
   std::cout << "events: ";
   for (const auto& [type, n] : counts) std::cout << type << " " << n << "  ";
-  std::cout << "\nfirst phase (applied event): "
-            << fixed(static_cast<double>(applied_lateness_ns) / 1e6, 1)
-            << " ms after the apply request was read\n";
-  std::cout << "\n| per transition | n | p50 | p90 | p99 | p99.9 | max | mean "
+  std::int64_t first_phase_max = 0;
+  for (auto l : applied_lateness_ns) first_phase_max = std::max(first_phase_max, l);
+  std::cout << "\nfirst phase (applied events): " << applied << " of " << count
+            << " sessions, installed at most " << ms(static_cast<double>(first_phase_max), 1)
+            << " after "
+            << (*start_mode == StartMode::kOnApply ? "the apply request was read"
+                                                   : "the start time")
+            << "\n";
+  std::cout << "\n| per transition (all interfaces) | n | p50 | p90 | p99 | p99.9 | max | mean "
                "|\n|---|---|---|---|---|---|---|---|\n";
   auto row = [](const std::string& what, const std::vector<std::int64_t>& v) {
     const Summary s = summarize(v);
@@ -1247,7 +1563,7 @@ int lateness_command(const std::map<std::string, std::string>& options) {
   };
   row("jitterd: **lateness** (deadline → kernel ACK)", lateness);
   row("jitterd: apply time (netem change request → kernel ACK)", apply);
-  row("jitterd: wake-up (lateness − apply time)", wake_up);
+  row("jitterd: wake-up and queueing (lateness − apply time)", wake_up);
   row("floor: **lateness** (deadline → kernel ACK)", floor_lateness);
   row("floor: apply time (`NetemQdisc::change`)", floor_apply);
   row("floor: wake-up (`clock_nanosleep` to the deadline)", floor_wake);
@@ -1262,97 +1578,238 @@ int lateness_command(const std::map<std::string, std::string>& options) {
             << floor_lateness.size() << "\n";
   const auto over_1ms =
       std::count_if(lateness.begin(), lateness.end(), [](auto v) { return v > 1'000'000; });
+  std::int64_t status_count = 0, status_missed = 0, status_late_max = 0;
+  for (const auto& s : sessions_status) {
+    const json& t = s.at("transitions");
+    status_count += t.value("count", std::int64_t{0});
+    status_missed += t.value("missed", std::int64_t{0});
+    status_late_max = std::max(status_late_max, t.value("late_max_ns", std::int64_t{0}));
+  }
+  std::cout << "event subscription dropped by jitterd: " << dropped_at.size() << " times";
+  for (std::size_t d = 0; d < dropped_at.size() && d < 20; ++d) {
+    std::cout << (d ? ", " : " (at ") << fixed(static_cast<double>(dropped_at[d]) / 1e9, 1) << " s";
+  }
+  std::cout << (dropped_at.empty() ? "" : ")")
+            << "; events never received (gaps in seq): " << lost_events << "\n";
   std::cout << "transitions later than 1 ms: " << over_1ms << " of " << lateness.size()
-            << "; deadline-missed: " << counts["deadline-missed"] << "; errors: " << errors.size()
-            << "\n";
+            << "; **deadline-missed: " << counts["deadline-missed"]
+            << "**; errors: " << errors.size() << "; jitterd's status at the end ("
+            << sessions_status.size() << " sessions): transitions " << status_count << ", missed "
+            << status_missed << ", late_max " << ms(static_cast<double>(status_late_max)) << "\n";
+  // A long run can miss many; the CSV has them all.
+  constexpr std::size_t kListed = 20;
+  std::size_t listed = 0;
   for (const auto& t : transitions) {
-    if (t.type == "deadline-missed") {
-      std::cout << "  deadline-missed: step deadline at +"
-                << fixed(static_cast<double>(t.deadline_ns - origin_ns.value_or(0)) / 1e6, 0)
-                << " ms, " << fixed(static_cast<double>(t.lateness_ns) / 1e6, 1) << " ms late\n";
+    if (t.missed && listed++ < kListed) {
+      std::cout << "  deadline-missed: " << names[static_cast<std::size_t>(t.interface)]
+                << ", step deadline at +" << fixed(static_cast<double>(since_origin(t)) / 1e6, 0)
+                << " ms, " << ms(static_cast<double>(t.lateness_ns), 1) << " late\n";
     }
   }
-  for (const auto& e : errors) std::cout << "  error: " << e << "\n";
+  for (std::size_t e = 0; e < errors.size() && e < kListed; ++e) {
+    std::cout << "  error: " << errors[e] << "\n";
+  }
 
-  // The grid: deadline[k] - deadline[0] must be exactly k x 100 ms, k counting every step since the
-  // schedule's origin (the applied event's deadline), and every k must be there exactly once.
-  auto deviation = [&](std::int64_t deadline) {
-    const std::int64_t since = deadline - *origin_ns;
+  // The grid, per interface: deadline[k] - deadline[0] must be exactly k x 100 ms, k counting every
+  // step since that session's origin (its applied event's deadline), and every k must be there
+  // exactly once.
+  auto deviation = [&](const Transition& t) {
+    const std::int64_t since = since_origin(t);
     return std::abs(since - (since + kStepNs / 2) / kStepNs * kStepNs);
   };
-  if (!origin_ns) {
-    std::cout << "no applied event: cannot check the grid\n";
-  } else {
-    std::int64_t worst = 0;
-    std::int64_t expected_k = 1;
-    std::size_t gaps = 0, wrong_step = 0;
+  std::vector<std::int64_t> grid_worst(static_cast<std::size_t>(count), 0);
+  {
+    std::vector<std::int64_t> expected_k(static_cast<std::size_t>(count), 1);
+    std::size_t gaps = 0, wrong_step = 0, without_origin = 0;
     for (const auto& t : transitions) {
-      const std::int64_t k = (t.deadline_ns - *origin_ns + kStepNs / 2) / kStepNs;
-      worst = std::max(worst, deviation(t.deadline_ns));
-      if (k != expected_k) ++gaps;
-      expected_k = k + 1;
+      const auto i = static_cast<std::size_t>(t.interface);
+      if (!origin_ns[i]) {
+        ++without_origin;
+        continue;
+      }
+      const std::int64_t k = (since_origin(t) + kStepNs / 2) / kStepNs;
+      grid_worst[i] = std::max(grid_worst[i], deviation(t));
+      if (k != expected_k[i]) ++gaps;
+      expected_k[i] = k + 1;
       if (t.step != k % 2) ++wrong_step;
     }
-    const auto last_k = transitions.empty()
-                            ? 0
-                            : (transitions.back().deadline_ns - *origin_ns + kStepNs / 2) / kStepNs;
-    std::cout << "grid: " << transitions.size() << " deadlines, k = 1.." << last_k
+    std::int64_t worst = 0, min_last_k = -1, max_last_k = 0;
+    for (std::size_t i = 0; i < grid_worst.size(); ++i) {
+      worst = std::max(worst, grid_worst[i]);
+      const std::int64_t last = expected_k[i] - 1;
+      min_last_k = min_last_k < 0 ? last : std::min(min_last_k, last);
+      max_last_k = std::max(max_last_k, last);
+    }
+    std::cout << "grid: " << transitions.size() << " deadlines on " << count
+              << " interfaces, k = 1.." << min_last_k << "–" << max_last_k
               << "; max |deadline[k] - deadline[0] - k x 100 ms| = " << worst
-              << " ns; k not consecutive: " << gaps << "; step != k mod 2: " << wrong_step << "\n";
+              << " ns; k not consecutive: " << gaps << "; step != k mod 2: " << wrong_step
+              << "; on an interface without an applied event: " << without_origin << "\n";
   }
 
-  // Drift: the run in ten equal windows (one minute each in a 10-minute run), the floor beside
-  // each.
-  if (!lateness.empty() && origin_ns) {
-    constexpr int kWindows = 10;
-    const std::int64_t span = (stopped - *origin_ns) / kWindows;
-    std::cout << "\n| window | n | lateness p50 | p99 | max | apply p50 | floor lateness p50 | "
-                 "floor p99 | "
-                 "grid max deviation |\n"
-                 "|---|---|---|---|---|---|---|---|---|\n";
-    for (int w = 0; w < kWindows; ++w) {
-      const std::int64_t from = *origin_ns + w * span, to = from + span;
+  // Per interface.
+  std::cout << "\n| interface | n | lateness p50 | p99 | p99.9 | max | apply p50 | "
+               "deadline-missed | grid max deviation |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (int i = 0; i < count; ++i) {
+    std::vector<std::int64_t> l, a;
+    std::size_t missed = 0;
+    for (const auto& t : transitions) {
+      if (t.interface != i) continue;
+      if (t.missed) {
+        ++missed;
+        continue;
+      }
+      l.push_back(t.lateness_ns);
+      a.push_back(t.apply_ns);
+    }
+    const Summary sl = summarize(l), sa = summarize(a);
+    std::cout << "| " << names[static_cast<std::size_t>(i)] << " | " << sl.n << " | "
+              << fixed(sl.p50_us, 0) << " µs | " << fixed(sl.p99_us, 0) << " µs | "
+              << fixed(sl.p999_us, 0) << " µs | " << fixed(sl.max_us, 0) << " µs | "
+              << fixed(sa.p50_us, 0) << " µs | " << missed << " | "
+              << grid_worst[static_cast<std::size_t>(i)] << " ns |\n";
+  }
+
+  // Drift: the run in windows of 5 minutes, or ten equal ones in a run shorter than 50 minutes; the
+  // last window takes the remainder. The floor and jitterd's memory beside each.
+  std::vector<double> window_mid_h, window_p99_us;
+  if (!lateness.empty() && stopped > base) {
+    const std::int64_t span = std::min(kDriftWindowNs, (stopped - base) / 10);
+    const std::int64_t windows = std::max<std::int64_t>(1, (stopped - base) / span);
+    std::cout << "\n| window | n | lateness p50 | p99 | p99.9 | max | deadline-missed | apply p50 "
+                 "| floor lateness p50 | floor p99 | grid max deviation | jitterd VmRSS at the "
+                 "end |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (std::int64_t w = 0; w < windows; ++w) {
+      const std::int64_t from = base + w * span;
+      const std::int64_t to =
+          w + 1 == windows ? std::numeric_limits<std::int64_t>::max() : from + span;
       std::vector<std::int64_t> l, a, f;
       std::int64_t worst = 0;
+      std::size_t missed = 0;
       for (const auto& t : transitions) {
         if (t.deadline_ns < from || t.deadline_ns >= to) continue;
-        worst = std::max(worst, deviation(t.deadline_ns));
-        if (t.type != "phase-changed") continue;
+        if (origin_ns[static_cast<std::size_t>(t.interface)]) worst = std::max(worst, deviation(t));
+        if (t.missed) {
+          ++missed;
+          continue;
+        }
         l.push_back(t.lateness_ns);
         a.push_back(t.apply_ns);
       }
       for (const auto& sample : floor) {
         if (sample.deadline_ns >= from && sample.deadline_ns < to) f.push_back(sample.lateness_ns);
       }
+      std::optional<long> rss_kib;
+      for (const auto& s : rss) {
+        if (s.at_ns < to) rss_kib = s.memory.vm_rss_kib;
+      }
       const Summary sl = summarize(l), sa = summarize(a), sf = summarize(f);
-      std::cout << "| " << fixed(static_cast<double>(w * span) / 1e9, 0) << "–"
-                << fixed(static_cast<double>((w + 1) * span) / 1e9, 0) << " s | " << sl.n << " | "
-                << fixed(sl.p50_us, 0) << " µs | " << fixed(sl.p99_us, 0) << " µs | "
-                << fixed(sl.max_us, 0) << " µs | " << fixed(sa.p50_us, 0) << " µs | "
-                << fixed(sf.p50_us, 0) << " µs | " << fixed(sf.p99_us, 0) << " µs | " << worst
-                << " ns |\n";
+      const std::int64_t end = std::min(to, stopped);
+      if (sl.n > 0) {
+        window_mid_h.push_back(static_cast<double>((from + end) / 2 - base) / kNsPerHour);
+        window_p99_us.push_back(sl.p99_us);
+      }
+      // "–" where no event of the window was received (a dropped subscription).
+      auto us = [](const Summary& v, double value) {
+        return v.n ? fixed(value, 0) + " µs" : std::string("–");
+      };
+      std::cout << "| " << fixed(static_cast<double>(from - base) / 1e9, 0) << "–"
+                << fixed(static_cast<double>(end - base) / 1e9, 0) << " s | " << sl.n << " | "
+                << us(sl, sl.p50_us) << " | " << us(sl, sl.p99_us) << " | " << us(sl, sl.p999_us)
+                << " | " << us(sl, sl.max_us) << " | " << missed << " | " << us(sa, sa.p50_us)
+                << " | " << us(sf, sf.p50_us) << " | " << us(sf, sf.p99_us) << " | " << worst
+                << " ns | " << (rss_kib ? mib(*rss_kib) : std::string("–")) << " |\n";
     }
   }
 
-  std::cout << "\njitterd: "
-            << fixed(100.0 * static_cast<double>(cpu_used.count()) / 1e9 / seconds, 2)
-            << " % of one CPU over the run; VmRSS " << mib(memory.vm_rss_kib) << ", VmHWM "
-            << mib(memory.vm_hwm_kib) << " at the end; its status: transitions "
-            << transitions_status.value("count", json()) << ", missed "
-            << transitions_status.value("missed", json()) << ", late_max_ns "
-            << transitions_status.value("late_max_ns", json()) << "\n";
-  std::string ping_text = read_text(ping_out);
-  for (std::istringstream lines(ping_text); std::getline(lines, ping_text);) {
-    if (ping_text.find("transmitted") != std::string::npos || ping_text.starts_with("rtt")) {
-      std::cout << "ping: " << ping_text << "\n";
+  // Slopes (least squares) over the whole run, per hour whatever the run's length: in a short run
+  // they are extrapolations with wide intervals.
+  {
+    std::vector<double> x, y;
+    for (const auto& t : transitions) {
+      if (t.missed) continue;
+      x.push_back(static_cast<double>(t.deadline_ns - base) / kNsPerHour);
+      y.push_back(static_cast<double>(t.lateness_ns) / 1e3);
+    }
+    const LineFit all = least_squares(x, y), p99 = least_squares(window_mid_h, window_p99_us);
+    std::cout << "\ndrift: lateness slope " << fixed(all.slope, 1) << " ± "
+              << fixed(all.slope_ci95, 1) << " µs per hour (least squares over " << all.n
+              << " transitions, 95 % interval assuming independent residuals); slope of the "
+                 "windows' p99: "
+              << fixed(p99.slope, 1) << " µs per hour (" << p99.n << " windows)\n";
+  }
+  {
+    std::vector<double> x, y;
+    long max_rss = 0;
+    for (const auto& s : rss) {
+      x.push_back(static_cast<double>(s.at_ns - base) / kNsPerHour);
+      y.push_back(static_cast<double>(s.memory.vm_rss_kib));
+      max_rss = std::max(max_rss, s.memory.vm_rss_kib);
+    }
+    const LineFit fit = least_squares(x, y);
+    const ProcessMemory& first = rss.front().memory;
+    const ProcessMemory& last = rss.back().memory;
+    std::cout << "jitterd memory (" << rss.size() << " samples, every "
+              << kRssEveryNs / 1'000'000'000 << " s from the end of set-up): VmRSS at the start "
+              << mib(first.vm_rss_kib) << ", max " << mib(max_rss) << ", at the end "
+              << mib(last.vm_rss_kib) << "; slope " << fixed(fit.slope, 1) << " ± "
+              << fixed(fit.slope_ci95, 1) << " KiB per hour; VmHWM at the end "
+              << mib(last.vm_hwm_kib) << "; RssAnon " << mib(first.rss_anon_kib) << " → "
+              << mib(last.rss_anon_kib) << "\n";
+  }
+
+  if (setup_done > 0 && stopped > setup_done) {
+    // Shares of one CPU from the end of set-up to the end, and per transition jitterd made in that
+    // time: its status counts every transition including each session's first phase (the set-up);
+    // without the status, the transitions received with deadlines in that time.
+    const double span = static_cast<double>(stopped - setup_done);
+    std::int64_t made = status_count - static_cast<std::int64_t>(sessions_status.size());
+    const char* made_from = "jitterd's status";
+    if (sessions_status.empty()) {
+      made = std::count_if(transitions.begin(), transitions.end(), [&](const auto& t) {
+        return !t.missed && t.deadline_ns >= setup_done && t.deadline_ns < stopped;
+      });
+      made_from = "received";
+    }
+    const Nanoseconds used = cpu_after.total() - cpu_at_setup.total();
+    auto share = [&](Nanoseconds part) {
+      return fixed(100.0 * static_cast<double>(part.count()) / span, 1) + " %";
+    };
+    std::cout << "\njitterd after set-up: " << share(used) << " of one CPU (user "
+              << share(cpu_after.user - cpu_at_setup.user) << ", system "
+              << share(cpu_after.system - cpu_at_setup.system) << "), "
+              << fixed(static_cast<double>(used.count()) / 1e3 /
+                           static_cast<double>(std::max<std::int64_t>(1, made)),
+                       0)
+              << " µs of CPU per transition made (" << made << ", " << made_from << ")\n";
+  }
+  long long transmitted = 0, received = 0;
+  for (std::size_t i = 0; i < ping_outputs.size(); ++i) {
+    const std::string text = read_text(ping_outputs[i]);
+    long long t = 0, r = 0;
+    if (const auto at = text.find(" packets transmitted, "); at != std::string::npos) {
+      const auto line_start = text.rfind('\n', at);
+      std::sscanf(text.c_str() + (line_start == std::string::npos ? 0 : line_start + 1),
+                  "%lld packets transmitted, %lld", &t, &r);
+    }
+    transmitted += t;
+    received += r;
+    // One interface: its summary as ping wrote it; several: only those that lost probes.
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const bool summary = line.find("transmitted") != std::string::npos || line.starts_with("rtt");
+      if (summary && (count == 1 || t != r))
+        std::cout << "ping " << names[i] << ": " << line << "\n";
     }
   }
-  print_conditions();
+  std::cout << "ping, all " << count << " interfaces: " << transmitted << " probes sent, "
+            << received << " answered\n";
+  print_conditions(&host_start);
   if (jitterd_status != 0) {
     std::cerr << "jitterd exited with " << jitterd_status << ":\n" << daemon.log();
     return 1;
   }
-  return !lateness.empty() && errors.empty() ? 0 : 1;
+  return !lateness.empty() && applied == count && errors.empty() && dropped_at.empty() ? 0 : 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1480,7 +1937,7 @@ int memory_command(const std::map<std::string, std::string>& options) {
   const std::string profile_file = options.at("profile");
   const json profile = json::parse(read_text(profile_file));
   const std::string phase = options.at("phase");
-  const int interfaces = std::stoi(options.at("interfaces"));
+  const int interfaces = options.contains("interfaces") ? std::stoi(options.at("interfaces")) : 100;
   const int cycles = std::stoi(options.at("cycles"));
   const auto& table = profile.at("phases").at(phase).at("delay").at("distribution").at("table");
   const std::string name = profile.at("name");
@@ -1515,7 +1972,8 @@ int memory_command(const std::map<std::string, std::string>& options) {
 constexpr const char* kUsage =
     "usage: daemon_bench rtt [--jitterd PATH] [--requests 100000] [--seconds 1.2] [--rounds 5]\n"
     "                        [--run-length 100]\n"
-    "       daemon_bench lateness [--jitterd PATH] [--duration 600] [--csv FILE]\n"
+    "       daemon_bench lateness [--jitterd PATH] [--duration 600] [--interfaces 1]\n"
+    "                             [--start together|spread|apply] [--csv FILE]\n"
     "       daemon_bench memory [--jitterd PATH] --profile FILE [--phase capture]\n"
     "                           [--interfaces 100] [--cycles 3]\n"
     "lateness and memory need root and netem: run them in tests/vm/run.\n"
@@ -1536,13 +1994,15 @@ int main(int argc, char** argv) {
                                                 {"run-length", "100"},
                                                 {"duration", "600"},
                                                 {"phase", "capture"},
-                                                {"interfaces", "100"},
+                                                {"start", "together"},
                                                 {"cycles", "3"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string key = arg.starts_with("--") ? arg.substr(2) : "";
-    // Every option has a default except these two, which have none.
-    const bool known = options.contains(key) || key == "profile" || key == "csv";
+    // Every option has a default except these, which have none (--interfaces: 1 for lateness, 100
+    // for memory).
+    const bool known =
+        options.contains(key) || key == "profile" || key == "csv" || key == "interfaces";
     if (!known || i + 1 >= argc) {
       std::cerr << "daemon_bench: unexpected '" << arg << "'\n" << kUsage;
       return 2;

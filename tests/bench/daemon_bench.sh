@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# tests/bench/daemon_bench.sh [--duration SECONDS] [--only rtt|lateness|memory]...
+# tests/bench/daemon_bench.sh [--duration SECONDS] [--only rtt|lateness|memory]... [--interfaces N]
+#                             [--start together|spread|apply] [--soak]
 #
 # jitterd's benchmarks, all of them (docs/benchmarks.md, "jitterd daemon"):
 #   rtt       on this machine: request round trip and requests/s next to an echo server (no root);
-#   lateness  in the VM test bed (real netem): a 10 Hz schedule for --duration seconds (default 600);
+#   lateness  in the VM test bed (real netem): a 10 Hz schedule for --duration seconds (default 600)
+#             on --interfaces veths (default 1, one session each), started --start (default together);
 #   memory    in the VM test bed: VmRSS/VmHWM idle, with 100 shaped interfaces, after clearing them.
+# --soak is issue 7's soak: --only lateness --interfaces 16 --duration 3600 (about 65 minutes).
 # Builds jitterd, jitterctl and daemon_bench first if needed, and compiles the memory run's profile
 # (tests/fixtures/captures/multimodal.txt, a 4096-entry exact table) with jitterctl.
 #
 # Environment: JITTERD_BUILD_DIR (default build/bench; not under /tmp, which the VM cannot see).
 # The VM parts need what tests/vm/run needs (root, qemu, a Debian kernel with netem; docs/testing.md).
 # Output: the tables on stdout, also kept in $JITTERD_BUILD_DIR/daemon_bench.log; every transition of
-# the lateness run in $JITTERD_BUILD_DIR/daemon_bench-lateness.csv.
+# the lateness run in $JITTERD_BUILD_DIR/daemon_bench-lateness.csv, jitterd's memory every 10 s in
+# daemon_bench-lateness-memory.csv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd -P)
 build=${JITTERD_BUILD_DIR:-build/bench}
 duration=600
+interfaces=1
+start=together
 only=()
 while (($#)); do
   case $1 in
@@ -24,18 +30,38 @@ while (($#)); do
     duration=${2:?--duration needs a number of seconds}
     shift 2
     ;;
+  --interfaces)
+    interfaces=${2:?--interfaces needs a number of interfaces}
+    shift 2
+    ;;
+  --start)
+    start=${2:?--start needs together, spread or apply}
+    shift 2
+    ;;
+  --soak)
+    only+=(lateness) interfaces=16 duration=3600
+    shift
+    ;;
   --only)
     only+=("${2:?--only needs rtt, lateness or memory}")
     shift 2
     ;;
   *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
   esac
 done
 [[ $duration =~ ^[1-9][0-9]*$ ]] || {
   echo "daemon_bench.sh: --duration must be a whole number of seconds" >&2
+  exit 2
+}
+[[ $start == together || $start == spread || $start == apply ]] || {
+  echo "daemon_bench.sh: --start must be together, spread or apply" >&2
+  exit 2
+}
+[[ $interfaces =~ ^[1-9][0-9]*$ ]] || {
+  echo "daemon_bench.sh: --interfaces must be a whole number (1 to 250)" >&2
   exit 2
 }
 ((${#only[@]})) || only=(rtt lateness memory)
@@ -88,9 +114,11 @@ fi
 
 if wanted lateness; then
   host
-  # The VM's own limit must outlast the run: boot, set-up and tear-down take well under 5 minutes.
-  (cd "$build" && JITTERD_VM_TIMEOUT=$((duration + 600)) "$repo/tests/vm/run" "$bench" lateness \
-    --jitterd "$jitterd" --duration "$duration" --csv "$build/daemon_bench-lateness.csv") 2>&1 | tee -a "$log" || status=1
+  # The VM's own limit must outlast the run: boot, set-up and tear-down take well under 5 minutes,
+  # plus the start margin the sessions get (5 s + 0.5 s per interface).
+  (cd "$build" && JITTERD_VM_TIMEOUT=$((duration + 600 + interfaces)) "$repo/tests/vm/run" "$bench" lateness \
+    --jitterd "$jitterd" --duration "$duration" --interfaces "$interfaces" --start "$start" \
+    --csv "$build/daemon_bench-lateness.csv") 2>&1 | tee -a "$log" || status=1
 fi
 host
 say "# full output: $log"
