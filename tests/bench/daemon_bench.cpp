@@ -1235,6 +1235,11 @@ class EngineFloor {
   std::thread thread_;
 };
 
+// "1 interface", "16 interfaces".
+std::string count_of(std::size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // "1.23 ms" from nanoseconds.
 std::string ms(double ns, int decimals = 2) {
   return fixed(ns / 1e6, decimals) + " ms";
@@ -1539,16 +1544,15 @@ int lateness_command(const std::map<std::string, std::string>& options) {
                                ? "spread (session i starts i x 100 ms / N later)"
                                : "apply (each schedule starts when its apply is read)";
   std::cout << "# lateness: " << fixed(seconds, 1) << " s of a looping schedule, 2 phases (1 ms / "
-            << "5 ms delay) x 100 ms, on " << count << " interface" << (count > 1 ? "s" : "")
-            << " (one session each, one jitterd), start " << start_text << "; ping -i "
-            << ping_interval << " through each qdisc all along\n";
+            << "5 ms delay) x 100 ms, on " << count_of(count, "interface")
+            << (count > 1 ? " (one session each, one jitterd)" : "") << ", start " << start_text
+            << "; ping -i " << ping_interval << " through each qdisc all along\n";
   std::cout << "events: ";
   for (const auto& [type, n] : counts) std::cout << type << " " << n << "  ";
   std::int64_t first_phase_max = 0;
   for (auto l : applied_lateness_ns) first_phase_max = std::max(first_phase_max, l);
-  std::cout << "\nfirst phase (applied events): " << applied << " of " << count
-            << " sessions, installed at most " << ms(static_cast<double>(first_phase_max), 1)
-            << " after "
+  std::cout << "\nfirst phase (applied events): " << applied << " of " << count_of(count, "session")
+            << ", installed at most " << ms(static_cast<double>(first_phase_max), 1) << " after "
             << (*start_mode == StartMode::kOnApply ? "the apply request was read"
                                                    : "the start time")
             << "\n";
@@ -1594,8 +1598,9 @@ int lateness_command(const std::map<std::string, std::string>& options) {
   std::cout << "transitions later than 1 ms: " << over_1ms << " of " << lateness.size()
             << "; **deadline-missed: " << counts["deadline-missed"]
             << "**; errors: " << errors.size() << "; jitterd's status at the end ("
-            << sessions_status.size() << " sessions): transitions " << status_count << ", missed "
-            << status_missed << ", late_max " << ms(static_cast<double>(status_late_max)) << "\n";
+            << count_of(sessions_status.size(), "session") << "): transitions " << status_count
+            << ", missed " << status_missed << ", late_max "
+            << ms(static_cast<double>(status_late_max)) << "\n";
   // A long run can miss many; the CSV has them all.
   constexpr std::size_t kListed = 20;
   std::size_t listed = 0;
@@ -1640,8 +1645,8 @@ int lateness_command(const std::map<std::string, std::string>& options) {
       min_last_k = min_last_k < 0 ? last : std::min(min_last_k, last);
       max_last_k = std::max(max_last_k, last);
     }
-    std::cout << "grid: " << transitions.size() << " deadlines on " << count
-              << " interfaces, k = 1.." << min_last_k << "–" << max_last_k
+    std::cout << "grid: " << transitions.size() << " deadlines on " << count_of(count, "interface")
+              << ", k = 1.." << min_last_k << "–" << max_last_k
               << "; max |deadline[k] - deadline[0] - k x 100 ms| = " << worst
               << " ns; k not consecutive: " << gaps << "; step != k mod 2: " << wrong_step
               << "; on an interface without an applied event: " << without_origin << "\n";
@@ -1802,7 +1807,7 @@ int lateness_command(const std::map<std::string, std::string>& options) {
         std::cout << "ping " << names[i] << ": " << line << "\n";
     }
   }
-  std::cout << "ping, all " << count << " interfaces: " << transmitted << " probes sent, "
+  std::cout << "ping, " << count_of(count, "interface") << ": " << transmitted << " probes sent, "
             << received << " answered\n";
   print_conditions(&host_start);
   if (jitterd_status != 0) {
