@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 
 namespace {
 
@@ -72,32 +73,7 @@ std::int64_t monotonic_ns() {
   return std::int64_t{ts.tv_sec} * kNsPerSecond + ts.tv_nsec;
 }
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
+using Fd = shaper::UniqueFd;  // closing one is assigning an empty Fd
 // A connected stream socket to `path`, non-blocking once connected. An empty Fd (errno kept) when
 // the connect fails, so that callers that retry (the garbage client) need no exception per attempt.
 Fd try_connect(const std::string& path) {
@@ -108,7 +84,7 @@ Fd try_connect(const std::string& path) {
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     const int error = errno;
-    fd.reset();
+    fd = Fd();
     errno = error;
     return fd;
   }
@@ -453,7 +429,7 @@ void slow_client(const std::string& path, std::chrono::milliseconds interval,
     }
     if (::send(fd.get(), request.data() + next, 1, MSG_NOSIGNAL) != 1) {
       ++stats.closed_by_daemon;
-      fd.reset();
+      fd = Fd();
       continue;
     }
     ++stats.bytes_sent;
@@ -470,7 +446,7 @@ void slow_client(const std::string& path, std::chrono::milliseconds interval,
       const ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         ++stats.closed_by_daemon;
-        fd.reset();
+        fd = Fd();
         break;
       }
       if (n > 0) in.append(chunk, static_cast<std::size_t>(n));
@@ -860,7 +836,7 @@ class Load {
       }
     }
     c.outstanding.clear();
-    c.fd.reset();  // closing it takes it out of the epoll set
+    c.fd = Fd();  // closing it takes it out of the epoll set
   }
 
  public:
