@@ -44,6 +44,15 @@ std::vector<std::int64_t> decoded(const Phase& phase) {
   return out;
 }
 
+// --regimes 2 --window 10s.
+CompileOptions two_regimes_in_10s_windows() {
+  CompileOptions options;
+  options.regimes = RegimeMode::kClusters;
+  options.clusters = 2;
+  options.window = 10s;
+  return options;
+}
+
 }  // namespace
 
 TEST(Compiler, SmallCaptureTableDecodesToEverySampleExactly) {
@@ -205,11 +214,7 @@ TEST(Compiler, RegimesAreClusteredAndReplayedInOrder) {
                      return Nanoseconds(static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
                    },
                    [](std::size_t) { return false; });
-  CompileOptions options;
-  options.regimes = RegimeMode::kClusters;
-  options.clusters = 2;
-  options.window = 10s;
-  const auto r = compile_profile({c}, options);
+  const auto r = compile_profile({c}, two_regimes_in_10s_windows());
   ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
   ASSERT_TRUE(r.profile->find_phase("regime-1") && r.profile->find_phase("regime-2"));
   ASSERT_TRUE(r.profile->schedule);
@@ -239,11 +244,7 @@ TEST(Compiler, RegimeChangesBetweenWindowEdgesAreReplayedWhereTheCaptureChanged)
                      return Nanoseconds(static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
                    },
                    [&](std::size_t i) { return lost[i]; });
-  CompileOptions options;
-  options.regimes = RegimeMode::kClusters;
-  options.clusters = 2;
-  options.window = 10s;
-  const auto r = compile_profile({c}, options);
+  const auto r = compile_profile({c}, two_regimes_in_10s_windows());
   ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
   ASSERT_TRUE(r.profile->schedule);
   const auto& steps = r.profile->schedule->steps;
