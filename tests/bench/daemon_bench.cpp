@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "shaper/netem_engine.hpp"
 #include "shaper/profile.hpp"
 #include "shaper/statistics.hpp"
@@ -82,31 +83,7 @@ std::int64_t monotonic_ns() {
   return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
+using Fd = shaper::UniqueFd;
 // A fresh folder under /tmp (the guest's own tmpfs in the VM, like /run/jitterd on a real host),
 // removed with everything in it.
 class TempDir {
