@@ -160,18 +160,44 @@ void Ledger::record(const std::vector<LedgerEntry>& entries) {
 
 void Ledger::restore(Entries entries) {
   entries_ = std::move(entries);
+  dirty_ = true;
   write();
 }
 
 void Ledger::erase(int index, const std::string& direction, const std::string& set) {
-  if (entries_.erase(key_of(index, direction, set))) write();
+  if (!entries_.erase(key_of(index, direction, set))) return;
+  dirty_ = true;
+  write();
 }
 
 void Ledger::erase(int index) {
   const std::size_t erased =
       std::erase_if(entries_, [&](const auto& entry) { return entry.second.index == index; }) +
       offloads_.erase(index);
-  if (erased) write();
+  if (!erased) return;
+  dirty_ = true;
+  write();
+}
+
+bool Ledger::names_lane(const LedgerEntry& entry) const {
+  const auto it = entries_.find(key_of(entry.index, entry.direction, entry.set));
+  if (it == entries_.end()) return false;
+  const LedgerEntry& e = it->second;
+  return e.interface == entry.interface && e.profile == entry.profile && e.digest == entry.digest;
+}
+
+bool Ledger::note_phase(const LedgerEntry& entry) {
+  if (!names_lane(entry)) return false;
+  std::string& phase = entries_[key_of(entry.index, entry.direction, entry.set)].phase;
+  if (phase != entry.phase) {
+    phase = entry.phase;
+    dirty_ = true;
+  }
+  return true;
+}
+
+void Ledger::flush() {
+  if (dirty_) write();
 }
 
 void Ledger::record_offloads(const LedgerOffloads& saved) {
@@ -185,7 +211,7 @@ void Ledger::record_offloads(const LedgerOffloads& saved) {
   }
 }
 
-void Ledger::write() const {
+void Ledger::write() {
   json j = {{"version", 1}, {"pid", ::getpid()}, {"interfaces", json::array()}};
   for (const auto& [key, e] : entries_) {
     j["interfaces"].push_back({{"index", e.index},
@@ -225,6 +251,8 @@ void Ledger::write() const {
     if (::fsync(fd.get()) != 0) throw failure("fsync the ledger", tmp);
   }
   if (::rename(tmp.c_str(), path().c_str()) != 0) throw failure("rename the ledger", tmp + " -> " + path());
+  dirty_ = false;
+  ++writes_;
 }
 
 }  // namespace jitterd

@@ -13,6 +13,9 @@ namespace {
 
 // How many transitions a status keeps (docs/protocol.md).
 constexpr std::size_t kRecentTransitions = 32;
+// How long a schedule's new phase may wait in memory before the ledger file names it (several steps,
+// on every interface, share one write).
+constexpr auto kLedgerFlushDelay = std::chrono::milliseconds(200);
 
 std::string phase_list(const shaper::Profile& profile) {
   std::string out;
@@ -73,7 +76,13 @@ struct SessionManager::Session {
 
 SessionManager::SessionManager(asio::any_io_executor executor, ShapingBackend& backend, Ledger& ledger,
                                EventBus& bus, const Config& config, Logger& log)
-    : executor_(std::move(executor)), backend_(backend), ledger_(ledger), bus_(bus), config_(config), log_(log) {}
+    : executor_(std::move(executor)),
+      backend_(backend),
+      ledger_(ledger),
+      bus_(bus),
+      config_(config),
+      log_(log),
+      ledger_timer_(executor_) {}
 
 SessionManager::~SessionManager() = default;
 
@@ -728,7 +737,8 @@ void SessionManager::start_session(Session& s) {
   s.pending = false;
 }
 
-void SessionManager::transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type) {
+void SessionManager::transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type,
+                                      LedgerWrite ledger_write) {
   if (changes.empty()) return;
   const shaper::Interface interface = changes.front().session->interface;
   std::vector<Direction> directions;
@@ -753,7 +763,8 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
   }
   // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start must
   // find it named there. A ledger that cannot be written refuses the transition before the kernel is
-  // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry.
+  // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry. A
+  // schedule's step on lanes already named waits until the kernel has it (LedgerWrite).
   const Ledger::Entries recorded = ledger_.entries();
   std::vector<LedgerEntry> entries;
   for (const auto& c : changes) {
@@ -761,7 +772,10 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
     entries.push_back(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set, s.profile_name,
                                   s.digest, c.phase});
   }
-  ledger_.record(entries);
+  const bool label_after =
+      ledger_write == LedgerWrite::kLabelAfter &&
+      std::all_of(entries.begin(), entries.end(), [&](const LedgerEntry& e) { return ledger_.names_lane(e); });
+  if (!label_after) ledger_.record(entries);
   const Stamp before = now_stamp();
   for (std::size_t i = 0; i < wanted.size(); ++i) {
     try {
@@ -778,7 +792,7 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
         }
       }
       try {
-        ledger_.restore(recorded);
+        if (!label_after) ledger_.restore(recorded);
       } catch (const std::exception& e) {
         // The file names a phase or lane the kernel refused: more than is installed, which the next
         // start tolerates (it removes what the kernel holds).
@@ -788,6 +802,10 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
     }
   }
   const Stamp acked = now_stamp();
+  if (label_after) {
+    for (const auto& e : entries) ledger_.note_phase(e);
+    flush_ledger_soon();
+  }
 
   TransitionRecord record;
   record.deadline = stamp_of(deadline);
@@ -827,6 +845,33 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
     s.phase_since = acked;
   }
   bus_.publish(std::move(e));
+}
+
+void SessionManager::flush_ledger_soon() {
+  if (ledger_flush_armed_ || !ledger_.dirty()) return;
+  ledger_flush_armed_ = true;
+  ledger_timer_.expires_after(kLedgerFlushDelay);
+  ledger_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: the manager is going away
+    ledger_flush_armed_ = false;
+    flush_ledger();
+  });
+}
+
+void SessionManager::flush_ledger() {
+  try {
+    ledger_.flush();
+    if (ledger_flush_failing_) log_.info("the ledger names the phases in force again");
+    ledger_flush_failing_ = false;
+  } catch (const std::exception& e) {
+    // The lanes the file names are still exact; only the name of the phase in force is behind. Said
+    // once, and tried again at the next step.
+    if (!ledger_flush_failing_) {
+      log_.warning(std::string("the ledger could not be rewritten with the phases in force: ") + e.what() +
+                   " (the schedules go on; after a crash the next start would name an earlier phase)");
+    }
+    ledger_flush_failing_ = true;
+  }
 }
 
 void SessionManager::arm(Session& s) {
@@ -899,7 +944,7 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
       }
       s.position = next;
       transition_group({{&s, s.schedule->steps()[next->step].phase, next->step}}, next->start,
-                       EventType::kPhaseChanged);
+                       EventType::kPhaseChanged, LedgerWrite::kLabelAfter);
     }
   } catch (const std::exception& failure) {
     // No request to answer: the failure becomes an event, and the schedule goes on (the next step may
@@ -1121,6 +1166,9 @@ void SessionManager::shutdown() {
     log_.info("removing the shaping on " + sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
     drop_interface(index, EventType::kCleared, "shutdown");
   }
+  ledger_timer_.cancel();
+  ledger_flush_armed_ = false;
+  flush_ledger();
 }
 
 void SessionManager::recover() {

@@ -228,9 +228,18 @@ class SessionManager {
   // `changes` applied, `without` left out.
   Outcome<Layout> layout_for(int index, Direction direction, const std::vector<Change>& changes,
                              const Session* without);
+  // When the ledger hears of a transition: before the kernel is touched, all or nothing (every
+  // request, every new lane), or, for a schedule's step on lanes the ledger already names, noted after
+  // the kernel took it and written by the coalescing flush (a label that cannot be written then does
+  // not stop the schedule: the lanes the file names are still exact).
+  enum class LedgerWrite { kBefore, kLabelAfter };
   // Applies several lanes' phases as one step (per direction, one backend call) and records one
   // transition; throws on a kernel failure.
-  void transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type);
+  void transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type,
+                        LedgerWrite ledger_write = LedgerWrite::kBefore);
+  // Writes the phases the ledger noted, at most one write per kLedgerFlushDelay.
+  void flush_ledger_soon();
+  void flush_ledger();
   // Removes one session's lane from the kernel (the rest of the interface stays shaped).
   void remove_lane(const Session& s);
   // `all`: every qdisc from one dump, when describing many sessions (the kernel dumps all interfaces
@@ -271,6 +280,9 @@ class SessionManager {
   // current session keeps running, and replaces it in place at its start (several hosts switch together).
   std::map<Key, std::unique_ptr<Session>> successors_;
   SessionMetrics metrics_;
+  asio::steady_timer ledger_timer_;
+  bool ledger_flush_armed_ = false;
+  bool ledger_flush_failing_ = false;  // warned once until a write works again
   std::uint64_t next_generation_ = 1;
   std::uint64_t next_sequence_ = 1;  // lanes are matched in the order they were applied
 };

@@ -88,6 +88,11 @@ void FakeBackend::fail_next(Fault at, int error_number, std::string kernel_messa
   faults_[at] = InjectedFault{error_number, std::move(kernel_message)};
 }
 
+void FakeBackend::on_shape(std::function<void(const Call&)> hook) {
+  std::lock_guard lock(mutex_);
+  on_shape_ = std::move(hook);
+}
+
 void FakeBackend::set_apply_delay(std::chrono::nanoseconds delay) {
   std::lock_guard lock(mutex_);
   apply_delay_ = delay;
@@ -229,10 +234,13 @@ void FakeBackend::shape(const shaper::Interface& interface, Direction direction,
   call.layout = layout;
   call.entered = Clock::now();
   std::chrono::nanoseconds delay;
+  std::function<void(const Call&)> hook;
   {
     std::lock_guard lock(mutex_);
     delay = apply_delay_;
+    hook = on_shape_;
   }
+  if (hook) hook(call);
   // Outside the lock: the test thread may look while "the kernel" is slow.
   if (delay > std::chrono::nanoseconds(0) && !layout.empty()) std::this_thread::sleep_for(delay);
 

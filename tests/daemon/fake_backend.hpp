@@ -12,6 +12,7 @@
 // look at the fake from the test thread.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -85,6 +86,9 @@ class FakeBackend final : public ShapingBackend {
   // Every apply() from now on takes this long before it "reaches the kernel" (a stalled kernel or
   // daemon). Zero: answers at once.
   void set_apply_delay(std::chrono::nanoseconds delay);
+  // Called on the caller's thread as each shape() reaches "the kernel", before it acts (what was
+  // written by then, e.g. the ledger, is what a kill -9 at that instant would leave).
+  void on_shape(std::function<void(const Call&)> hook);
 
   std::vector<Call> calls() const;
   std::vector<Call> calls(CallKind kind) const;
@@ -134,6 +138,7 @@ class FakeBackend final : public ShapingBackend {
   void record(Call call);
 
   mutable std::mutex mutex_;
+  std::function<void(const Call&)> on_shape_;
   std::map<int, Link> links_;
   std::vector<std::uint16_t> ssh_ports_;
   // Interfaces this process holds an egress root on (KernelBackend's map of owners), by index.

@@ -1009,5 +1009,93 @@ TEST(Sessions, TheLedgerFollowsInstallsTransitionsAndRemovals) {
   EXPECT_FALSE(std::filesystem::exists(rig.ledger.path() + ".tmp"));
 }
 
+// The phase each lane's entry in the ledger file names ("" when the file has no entry for it).
+std::string phase_in_ledger_file(const DaemonRig& rig, const std::string& interface) {
+  if (!std::filesystem::exists(rig.ledger.path())) return "";
+  const json ledger = ledger_json(rig);
+  for (const auto& e : ledger["interfaces"]) {
+    if (e["interface"] == interface) return e["phase"].get<std::string>();
+  }
+  return "";
+}
+
+TEST(Sessions, AScheduleStepReachesTheKernelBeforeTheLedgerWhichNamesItSoonAfter) {
+  // What a kill -9 would leave at each call to the kernel: for a request (apply, switch) the file
+  // already names the new phase; for a schedule's step it still names the one in force (the lane is
+  // named either way), and names the new one within the flush delay (200 ms) of the step.
+  DaemonRig rig;
+  std::vector<std::pair<std::string, std::string>> at_kernel;  // (phase sent, phase in the file)
+  rig.backend.on_shape([&](const FakeBackend::Call& call) {
+    at_kernel.emplace_back(call.spec ? phase_of(*call.spec) : "", phase_in_ledger_file(rig, "veth0"));
+  });
+  auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 1; }, kPatience));
+  ASSERT_EQ(at_kernel.size(), 2u);
+  EXPECT_EQ(at_kernel[0], (std::pair<std::string, std::string>{"a", "a"})) << "apply: recorded first";
+  EXPECT_EQ(at_kernel[1], (std::pair<std::string, std::string>{"b", "a"})) << "a step: the kernel first";
+  const auto changed_at = Clock::now();
+  ASSERT_TRUE(rig.run_until([&] { return phase_in_ledger_file(rig, "veth0") == "b"; }, kPatience));
+  EXPECT_LE(Clock::now() - changed_at, 200ms + kLateBound);
+
+  single(rig.sessions.switch_phase("veth0", "a", std::nullopt, test_peer()));
+  EXPECT_EQ(at_kernel.back(), (std::pair<std::string, std::string>{"a", "a"})) << "switch: recorded first";
+}
+
+TEST(Sessions, ScheduleStepsOnManyInterfacesShareLedgerWrites) {
+  // 20 ms steps on three interfaces: 150 steps a second. Written before each step, that was 150
+  // rewrites of the file a second; noted and flushed, it is about one per flush delay (200 ms).
+  DaemonRig rig;
+  rig.backend.add_interface("veth2", 7);
+  const auto profile = scheduled({{"a", "20ms"}, {"b", "20ms"}});
+  for (const std::string name : {"veth0", "veth1", "veth2"}) {
+    auto r = rig.request(name, profile);
+    r.schedule = true;
+    rig.apply_ok(r);
+  }
+  const std::uint64_t writes_before = rig.ledger.writes();
+  rig.run_for(1000ms);
+  const std::size_t steps = rig.count(EventType::kPhaseChanged);
+  const std::uint64_t writes = rig.ledger.writes() - writes_before;
+  EXPECT_GE(steps, 60u) << "a busy machine may delay steps, not this many";
+  EXPECT_LE(writes, 7u) << steps << " steps took " << writes << " writes of the ledger";
+  EXPECT_GE(writes, 3u) << "the file must keep up with the phases";
+  // Once the steps stop (a switch pauses every schedule), the file names the phase in force.
+  for (const std::string name : {"veth0", "veth1", "veth2"}) {
+    single(rig.sessions.switch_phase(name, "b", std::nullopt, test_peer()));
+    EXPECT_EQ(phase_in_ledger_file(rig, name), "b") << name;
+  }
+}
+
+TEST(Sessions, AScheduleGoesOnWhenTheLedgerCannotNameItsPhaseAndCatchesUpAfter) {
+  DaemonRig rig;
+  auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  std::filesystem::remove_all(rig.state.path());  // the state folder vanished
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 4; }, kPatience));
+  // Every step reached the kernel: the lane is still named in the file, only its phase is behind.
+  EXPECT_EQ(applied_phases(rig.backend), (std::vector<std::string>{"a", "b", "a", "b", "a"}));
+  EXPECT_EQ(rig.count(EventType::kError), 0u);
+  EXPECT_EQ(rig.sessions.metrics().transition_errors, 0u);
+  // Said once, not at every step.
+  const std::string log = rig.log_text();
+  const std::string warning = "the ledger could not be rewritten with the phases in force";
+  ASSERT_NE(log.find(warning), std::string::npos) << log;
+  EXPECT_EQ(log.find(warning), log.rfind(warning)) << log;
+  EXPECT_NE(log.find(rig.ledger.path()), std::string::npos) << "the warning names the file: " << log;
+
+  std::filesystem::create_directories(rig.state.path());
+  ASSERT_TRUE(rig.run_until(
+      [&] {
+        const auto now = value_of(rig.sessions.status("veth0"));
+        return !now.empty() && phase_in_ledger_file(rig, "veth0") == now[0].phase;
+      },
+      kPatience));
+  EXPECT_NE(rig.log_text().find("the ledger names the phases in force again"), std::string::npos)
+      << rig.log_text();
+}
+
 }  // namespace
 }  // namespace jitterd::testing
