@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 
 #include "profile_store.hpp"
@@ -78,6 +79,11 @@ struct Refusal {
   std::string ack;
   std::string text;
 };
+
+// For ctest's and gtest's listings (otherwise gtest prints the struct's bytes).
+void PrintTo(const Refusal& r, std::ostream* out) {
+  *out << r.text << (r.ack.empty() ? "" : " (" + r.ack + ")");
+}
 
 // "netem change (dev veth0 handle 1a7e:): Device or resource busy: <ack>": the engine's form.
 std::string engine_message(const std::string& operation, const std::string& device,
