@@ -99,7 +99,7 @@ std::optional<Trace> load_trace(const std::string& path, const ParseOptions& opt
 
 std::optional<Profile> load_profile(const std::string& path) {
   const ProfileLoad load = load_profile_file(path);
-  for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
+  for (const auto& d : load.diagnostics) std::cerr << d.in_file(path) << '\n';
   return load.profile;
 }
 
@@ -257,7 +257,7 @@ int inspect_command(const std::vector<std::string>& raw) {
     }
     if (path.empty()) throw UsageError("usage: jitterctl inspect PROFILE [--json]");
     const ProfileLoad load = load_profile_file(path);
-    for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
+    for (const auto& d : load.diagnostics) std::cerr << d.in_file(path) << '\n';
     if (!load.profile) return kExitBadInput;
     const Profile& p = *load.profile;
     if (json) {

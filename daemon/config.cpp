@@ -120,7 +120,7 @@ ConfigLoad parse_config(std::string_view text) {
       }
     }
     load.diagnostics.push_back(
-        {"line " + std::to_string(line) + ", column " + std::to_string(column), "not valid JSON: " + why});
+        {shaper::line_column_where(line, column), "not valid JSON: " + why});
     return load;
   }
   JsonReader r(load.diagnostics);

@@ -118,7 +118,7 @@ int run(const Options& options) {
     return 4;
   }
   if (!load.config) {
-    for (const auto& d : load.diagnostics) std::cerr << options.config << ": " << d.to_string() << '\n';
+    for (const auto& d : load.diagnostics) std::cerr << d.in_file(options.config) << '\n';
     return 3;
   }
   jitterd::Config config = *load.config;

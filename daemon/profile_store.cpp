@@ -29,7 +29,7 @@ std::optional<StoredProfile> load_file(const std::string& name, const fs::path& 
     return std::nullopt;
   }
   if (!load.profile) {
-    *error = file.string() + ": " + shaper::to_string(load.diagnostics);
+    *error = shaper::to_string(load.diagnostics, file.string());
     return std::nullopt;
   }
   return StoredProfile{name, file.string(), std::make_shared<const shaper::Profile>(std::move(*load.profile)),

@@ -557,7 +557,7 @@ ProfileLoad parse_profile(std::string_view text) {
     std::string message = e.what();
     // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line L, column C: ".
     if (auto pos = message.find(": "); pos != std::string::npos) message = message.substr(pos + 2);
-    out.push_back({"line " + std::to_string(line) + ", column " + std::to_string(column), "invalid JSON: " + message});
+    out.push_back({line_column_where(line, column), "invalid JSON: " + message});
     return result;
   } catch (const json::exception& e) {
     // Numbers beyond double's range ("1e999") are out_of_range, not parse_error (found by fuzz_profile).

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "shaper/diagnostics.hpp"
 
@@ -46,6 +47,31 @@ std::string to_string(const Diagnostics& diagnostics) {
     out += d.to_string();
   }
   return out;
+}
+
+std::string to_string(const Diagnostics& diagnostics, const std::string& file) {
+  std::string out;
+  for (const auto& d : diagnostics) {
+    if (!out.empty()) out += '\n';
+    out += d.in_file(file);
+  }
+  return out;
+}
+
+std::string line_column_where(std::size_t line, std::size_t column) {
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
+std::string Diagnostic::in_file(const std::string& file) const {
+  const auto colon = where.find(':');
+  const auto digits = [](std::string_view s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  const std::string_view w = where;
+  if (colon != std::string::npos && digits(w.substr(0, colon)) && digits(w.substr(colon + 1))) {
+    return file + ":" + where + ": " + message;
+  }
+  return file + ": " + to_string();
 }
 
 }  // namespace shaper

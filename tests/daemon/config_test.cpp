@@ -194,7 +194,7 @@ TEST(Config, ASyntaxErrorGivesTheLineAndColumnOfTheOffendingCharacter) {
   // Line 3 is `  "state_dir": ,`: the stray comma is its 16th character.
   const auto load = parse_config("{\n  \"allow_force\": true,\n  \"state_dir\": ,\n}\n");
   ASSERT_EQ(load.diagnostics.size(), 1u);
-  EXPECT_EQ(load.diagnostics[0].where, "line 3, column 16");
+  EXPECT_EQ(load.diagnostics[0].where, "3:16");
   EXPECT_NE(load.diagnostics[0].message.find("not valid JSON"), std::string::npos)
       << load.diagnostics[0].message;
   EXPECT_FALSE(load.config);
@@ -204,7 +204,7 @@ TEST(Config, ASyntaxErrorOnTheFirstLine) {
   // `{"a" 1}`: the 1 where a colon belongs is the 6th character.
   const auto load = parse_config("{\"a\" 1}");
   ASSERT_EQ(load.diagnostics.size(), 1u);
-  EXPECT_EQ(load.diagnostics[0].where, "line 1, column 6");
+  EXPECT_EQ(load.diagnostics[0].where, "1:6");
 }
 
 TEST(Config, InterfaceAllowedGlobs) {

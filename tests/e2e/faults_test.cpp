@@ -412,7 +412,7 @@ TEST_F(E2eFaults, AConfigThatIsNotJsonIsNamedWithItsLine) {
       "bad.json", "{\n  \"socket\": {\"path\": \"" + bed().daemon.socket() +
                       "\"},\n  \"state_dir\": ,\n  \"interfaces\": {\"allow\": [\"jta\"]}\n}\n");
   const Completed run = run_jitterd({}, config);
-  expect_refused(run, kExitConfig, {config + ": line 3, column 16: not valid JSON"});
+  expect_refused(run, kExitConfig, {config + ":3:16: not valid JSON"});
   EXPECT_FALSE(exists(bed().daemon.socket()));
   EXPECT_FALSE(exists(state_dir()));
   expect_unshaped();

@@ -177,7 +177,7 @@ TEST(Profile, NumbersBeyondDoubleAreAnErrorNotACrash) {
 TEST(Profile, SyntaxErrorsGiveLineAndColumn) {
   const auto load = parse_profile("{\n  \"version\": 1,\n  \"name\": \"x\",,\n}");
   ASSERT_EQ(load.diagnostics.size(), 1u);
-  EXPECT_EQ(load.diagnostics[0].where, "line 3, column 15");
+  EXPECT_EQ(load.diagnostics[0].where, "3:15");
   EXPECT_EQ(load.diagnostics[0].message.rfind("invalid JSON: ", 0), 0u) << load.diagnostics[0].message;
 }
 

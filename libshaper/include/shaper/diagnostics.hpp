@@ -3,6 +3,7 @@
 // never as exceptions: the caller decides whether one bad value is fatal. Each diagnostic says where
 // (a file:line:column, a JSON pointer, a field path), what is wrong, and how to fix it.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ struct Diagnostic {
   std::string message;  // what is wrong, with the allowed range and a fix where one exists
 
   std::string to_string() const { return where.empty() ? message : where + ": " + message; }
+  // With the file it came from: "config.json:3:16: message" when `where` is a line:column (the form
+  // editors and compilers use), "profile.json: /phases/0/delay: message" otherwise.
+  std::string in_file(const std::string& file) const;
   friend bool operator==(const Diagnostic&, const Diagnostic&) = default;
 };
 
@@ -20,5 +24,10 @@ using Diagnostics = std::vector<Diagnostic>;
 
 // Joins diagnostics one per line, for messages shown to people.
 std::string to_string(const Diagnostics& diagnostics);
+// The same, each line with its file (Diagnostic::in_file).
+std::string to_string(const Diagnostics& diagnostics, const std::string& file);
+
+// The `where` of a position in a text: "3:16" (line and column from 1), for Diagnostic::in_file.
+std::string line_column_where(std::size_t line, std::size_t column);
 
 }  // namespace shaper
