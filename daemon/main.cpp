@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   try {
     return run(*options);
   } catch (const shaper::NetlinkError& e) {
-    std::cerr << "jitterd: " << e.what() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
+    std::cerr << "jitterd: " << e.without_hint() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
   } catch (const shaper::SystemError& e) {
     std::cerr << "jitterd: " << e.what() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
   } catch (const std::exception& e) {

@@ -728,12 +728,7 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
     }
   } catch (const shaper::NetlinkError& e) {
     // what() ends with the hint; the reply carries it in its own member.
-    std::string message = e.what();
-    if (!e.hint().empty() && message.ends_with(e.hint())) {
-      message.resize(message.size() - e.hint().size());
-      while (!message.empty() && (message.back() == ' ' || message.back() == '.')) message.pop_back();
-    }
-    return fail({"kernel-error", message, "", e.hint()});
+    return fail({"kernel-error", e.without_hint(), "", e.hint()});
   } catch (const shaper::OwnershipError& e) {
     return fail({"conflict", e.what(), "", ""});
   } catch (const shaper::SystemError& e) {

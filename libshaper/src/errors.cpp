@@ -45,6 +45,10 @@ NetlinkError::NetlinkError(std::string operation, std::string object, int error_
       kernel_message_(std::move(kernel_message)),
       hint_(std::move(hint)) {}
 
+std::string NetlinkError::without_hint() const {
+  return what_for(operation_, object_, netlink_cause(errno_, kernel_message_, {}));
+}
+
 NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& part, const std::string& modules) {
   if (!e.hint().empty() || (e.error_number() != ENOENT && e.error_number() != EOPNOTSUPP)) return e;
   const std::string& m = e.kernel_message();

@@ -34,6 +34,10 @@ TEST(Errors, NetlinkErrorAppendsTheHint) {
   EXPECT_STREQ(e.what(),
                "netem install (dev lo handle 1a7e:): No such file or directory: Error: Specified qdisc "
                "kind is unknown. load it");
+  // For whoever shows the hint on its own line or member (jitterd's main, the protocol's replies).
+  EXPECT_EQ(e.without_hint(),
+            "netem install (dev lo handle 1a7e:): No such file or directory: Error: Specified qdisc kind is unknown.");
+  EXPECT_EQ(NetlinkError("a", "b", EBUSY, "").without_hint(), "a (b): Device or resource busy");
 }
 
 TEST(Errors, MissingKernelPartGetsTheModuleToLoad) {

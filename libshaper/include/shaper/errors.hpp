@@ -39,6 +39,8 @@ class NetlinkError : public std::runtime_error {
   int error_number() const { return errno_; }
   const std::string& kernel_message() const { return kernel_message_; }
   const std::string& hint() const { return hint_; }
+  // what() without the hint, for whoever shows the hint on its own (a reply's member, a "hint:" line).
+  std::string without_hint() const;
 
  private:
   std::string operation_;
