@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "namespace_claim.hpp"
 #include "shaper/errors.hpp"
 
 namespace jitterd {
@@ -43,15 +44,6 @@ std::string state_folder_hint(int error, const std::string& state_dir) {
   return fix +
          ", or set state_dir in the config (or --state-dir) to a folder jitterd can write. jitterd changes no "
          "shaping it cannot record there: the next start reads the ledger to remove what a crash left";
-}
-
-// " (pid 1234, jitterd)", or " (pid 1234)" when /proc does not say; "" for no pid.
-std::string describe_pid(pid_t pid) {
-  if (pid <= 0) return "";
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(comm, name);
-  return " (pid " + std::to_string(pid) + (name.empty() ? "" : ", " + name) + ")";
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "events.hpp"
 #include "kernel_backend.hpp"
 #include "ledger.hpp"
+#include "namespace_claim.hpp"
 #include "logger.hpp"
 #include "netlink_monitor.hpp"
 #include "profile_store.hpp"
@@ -164,6 +165,11 @@ int run(const Options& options) {
   // path, for the same reason: a jitterd listening there with another state folder keeps its qdiscs.
   const auto state_lock = jitterd::StateFolderLock::acquire(config.state_dir);
   if (handed.empty()) jitterd::free_socket_path(config.socket.path);
+  // And any other jitterd in this network namespace, whatever its folder and socket: its qdiscs carry
+  // the same handle, which recovery would take for leftovers.
+  std::string claim_warning;
+  const auto namespace_claim = jitterd::NamespaceClaim::acquire(&claim_warning);
+  if (!claim_warning.empty()) log.warning(claim_warning);
   jitterd::asio::io_context io(1);
   jitterd::KernelBackend backend;
   jitterd::Ledger ledger(config.state_dir);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "framing.hpp"
+#include "namespace_claim.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 
@@ -346,12 +347,7 @@ void free_socket_path(const std::string& path) {
     ucred cred{};
     socklen_t len = sizeof cred;
     std::string who;
-    if (::getsockopt(probe.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) {
-      std::ifstream comm("/proc/" + std::to_string(cred.pid) + "/comm");
-      std::string name;
-      std::getline(comm, name);
-      who = " (pid " + std::to_string(cred.pid) + (name.empty() ? "" : ", " + name) + ")";
-    }
+    if (::getsockopt(probe.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) who = describe_pid(cred.pid);
     throw shaper::SystemError(
         "bind control socket", path + " (another jitterd is listening there" + who + ")", EADDRINUSE,
         "only one jitterd may use a socket (and a state folder): stop the other one first (" +

@@ -518,6 +518,64 @@ TEST_F(E2eFaults, ASecondJitterdRefusesNamingTheFirstWhichKeepsWorking) {
   EXPECT_NEAR(netem_delay_by_tc(), 0.005, 2e-6);
 }
 
+TEST_F(E2eFaults, ASecondJitterdWithAFolderAndSocketOfItsOwnRefusesInTheSameNamespace) {
+  bed().daemon.start();
+  expect_ok({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high"});
+  const std::string first = std::to_string(bed().daemon.pid());
+  // Nothing shared with the first but the network namespace: its recovery would have taken the
+  // first one's qdisc (handle 1a7e:) for a crash's leftover.
+  Json other = jitterd_e2e::parse_json(jitterd_e2e::read_file(bed().daemon.config_path()));
+  other["state_dir"] = bed().dir.file("state-other");
+  other["socket"]["path"] = bed().dir.file("other.sock");
+  const std::string config = bed().dir.write("other.json", other.dump(2) + "\n");
+  const Completed second = run_jitterd({}, config);
+  expect_refused(second, kExitEnvironment,
+                 {"another jitterd (pid " + first + ", jitterd) runs in this network namespace (@jitterd/netns)",
+                  "hint: one jitterd per network namespace", "(kill " + first});
+  EXPECT_FALSE(std::filesystem::exists(bed().dir.file("other.sock")));
+  EXPECT_EQ(phase_of_jta(), "high");
+  EXPECT_NEAR(netem_delay_by_tc(), 0.050, 2e-6);
+  ASSERT_EQ(bed().ledger().at("interfaces").size(), 1u) << bed().ledger().dump();
+
+  // Once the first has gone, the name is free (the kernel drops it with the process, even after
+  // kill -9) and the other config starts.
+  bed().daemon.kill_hard();
+  Process started = Process::spawn({jitterd_e2e::jitterd_binary(), "--config", config},
+                                   SpawnOptions{bed().daemon.netns(), std::nullopt, bed().dir.file("logs/other.log")});
+  const auto deadline = Clock::now() + kRefusalTimeout;
+  while (started.running() && !std::filesystem::exists(bed().dir.file("other.sock")) && Clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(started.running()) << jitterd_e2e::read_file(bed().dir.file("logs/other.log"));
+  started.signal(SIGTERM);
+  EXPECT_EQ(started.wait(20s).value_or(-1), 0) << jitterd_e2e::read_file(bed().dir.file("logs/other.log"));
+  expect_unshaped();  // its recovery removed what the killed one left
+}
+
+TEST_F(E2eFaults, AnotherUserHoldingTheNamespaceNameCannotKeepJitterdFromStarting) {
+  // Any user may bind an abstract name; one that is not root (nor jitterd's user) is not a jitterd.
+  Process squatter = Process::spawn(
+      {"/usr/bin/python3", "-c",
+       "import socket, time\n"
+       "s = socket.socket(socket.AF_UNIX)\n"
+       "s.bind('\\0jitterd/netns')\n"
+       "s.listen()\n"
+       "print('bound', flush=True)\n"
+       "time.sleep(120)\n"},
+      SpawnOptions{bed().daemon.netns(), Credentials{kNobody, kNogroup, {}}, bed().dir.file("logs/squatter.log")});
+  const auto deadline = Clock::now() + kRefusalTimeout;
+  while (!contains(jitterd_e2e::read_file(bed().dir.file("logs/squatter.log")), "bound") && squatter.running() &&
+         Clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(squatter.running()) << jitterd_e2e::read_file(bed().dir.file("logs/squatter.log"));
+  bed().daemon.start();
+  expect_ok({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high"});
+  EXPECT_TRUE(contains(bed().daemon.log(), "@jitterd/netns is held by uid 65534 (pid " +
+                                               std::to_string(squatter.pid())))
+      << bed().daemon.log();
+  squatter.signal(SIGKILL);
+  squatter.wait(5s);
+}
+
 TEST_F(E2eFaults, TwoJitterdsStartedAtOnceOneRunsAndTheOtherRefusesNamingIt) {
   const auto racer = [&](int n) {
     return Process::spawn({jitterd_e2e::jitterd_binary(), "--config", bed().daemon.config_path()},
