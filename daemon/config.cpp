@@ -110,17 +110,7 @@ ConfigLoad parse_config(std::string_view text) {
   if (j.is_discarded()) {
     std::size_t byte = 0;
     const std::string why = shaper::json_syntax_error(text, &byte);
-    std::size_t line = 1, column = 1;
-    for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    load.diagnostics.push_back(
-        {shaper::line_column_where(line, column), "not valid JSON: " + why});
+    load.diagnostics.push_back({shaper::json_error_where(text, byte), "not valid JSON: " + why});
     return load;
   }
   JsonReader r(load.diagnostics);

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "namespace_claim.hpp"
 #include "shaper/errors.hpp"
+#include "unix_peer.hpp"
 
 namespace jitterd {
 namespace {

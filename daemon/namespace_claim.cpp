@@ -1,25 +1,15 @@
 #include "namespace_claim.hpp"
 
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 
 #include "shaper/errors.hpp"
+#include "unix_peer.hpp"
 
 namespace jitterd {
-
-std::string describe_pid(pid_t pid) {
-  if (pid <= 0) return "";
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(comm, name);
-  return " (pid " + std::to_string(pid) + (name.empty() ? "" : ", " + name) + ")";
-}
 
 NamespaceClaim NamespaceClaim::acquire(std::string* warning) {
   sockaddr_un address{};
@@ -40,12 +30,7 @@ NamespaceClaim NamespaceClaim::acquire(std::string* warning) {
   if (error != EADDRINUSE) {
     throw shaper::SystemError("claim the network namespace (bind)", object, error);
   }
-  ucred cred{};
-  const shaper::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (probe && (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), size) == 0 || errno == EAGAIN)) {
-    socklen_t cred_size = sizeof cred;
-    if (::getsockopt(probe.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_size) != 0) cred = ucred{};
-  }
+  const ucred cred = probe_listener(address, size, object).listener;
   const pid_t holder = cred.pid;
   if (holder > 0 && cred.uid != 0 && cred.uid != ::geteuid()) {
     if (warning) {

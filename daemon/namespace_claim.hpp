@@ -8,16 +8,11 @@
 // Any user may bind an abstract name, so a holder that is neither root nor jitterd's own user cannot
 // stop jitterd from starting: the check is skipped with a warning instead.
 
-#include <sys/types.h>
-
 #include <string>
 
 #include "shaper/files.hpp"
 
 namespace jitterd {
-
-// " (pid 1234, jitterd)", or " (pid 1234)" when /proc does not say; "" for no pid.
-std::string describe_pid(pid_t pid);
 
 class NamespaceClaim {
  public:

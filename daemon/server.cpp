@@ -12,14 +12,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
-#include <fstream>
 #include <string_view>
 #include <vector>
 
 #include "framing.hpp"
-#include "namespace_claim.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
+#include "unix_peer.hpp"
 
 namespace jitterd {
 
@@ -74,8 +73,7 @@ Peer peer_of(int fd, std::vector<std::uint32_t>* groups) {
     list.resize(size / sizeof(gid_t) + 1);
   }
   groups->assign(list.begin(), list.end());
-  std::ifstream comm("/proc/" + std::to_string(cred.pid) + "/comm");
-  std::getline(comm, peer.command);
+  peer.command = process_name(cred.pid);
   return peer;
 }
 
@@ -338,23 +336,16 @@ void free_socket_path(const std::string& path) {
     throw shaper::SystemError("bind control socket", path, ENAMETOOLONG, "socket paths hold at most 107 bytes");
   }
   std::copy(path.begin(), path.end(), address.sun_path);
-  const shaper::UniqueFd probe(
-      static_cast<int>(check_syscall(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
-                                     "socket AF_UNIX", "probe of " + path)));
-  if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 ||
-      errno == EAGAIN) {
-    // The listener's pid: SO_PEERCRED of a connected client names the process that called listen().
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    std::string who;
-    if (::getsockopt(probe.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) who = describe_pid(cred.pid);
+  const ListenerProbe probe = probe_listener(address, sizeof address, path);
+  if (probe.listening) {
+    const pid_t pid = probe.listener.pid;
     throw shaper::SystemError(
-        "bind control socket", path + " (another jitterd is listening there" + who + ")", EADDRINUSE,
+        "bind control socket", path + " (another jitterd is listening there" + describe_pid(pid) + ")", EADDRINUSE,
         "only one jitterd may use a socket (and a state folder): stop the other one first (" +
-            (cred.pid > 0 ? "kill " + std::to_string(cred.pid) + ", or " : std::string()) +
+            (pid > 0 ? "kill " + std::to_string(pid) + ", or " : std::string()) +
             "systemctl stop jitterd), or give this one a socket.path and state_dir of its own");
   }
-  const int error = errno;
+  const int error = probe.error;
   if (error == ENOENT) return;  // removed meanwhile
   if (error != ECONNREFUSED) {
     throw shaper::SystemError("probe control socket", path, error,

@@ -765,7 +765,6 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
   // find it named there. A ledger that cannot be written refuses the transition before the kernel is
   // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry. A
   // schedule's step on lanes already named waits until the kernel has it (LedgerWrite).
-  const Ledger::Entries recorded = ledger_.entries();
   std::vector<LedgerEntry> entries;
   for (const auto& c : changes) {
     const Session& s = *c.session;
@@ -775,7 +774,13 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
   const bool label_after =
       ledger_write == LedgerWrite::kLabelAfter &&
       std::all_of(entries.begin(), entries.end(), [&](const LedgerEntry& e) { return ledger_.names_lane(e); });
-  if (!label_after) ledger_.record(entries);
+  // What to put back if the kernel refuses (a copy of every entry: only where the ledger is written
+  // first, never on a schedule's step).
+  std::optional<Ledger::Entries> recorded;
+  if (!label_after) {
+    recorded = ledger_.entries();
+    ledger_.record(entries);
+  }
   const Stamp before = now_stamp();
   for (std::size_t i = 0; i < wanted.size(); ++i) {
     try {
@@ -792,7 +797,7 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
         }
       }
       try {
-        if (!label_after) ledger_.restore(recorded);
+        if (recorded) ledger_.restore(std::move(*recorded));
       } catch (const std::exception& e) {
         // The file names a phase or lane the kernel refused: more than is installed, which the next
         // start tolerates (it removes what the kernel holds).

@@ -401,19 +401,6 @@ json profile_json_without_digest(const Profile& p) {
   return j;
 }
 
-std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t byte) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
 }  // namespace
 
 const Phase* Profile::find_phase(std::string_view phase_name) const {
@@ -553,11 +540,10 @@ ProfileLoad parse_profile(std::string_view text) {
   try {
     j = json::parse(text.begin(), text.end(), callback);
   } catch (const json::parse_error& e) {
-    const auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
     std::string message = e.what();
     // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line L, column C: ".
     if (auto pos = message.find(": "); pos != std::string::npos) message = message.substr(pos + 2);
-    out.push_back({line_column_where(line, column), "invalid JSON: " + message});
+    out.push_back({json_error_where(text, e.byte), "invalid JSON: " + message});
     return result;
   } catch (const json::exception& e) {
     // Numbers beyond double's range ("1e999") are out_of_range, not parse_error (found by fuzz_profile).

@@ -40,25 +40,25 @@ std::string format_probability(Probability p) {
   return buf;
 }
 
-std::string to_string(const Diagnostics& diagnostics) {
-  std::string out;
-  for (const auto& d : diagnostics) {
-    if (!out.empty()) out += '\n';
-    out += d.to_string();
-  }
-  return out;
-}
-
 std::string to_string(const Diagnostics& diagnostics, const std::string& file) {
   std::string out;
   for (const auto& d : diagnostics) {
     if (!out.empty()) out += '\n';
-    out += d.in_file(file);
+    out += file.empty() ? d.to_string() : d.in_file(file);
   }
   return out;
 }
 
-std::string line_column_where(std::size_t line, std::size_t column) {
+std::string json_error_where(std::string_view text, std::size_t byte) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
   return std::to_string(line) + ":" + std::to_string(column);
 }
 

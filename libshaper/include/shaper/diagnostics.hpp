@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shaper {
@@ -22,12 +23,12 @@ struct Diagnostic {
 
 using Diagnostics = std::vector<Diagnostic>;
 
-// Joins diagnostics one per line, for messages shown to people.
-std::string to_string(const Diagnostics& diagnostics);
-// The same, each line with its file (Diagnostic::in_file).
-std::string to_string(const Diagnostics& diagnostics, const std::string& file);
+// Joins diagnostics one per line, for messages shown to people; with `file`, each line names it
+// (Diagnostic::in_file).
+std::string to_string(const Diagnostics& diagnostics, const std::string& file = {});
 
-// The `where` of a position in a text: "3:16" (line and column from 1), for Diagnostic::in_file.
-std::string line_column_where(std::size_t line, std::size_t column);
+// The `where` of a JSON syntax error, "3:16" (line and column from 1, for Diagnostic::in_file), from
+// nlohmann's byte count: the error is at the `byte`-th byte of `text` (1-based; 0 is the start).
+std::string json_error_where(std::string_view text, std::size_t byte);
 
 }  // namespace shaper
