@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "shaper/errors.hpp"
@@ -852,6 +853,31 @@ TEST(Sessions, MissedDeadlinesAreEachReportedNoneSkippedSilently) {
   EXPECT_EQ(rig.sessions.metrics().missed_deadlines, rig.count(EventType::kDeadlineMissed));
   EXPECT_EQ(value_of(rig.sessions.status("veth0"))[0].missed,
             rig.count(EventType::kDeadlineMissed));
+}
+
+TEST(Sessions, StepsMissedInOneCatchUpAreOneLogLineButEachAnEvent) {
+  // A change that takes 150 ms under 20 ms steps: each catch-up finds several windows passed. Every
+  // step is an event; the log has one line per catch-up, whose counts add up to the events.
+  DaemonRig rig;
+  rig.backend.set_apply_delay(150ms);
+  auto r = rig.request("veth0", scheduled({{"a", "20ms"}, {"b", "20ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 2; }, kPatience));
+  rig.backend.set_apply_delay(0ns);
+
+  const std::string log = rig.log_text();
+  const std::regex line(R"(missed the deadlines? of (?:(\d+) steps|step \d+) on veth0)");
+  std::size_t lines = 0;
+  std::size_t reported = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+    ++lines;
+    reported += (*it)[1].matched ? std::stoul((*it)[1].str()) : 1;
+  }
+  EXPECT_EQ(reported, rig.count(EventType::kDeadlineMissed)) << log;
+  EXPECT_GE(rig.count(EventType::kDeadlineMissed), 4u);
+  EXPECT_LT(lines, rig.count(EventType::kDeadlineMissed)) << log;
+  EXPECT_NE(log.find("steps on veth0, the first (step "), std::string::npos) << log;
 }
 
 // ---------------------------------------------------------------------------------------------
