@@ -931,9 +931,8 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
       // Steps whose whole window has passed (the daemon was stalled, the machine suspended): each one
       // is reported, none silently skipped, and the step in force now is applied. The log says it
       // once per catch-up: a stall of a minute under 1 ms steps is 60 000 events, not 60 000 lines.
+      const auto first = next;  // the first step missed, if the loop below runs at all
       std::uint64_t missed_now = 0;
-      std::size_t first_missed = 0;
-      Nanoseconds first_lateness{};
       while (next && next->end <= now) {
         ++s.missed;
         ++metrics_.missed_deadlines;
@@ -943,19 +942,16 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
         e.deadline = stamp_of(next->start);
         e.lateness = now - next->start;
         bus_.publish(std::move(e));
-        if (missed_now++ == 0) {
-          first_missed = next->step;
-          first_lateness = now - next->start;
-        }
+        ++missed_now;
         next = s.schedule->next(*next);
       }
       if (missed_now == 1) {
-        log_.warning("missed the deadline of step " + std::to_string(first_missed) + " on " + s.label() +
-                     " by " + shaper::format_duration(first_lateness));
+        log_.warning("missed the deadline of step " + std::to_string(first->step) + " on " + s.label() +
+                     " by " + shaper::format_duration(now - first->start));
       } else if (missed_now > 1) {
         log_.warning("missed the deadlines of " + std::to_string(missed_now) + " steps on " + s.label() +
-                     ", the first (step " + std::to_string(first_missed) + ") by " +
-                     shaper::format_duration(first_lateness) + " (each is a deadline-missed event)");
+                     ", the first (step " + std::to_string(first->step) + ") by " +
+                     shaper::format_duration(now - first->start) + " (each is a deadline-missed event)");
       }
       if (!next) {
         end_session(key, EventType::kCleared, "schedule-finished", true);

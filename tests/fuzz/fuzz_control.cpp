@@ -168,8 +168,8 @@ struct Daemon {
     backend.set_ssh_ports({22, 2222});
   }
 
-  // At most kMaxHandlers: a loop of 1 ms steps whose every step takes longer than 1 ms (-O0 with
-  // sanitizers: the smoke's build) always has the next one due, and poll() would never return.
+  // At most kMaxHandlers: a loop of 1 ms steps whose every step takes longer than 1 ms (a build at
+  // -O0 with sanitizers) always has the next one due, and poll() would never return.
   void run_ready() {
     static constexpr int kMaxHandlers = 16;
     io.restart();
