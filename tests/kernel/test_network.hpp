@@ -40,8 +40,8 @@ class NetnsGuard {
   int previous_fd_;
 };
 
-// Namespaces "<prefix>a" and "<prefix>b"; veth "jta" (in a, 198.18.0.1/24) and "jtb" (in b,
-// 198.18.0.2/24). 198.18.0.0/15 is RFC 2544's benchmarking range: never routed anywhere.
+// Namespaces "<prefix>a" and "<prefix>b"; veth "jta" (in a, 198.18.0.1/24, kMacA) and "jtb" (in b,
+// 198.18.0.2/24, kMacB); IPv6 off in both. 198.18.0.0/15 is RFC 2544's benchmarking range: never routed anywhere.
 // Neighbour entries are permanent so that ARP, which netem would also delay and drop, plays no part.
 class VethPair {
  public:
@@ -56,6 +56,8 @@ class VethPair {
   static constexpr const char* kDevB = "jtb";
   static constexpr const char* kAddrA = "198.18.0.1";
   static constexpr const char* kAddrB = "198.18.0.2";
+  static constexpr const char* kMacA = "02:6a:74:00:00:0a";
+  static constexpr const char* kMacB = "02:6a:74:00:00:0b";
 
  private:
   std::string ns_a_;
