@@ -27,9 +27,6 @@ using json = nlohmann::json;
 using Call = FakeBackend::CallKind;
 using Fault = FakeBackend::Fault;
 
-// How long a test waits for a timer-driven transition (steps are 100 ms; the machine is shared).
-constexpr auto kPatience = 3000ms;
-
 // A dispatcher over a rig, with a profile folder: "held" (phases a, b, c; no schedule), "looped"
 // (a then b, 10 s each: nothing moves by itself while a test looks) and "fast" (a then b, 100 ms
 // each).

@@ -391,9 +391,10 @@ TEST(ShippedProfiles, SwitchBufferBimodalDrawsFiveExactDelaysWithExactMasses) {
       {2ms, 40}, {5ms, 35}, {12ms, 15}, {28ms, 8}, {55ms, 2}};
   ASSERT_EQ(spec.delay.distribution->size(), 100u);
   for (const auto& [delay, entries] : levels) {
+    const std::int64_t want = delay.count();  // (clang 14 cannot capture a structured binding)
     const auto n = std::count_if(spec.delay.distribution->begin(), spec.delay.distribution->end(), [&](auto t) {
       return netem_table_delay_ns(spec.delay.latency.count(), static_cast<std::int32_t>(spec.delay.jitter.count()),
-                                  t) == delay.count();
+                                  t) == want;
     });
     EXPECT_EQ(static_cast<std::size_t>(n), entries) << ms(delay) << " ms";
   }
