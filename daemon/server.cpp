@@ -46,6 +46,17 @@ constexpr std::size_t kFirstReadBytes = 1024;
 // client and schedule, for 0.8 s: tests/bench/load_clients --garbage-kind wide); up to 16 KiB it is
 // under 2 ms, less than the hand-over to the helper and back is worth.
 constexpr std::size_t kReadOnLoopBytes = 16 * 1024;
+// A connection answers the requests it has read one after another for up to this long, then lets
+// the io_context run everything else that is due (the schedules' timers, the other connections)
+// before it goes on. Short requests (~10 us each) are answered several to a turn and their replies
+// leave together; one that takes longer (an apply) ends its turn by itself. A longer budget gives a
+// client that floods jitterd a larger share of a busy loop (200 us: the others' median latency 13x
+// calm beside a garbage stream, 50 us: 4.5x; docs/benchmarks.md, "A whole gigabyte").
+constexpr auto kTurnBudget = std::chrono::microseconds(50);
+// The most one write to a client carries: the queued lines are sent together up to this size (at
+// least one line, whatever its length). One system call per reply was a fifth of the daemon's time
+// under a client streaming garbage lines (tests/bench/load_clients --hostile).
+constexpr std::size_t kWriteBatchBytes = 64 * 1024;
 // The helper thread's nice value (Linux: per thread). Where CPUs are short (a client streaming long
 // lines keeps the helper busy), the loop, with every schedule and every other client, comes first:
 // nice 10 weighs a tenth of nice 0. Raising it needs no privilege.
@@ -160,6 +171,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     auto self = shared_from_this();
     RequestFramer framer(server_.config_.limits.max_request_bytes);
     std::vector<char> chunk(kFirstReadBytes);
+    MonotonicTime turn_start = MonotonicClock::now();
     while (!closed_) {
       const RequestFramer::Next next = framer.next();
       if (next.status == RequestFramer::Status::kNeedMore) {
@@ -189,6 +201,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         if (n == chunk.size() && chunk.size() < kReadChunkBytes) {
           chunk.resize(std::min(2 * chunk.size(), kReadChunkBytes));
         }
+        turn_start = MonotonicClock::now();  // the read was a turn of its own
         continue;
       }
       if (next.status == RequestFramer::Status::kTooLarge) {
@@ -209,6 +222,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
             [line]() -> asio::awaitable<ReadRequest> { co_return Dispatcher::read(line); },
             asio::use_awaitable);
         if (closed_ || close_after_write_) co_return;  // closing meanwhile: nothing more is answered
+        turn_start = MonotonicClock::now();  // the wait for the helper was a turn of its own
         reply = server_.dispatcher_.handle(read, peer_, authorized_);
         // Taking a large document apart takes long too: the helper does it.
         asio::post(server_.reader_, [document = std::move(read)] {});
@@ -220,11 +234,13 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
           if (auto c = weak.lock(); c && filter.matches(e)) c->send(Dispatcher::event_line(e));
         });
       }
-      // One request per turn of the io_context, as when each line was a read of its own: a client
-      // that sends many requests at once holds up neither the schedules' timers nor the other
-      // connections.
-      co_await asio::post(socket_.get_executor(), asio::use_awaitable);
-      if (closed_ || close_after_write_) co_return;
+      // A client that sends many requests at once holds up neither the schedules' timers nor the
+      // other connections for longer than kTurnBudget.
+      if (MonotonicClock::now() - turn_start >= kTurnBudget) {
+        co_await asio::post(socket_.get_executor(), asio::use_awaitable);
+        if (closed_ || close_after_write_) co_return;
+        turn_start = MonotonicClock::now();
+      }
     }
   }
 
@@ -248,11 +264,16 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
       if (closed_) co_return;
-      std::string line = std::move(outgoing_.front());
+      std::string batch = std::move(outgoing_.front());
       outgoing_.pop_front();
-      line += '\n';
+      batch += '\n';
+      while (!outgoing_.empty() && batch.size() + outgoing_.front().size() < kWriteBatchBytes) {
+        batch += outgoing_.front();
+        batch += '\n';
+        outgoing_.pop_front();
+      }
       boost::system::error_code ec;
-      co_await asio::async_write(socket_, asio::buffer(line), asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_write(socket_, asio::buffer(batch), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         close();
         co_return;

@@ -470,6 +470,9 @@ struct Options {
   double stall_ms = 100;
   bool hostile = false;
   std::uint64_t garbage_bytes = std::uint64_t{1} << 30;
+  // The hostile phase goes on past duration_s, the well-behaved load with it, until the garbage
+  // client has sent all of garbage_bytes (at most ten times duration_s).
+  bool garbage_whole = false;
   GarbageKind garbage_kind = GarbageKind::kRandom;
   std::string garbage_kind_name = "random";
   // jitterd's default limits.max_request_bytes is 9 MiB; a nested line just under it is parsed.
@@ -569,9 +572,11 @@ class Load {
     Phase phase;
     phase.name = name;
     phase.hostile = hostile;
-    const auto total =
+    const auto per_duration =
         static_cast<std::uint64_t>(std::llround(options_.rate * options_.duration_s));
-    phase.scheduled = total;
+    std::uint64_t total = per_duration;
+    const std::uint64_t most = hostile && options_.garbage_whole ? 10 * per_duration : per_duration;
+    const auto per_second = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(options_.rate)));
     phase.latency_ns.reserve(total);
     phase.lag_ns.reserve(total);
     const CpuTimes host_before = host_cpu_times();
@@ -585,6 +590,7 @@ class Load {
     const std::int64_t tool_cpu_before = own_cpu_ns();
 
     std::atomic<bool> stop_hostile{false};
+    std::atomic<bool> garbage_done{false};
     GarbageStats garbage;
     SlowStats slow;
     std::thread garbage_thread, slow_thread;
@@ -592,6 +598,7 @@ class Load {
       garbage_thread = std::thread([&] {
         garbage_client(options_.socket, options_.garbage_kind, options_.garbage_line_bytes,
                        options_.garbage_bytes, stop_hostile, garbage);
+        garbage_done.store(true);
       });
       slow_thread = std::thread(
           [&] { slow_client(options_.socket, options_.slow_interval, stop_hostile, slow); });
@@ -622,6 +629,8 @@ class Load {
              now);
         now = monotonic_ns();
       }
+      // --garbage-whole: one more second of the load while the garbage client is not done.
+      if (k == total && total < most && hostile && !garbage_done.load()) total += per_second;
       if (k == total && sending_ended == 0) {
         sending_ended = now;
         phase.send_window_ns = now - start;
@@ -633,6 +642,7 @@ class Load {
       wait(phase, std::max<std::int64_t>(timeout, 0));
     }
     phase.grace_used_ns = monotonic_ns() - sending_ended;
+    phase.scheduled = total;
     for (std::thread* t : {&garbage_thread, &slow_thread}) {
       if (t->joinable()) t->join();
     }
@@ -1126,7 +1136,7 @@ constexpr const char* kUsage =
     "                    [--grace 5] [--stall-ms 100] [--hostile] [--garbage-bytes 1073741824]\n"
     "                    [--garbage-kind random|unterminated|nested|wide] [--garbage-line "
     "8388608]\n"
-    "                    [--slow-interval-ms 1000] [--methods status,version,metrics]\n"
+    "                    [--garbage-whole] [--slow-interval-ms 1000] [--methods status,version,metrics]\n"
     "\n"
     "  --socket PATH      a running jitterd's control socket (tests/bench/load_test.sh starts "
     "one)\n"
@@ -1141,6 +1151,8 @@ constexpr const char* kUsage =
     "  --garbage-kind K   random bytes (many short lines), unterminated (no newline), nested ('[' "
     "lines),\n"
     "                     wide ('[0,0,...]' lines), the last two --garbage-line bytes long\n"
+    "  --garbage-whole    the hostile phase lasts until all --garbage-bytes are sent (the load goes on\n"
+    "                     with it; at least --duration, at most ten times it)\n"
     "Exit: 0 every request answered, 1 lost/error/out of order, 2 usage, 3 set-up failed.\n";
 
 std::optional<Options> parse_arguments(int argc, char** argv) {
@@ -1149,6 +1161,10 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--hostile") {
       o.hostile = true;
+      continue;
+    }
+    if (arg == "--garbage-whole") {
+      o.garbage_whole = true;
       continue;
     }
     if (i + 1 >= argc) {
