@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <initializer_list>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 
 namespace jitterd_test {
 
@@ -108,13 +109,10 @@ std::string ip_batch(const std::string& options, std::initializer_list<std::stri
 void disable_ipv6(const std::string& netns_name) {
   NetnsGuard inside(netns_name);
   for (const char* path : {"/proc/sys/net/ipv6/conf/all/disable_ipv6", "/proc/sys/net/ipv6/conf/default/disable_ipv6"}) {
-    const int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) return;  // a kernel without IPv6: nothing to turn off
-    shaper::check_syscall(fd, "open", path);
-    const ssize_t written = write(fd, "1", 1);
-    const int saved = errno;
-    close(fd);
-    if (written != 1) throw shaper::SystemError("write", path, saved);
+    shaper::UniqueFd fd(open(path, O_WRONLY | O_CLOEXEC));
+    if (!fd && errno == ENOENT) return;  // a kernel without IPv6: nothing to turn off
+    shaper::check_syscall(fd.get(), "open", path);
+    if (write(fd.get(), "1", 1) != 1) throw shaper::SystemError("write", path, errno);
   }
 }
 
