@@ -30,7 +30,8 @@ Offline (no daemon needed):
       [--regimes single|percentiles|K] [--window 10s] [--step 30s]
       [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N]
   inspect PROFILE [--json]           show a profile's phases, schedule and digest
-  validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration T]] [--phase P] [--json] [--plot FILE.svg] [--log] [--seed N]
+  validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration T]] [--phase P] [--json] [--plot FILE.svg] [--log]
+           [--seed N] [--probes N (simulated; default 1000000)]
                                      compare capture, profile (simulated) and shaped link
 
 Exit codes:

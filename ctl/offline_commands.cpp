@@ -1,6 +1,7 @@
 #include "offline_commands.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -298,6 +299,7 @@ int validate_command(const std::vector<std::string>& raw) {
     std::string profile_path, trace_path, shaped_path, plot_path, calibration_path, phase;
     bool json = false, log_scale = false;
     std::uint64_t seed = 1;
+    std::size_t probes = kValidationProbes;
     ParseOptions parse;
     while (!a.done()) {
       const std::string arg = a.take();
@@ -318,6 +320,13 @@ int validate_command(const std::vector<std::string>& raw) {
         seed = static_cast<std::uint64_t>(number_value(arg, a.value(arg)));
       } else if (arg == "--phase") {
         phase = a.value(arg);
+      } else if (arg == "--probes") {
+        const double v = number_value(arg, a.value(arg));
+        if (!(v >= 1 && v <= 100'000'000) || v != std::floor(v)) {
+          throw UsageError("validate: --probes is how many probes to simulate, a whole number from 1 to 100000000 "
+                           "(default " + std::to_string(kValidationProbes) + ")");
+        }
+        probes = static_cast<std::size_t>(v);
       } else if (!arg.empty() && arg[0] == '-') {
         throw UsageError("validate: unknown option " + arg);
       } else if (profile_path.empty()) {
@@ -331,7 +340,7 @@ int validate_command(const std::vector<std::string>& raw) {
     if (profile_path.empty() || (trace_path.empty() && shaped_path.empty())) {
       throw UsageError(
           "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--phase P] "
-          "[--json] [--plot FILE.svg] [--log]");
+          "[--json] [--plot FILE.svg] [--log] [--seed N] [--probes N]");
     }
     if (!calibration_path.empty() && shaped_path.empty()) {
       throw UsageError("validate: --link-calibration describes the link of --shaped; give both");
@@ -363,10 +372,10 @@ int validate_command(const std::vector<std::string>& raw) {
     DelaySeries capture_s = capture ? capture_series(*capture, *profile) : shaped_series(*shaped, {}, halved);
     if (!capture) capture_s.label = "shaped";
     const Nanoseconds interval = capture ? capture->interval : shaped->interval;
-    DelaySeries profile_s = simulate_profile(*profile, capture_s, interval, seed);
-    std::optional<DelaySeries> shaped_s;
-    if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved);
-    if (!capture) capture_s = shaped_series(*shaped, profile_s, halved);
+    // The profile is simulated for the capture's probes, as many times over as reach `probes` (at
+    // least once): the verdict is then on the profile, not on one draw as short as the capture.
+    DelaySeries profile_s =
+        simulate_profile(*profile, capture_s, interval, seed, simulation_copies(capture_s.delay.size(), probes));
     std::optional<std::vector<Nanoseconds>> noise;
     if (!calibration_path.empty()) {
       const auto calibration = load_trace(calibration_path, parse);
@@ -377,6 +386,10 @@ int validate_command(const std::vector<std::string>& raw) {
         return kExitBadInput;
       }
     }
+    const auto* noise_p = noise ? &*noise : nullptr;
+    std::optional<DelaySeries> shaped_s;
+    if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved, noise_p);
+    if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
     // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
     const ValidationReport report =
         capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise ? &*noise : nullptr,
@@ -406,7 +419,13 @@ int validate_command(const std::vector<std::string>& raw) {
       std::printf("verdict: %s\n", report.pass ? "pass" : "fail");
     }
     if (!plot_path.empty()) {
-      std::vector<const DelaySeries*> series{&capture_s, &profile_s};
+      // The time series panel shows the capture's span: the profile's first copy only.
+      DelaySeries profile_plot = profile_s;
+      const std::size_t first_copy = std::min(profile_plot.delay.size(), capture_s.delay.size());
+      profile_plot.sent.resize(first_copy);
+      profile_plot.delay.resize(first_copy);
+      if (!profile_plot.phase.empty()) profile_plot.phase.resize(first_copy);
+      std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
       if (shaped_s) series.push_back(&*shaped_s);
       write_file(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
       if (!json) std::printf("plot: %s\n", plot_path.c_str());

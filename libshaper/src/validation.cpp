@@ -14,6 +14,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The seeds of the link-noise draws added to the capture and to the profile (validate_series), and to
+// the profile again where the shaped link's base is read (shaped_series), which must see the same draw.
+constexpr std::uint64_t kCaptureNoiseSeed = 1;
+constexpr std::uint64_t kProfileNoiseSeed = 2;
+
 // Thresholds (docs/validation.md). Profile vs capture is arithmetic against arithmetic: tight. A shaped
 // link adds the kernel's timer and softirq noise: looser.
 struct Thresholds {
@@ -69,26 +74,42 @@ DelaySeries capture_series(const Trace& capture, const Profile& profile) {
   return out;
 }
 
+std::size_t simulation_copies(std::size_t probes, std::size_t at_least) {
+  if (probes == 0) return 1;
+  return std::max<std::size_t>(1, (at_least + probes - 1) / probes);
+}
+
 DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
-                             std::uint64_t seed) {
+                             std::uint64_t seed, std::size_t copies) {
   DelaySeries out;
   out.label = "profile";
-  const std::size_t count = like.delay.size();
+  copies = std::max<std::size_t>(copies, 1);
+  const std::size_t count = like.delay.size() * copies;
   if (interval.count() <= 0) interval = 10ms;
   // Ping-sized packets: 56 bytes of data, 28 of ICMP and IP headers, 14 of Ethernet.
   constexpr std::uint32_t kProbeBytes = 98;
   std::vector<SimPacket> packets;
-  if (like.sent.size() == count && count > 0) {
+  if (like.sent.size() == like.delay.size() && count > 0) {
     // Sent when the capture's probes were: a schedule then meets the probes the capture had in each
     // regime. ping does not send evenly (iputils spaces probes by 3-15 ms when asked for 2 ms and
     // waits longer while replies are outstanding), so at a fixed interval the regimes' shares of the
     // probes would be their shares of the time instead. Inferred send times may step back; they are
-    // held at the previous one.
+    // held at the previous one. Each copy starts an interval after the previous one ended or, with a
+    // looped schedule, where the schedule next starts again, so that every copy meets the schedule as
+    // the first one did.
+    Nanoseconds period{0};
+    if (profile.schedule && profile.schedule->loop) {
+      for (const auto& step : profile.schedule->steps) period += step.duration;
+    }
     packets.reserve(count);
-    Nanoseconds at{0};
-    for (const auto sent : like.sent) {
-      at = std::max(at, sent - like.sent.front());
-      packets.push_back({at, kProbeBytes});
+    Nanoseconds at{0}, copy_start{0};
+    for (std::size_t copy = 0; copy < copies; ++copy) {
+      for (const auto sent : like.sent) {
+        at = std::max(at, copy_start + (sent - like.sent.front()));
+        packets.push_back({at, kProbeBytes});
+      }
+      copy_start = at + interval;
+      if (period > 0ns) copy_start = (copy_start + period - 1ns) / period * period;
     }
   } else {
     packets = periodic_packets(count, interval, kProbeBytes);
@@ -121,18 +142,27 @@ DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Na
   return out;
 }
 
-DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved) {
+DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved,
+                          const std::vector<Nanoseconds>* noise) {
   DelaySeries out;
   out.label = "shaped";
-  std::optional<Nanoseconds> min_rtt;
+  std::vector<Nanoseconds> rtts;
   for (const auto& s : shaped.samples) {
-    if (s.rtt) min_rtt = min_rtt ? std::min(*min_rtt, *s.rtt) : *s.rtt;
+    if (s.rtt) rtts.push_back(*s.rtt);
   }
-  const auto profile_delays = profile.delivered();
-  const Nanoseconds min_profile =
-      profile_delays.empty() ? 0ns : *std::min_element(profile_delays.begin(), profile_delays.end());
-  // The link's own round trip: what is left of the shaped floor after the profile's own floor.
-  const Nanoseconds link = min_rtt ? std::max(*min_rtt - (halved ? 2 * min_profile : min_profile), 0ns) : 0ns;
+  // The link's own round trip: what is left of the shaped RTTs' low end after the profile's, both
+  // read at kLinkAnchor. Not at the minima: a few thousand probes rarely draw the profile's smallest
+  // delay, so min(shaped) - min(profile) overstates the link by the gap between the two (0.1 ms on
+  // multimodal.txt with 4000 probes) and shifts the whole shaped series by it.
+  std::optional<Nanoseconds> rtt_anchor, profile_anchor;
+  if (!rtts.empty()) rtt_anchor = quantile_inverse_ecdf(SortedSamples(std::move(rtts)), kLinkAnchor);
+  const auto delays = noise ? add_link_noise(profile, *noise, halved, kProfileNoiseSeed).delivered() : profile.delivered();
+  if (!delays.empty()) {
+    profile_anchor = quantile_inverse_ecdf(SortedSamples(delays), kLinkAnchor);
+  }
+  const Nanoseconds profile_low = profile_anchor.value_or(0ns);
+  const Nanoseconds link =
+      rtt_anchor ? std::max(*rtt_anchor - (halved ? 2 * profile_low : profile_low), 0ns) : 0ns;
   const Nanoseconds t0 = shaped.samples.empty() ? 0ns : shaped.samples.front().send_time.value_or(0ns);
   for (const auto& s : shaped.samples) {
     out.sent.push_back(s.send_time.value_or(shaped.interval * static_cast<std::int64_t>(s.seq)) - t0);
@@ -277,8 +307,8 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
     r.shaped = series_stats(*shaped);
     if (noise && !noise->empty()) {
       // Different seeds: the two expectations must not share their noise draws.
-      const DelaySeries capture_n = add_link_noise(capture, *noise, halved, 1);
-      const DelaySeries profile_n = add_link_noise(profile, *noise, halved, 2);
+      const DelaySeries capture_n = add_link_noise(capture, *noise, halved, kCaptureNoiseSeed);
+      const DelaySeries profile_n = add_link_noise(profile, *noise, halved, kProfileNoiseSeed);
       r.comparisons.push_back(compare(capture_n, *shaped, kShapedThresholds, series_stats(capture_n), *r.shaped));
       r.comparisons.push_back(compare(profile_n, *shaped, kShapedThresholds, series_stats(profile_n), *r.shaped));
       r.notes.push_back(noise_note(*noise, "the capture and the profile"));
@@ -300,7 +330,7 @@ ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeri
   r.capture = series_stats(shaped);
   r.profile = series_stats(profile);
   if (noise && !noise->empty()) {
-    const DelaySeries profile_n = add_link_noise(profile, *noise, halved, 2);
+    const DelaySeries profile_n = add_link_noise(profile, *noise, halved, kProfileNoiseSeed);
     r.comparisons.push_back(compare(profile_n, shaped, kShapedThresholds, series_stats(profile_n), r.capture));
     r.notes.push_back(noise_note(*noise, "the profile"));
   } else {

@@ -80,6 +80,30 @@ TEST_F(ValidatePhase, ThePhaseJudgesAShapedTraceNotTheCapture) {
   EXPECT_NE(r.out.find("give --shaped"), std::string::npos) << r.out;
 }
 
+// The profile is simulated for a million probes by default (the capture's 12 000, 84 times over), so
+// that its verdict is on the profile and not on one short draw; --probes asks for another count, and
+// never fewer than the capture's own probes.
+TEST_F(ValidatePhase, TheProfileIsSimulatedForAMillionProbesUnlessToldOtherwise) {
+  auto samples = [&](const std::string& extra) {
+    const Completed r = run("validate " + profile_ + " " + capture_ + " --json" + extra);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
+    const auto report = nlohmann::json::parse(r.out);
+    EXPECT_EQ(report.at("capture").at("samples").get<std::size_t>(), 12000u);
+    return report.at("profile").at("samples").get<std::size_t>();
+  };
+  EXPECT_EQ(samples(""), 1'008'000u);
+  EXPECT_EQ(samples(" --probes 30000"), 36'000u);
+  EXPECT_EQ(samples(" --probes 1"), 12'000u);
+}
+
+TEST_F(ValidatePhase, ProbesMustBeAWholePositiveCount) {
+  for (const char* bad : {"0", "-5", "2.5", "lots", "1e9"}) {
+    const Completed r = run("validate " + profile_ + " " + capture_ + " --probes " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--probes"), std::string::npos) << bad << ": " << r.out;
+  }
+}
+
 }  // namespace
 
 // compile --host picks one target of an fping capture with several; without it the first is kept and

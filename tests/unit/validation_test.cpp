@@ -156,3 +156,83 @@ TEST(SimulateProfile, SendsEachProbeWhenTheCaptureSentItSoRegimesGetTheCapturesS
   const DelaySeries periodic = simulate_profile(profile, length_only, 10ms, 1);
   EXPECT_EQ(periodic.sent, (std::vector<Nanoseconds>{0ms, 10ms, 20ms}));
 }
+
+TEST(SimulateProfile, CopiesRepeatTheCapturesSendTimesEachFromTheScheduleStart) {
+  // The two-rate capture again (1000 calm probes 10 ms apart, 100 storm probes 100 ms apart, 19.9 s),
+  // under a looped 20 s schedule. Three copies: each starts where the schedule starts again (0, 20 s,
+  // 40 s), so each meets the storm with the capture's 100 probes.
+  DelaySeries capture;
+  Nanoseconds t{0};
+  for (int i = 0; i < 1100; ++i) {
+    capture.sent.push_back(t);
+    capture.delay.push_back(1ms);
+    t += i < 1000 ? 10ms : 100ms;
+  }
+  Profile profile;
+  profile.name = "two-rates";
+  NetemSpec calm, storm;
+  calm.delay.latency = 1ms;
+  storm.delay.latency = 30ms;
+  profile.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
+  profile.phases.push_back(Phase{"storm", "", storm, TableSource::kNone, TableSource::kNone});
+  profile.schedule = Schedule{{{"calm", 10s}, {"storm", 10s}}, true};
+
+  const DelaySeries sim = simulate_profile(profile, capture, 10ms, 1, 3);
+  ASSERT_EQ(sim.sent.size(), 3300u);
+  ASSERT_EQ(sim.delay.size(), 3300u);
+  for (std::size_t copy = 0; copy < 3; ++copy) {
+    for (std::size_t i = 0; i < capture.sent.size(); ++i) {
+      ASSERT_EQ(sim.sent[copy * 1100 + i], capture.sent[i] + 20s * static_cast<std::int64_t>(copy)) << copy << ' ' << i;
+    }
+  }
+  EXPECT_EQ(std::count(sim.phase.begin(), sim.phase.end(), "storm"), 300);
+
+  // Without a schedule, a copy starts one interval after the previous one's last probe.
+  Profile single;
+  single.name = "one";
+  single.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
+  const DelaySeries plain = simulate_profile(single, capture, 10ms, 1, 2);
+  ASSERT_EQ(plain.sent.size(), 2200u);
+  EXPECT_EQ(plain.sent[1100], capture.sent.back() + 10ms);
+  EXPECT_EQ(plain.sent[2199], 2 * capture.sent.back() + 10ms);
+}
+
+TEST(SimulationCopies, ReachTheAskedProbesAndNeverFewerThanOneCopy) {
+  EXPECT_EQ(simulation_copies(12000), 84u);  // 1 008 000 probes
+  EXPECT_EQ(simulation_copies(1'000'000), 1u);
+  EXPECT_EQ(simulation_copies(2'600'000), 1u);  // a 72-hour capture is simulated once
+  EXPECT_EQ(simulation_copies(3, 10), 4u);
+  EXPECT_EQ(simulation_copies(0), 1u);
+  EXPECT_EQ(simulation_copies(500, 1), 1u);
+}
+
+TEST(ShapedSeries, TheLinksBaseIsReadAtTheLowEndNotAtAMinimumTheShapedRunNeverDrew) {
+  // A profile whose smallest delay is a lone 0 ms among 10 000 between 1 and 2 ms, and a shaped run of
+  // 4000 probes over a 0.5 ms link that never drew the 0 ms. Read at the minima, the link would be
+  // taken as 1.5 ms and the whole shaped series shifted 1 ms low; read at the 1st percentiles, it is
+  // the shaped series that the profile describes.
+  DelaySeries profile;
+  profile.delay.push_back(0ms);
+  for (int i = 0; i < 10000; ++i) profile.delay.push_back(1ms + std::chrono::microseconds(i / 10));
+  Trace shaped;
+  for (std::size_t i = 0; i < 4000; ++i) {
+    RttSample s;
+    s.seq = i;
+    s.send_time = 10ms * static_cast<std::int64_t>(i);
+    s.rtt = 500us + 1ms + std::chrono::microseconds((i * 7919) % 1000);
+    shaped.samples.push_back(s);
+  }
+  const DelaySeries s = shaped_series(shaped, profile, false);
+  auto median = [](std::vector<Nanoseconds> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const Nanoseconds off = median(s.delivered()) - median(profile.delivered());
+  EXPECT_LT(std::chrono::abs(off), 20us) << off.count() << " ns";
+
+  // Halved: the link is crossed twice; what is left is halved.
+  DelaySeries halved_profile = profile;
+  for (auto& d : halved_profile.delay) *d /= 2;
+  const DelaySeries h = shaped_series(shaped, halved_profile, true);
+  EXPECT_LT(std::chrono::abs(median(h.delivered()) - median(halved_profile.delivered())), 20us);
+}

@@ -57,13 +57,32 @@ DelaySeries capture_series(const Trace& capture, const Profile& profile);
 
 // The profile replayed by the simulator for as many probes as `like` has, sent when its probes were
 // (relative to its first) or, when `like` has no send times, one every `interval`; the schedule is
-// followed (looped as needed). Seeded: the same seed gives the same series.
+// followed (looped as needed). With `copies` > 1, `like`'s probes are sent that many times over, each
+// copy starting one interval after the previous one's last probe or, with a looped schedule, at the
+// next start of the schedule after that. Seeded: the same seed gives the same series.
 DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
-                             std::uint64_t seed = 1);
+                             std::uint64_t seed = 1, std::size_t copies = 1);
+
+// How many probes `jitterctl validate` simulates at the least. A capture of 12 000 probes decides its
+// p99.9 by its 12 largest delays and its mean burst by ~100 bursts; one simulation of the same length
+// has the same sampling noise again, and its verdict would be a verdict on that draw. A million probes
+// make the simulation's own noise small beside the capture's (docs/validation.md).
+inline constexpr std::size_t kValidationProbes = 1'000'000;
+
+// How many copies of a series of `probes` probes reach `at_least` probes (at least one copy).
+std::size_t simulation_copies(std::size_t probes, std::size_t at_least = kValidationProbes);
+
+// Where shaped_series reads the low end of the shaped RTTs and of the profile's delays: the 1st
+// percentile.
+inline constexpr double kLinkAnchor = 0.01;
 
 // A trace taken through the shaped link, as added delay: its RTTs minus the test link's own base
-// delay, estimated as min(shaped RTT) - min(profile delay), and halved if the profile was.
-DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved);
+// delay, and halved if the profile was. The base is estimated as the shaped RTTs' kLinkAnchor
+// quantile minus `profile`'s (twice that for a halved profile); with `noise` (the link calibrated),
+// minus the profile's with the link's noise added as validate_series adds it, since the shaped RTTs
+// carry that noise too.
+DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved,
+                          const std::vector<Nanoseconds>* noise = nullptr);
 
 SeriesStats series_stats(const DelaySeries& series);
 
