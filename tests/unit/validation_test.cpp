@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 using namespace shaper;
 using namespace std::chrono_literals;
@@ -235,4 +236,38 @@ TEST(ShapedSeries, TheLinksBaseIsReadAtTheLowEndNotAtAMinimumTheShapedRunNeverDr
   for (auto& d : halved_profile.delay) *d /= 2;
   const DelaySeries h = shaped_series(shaped, halved_profile, true);
   EXPECT_LT(std::chrono::abs(median(h.delivered()) - median(halved_profile.delivered())), 20us);
+}
+
+TEST(ValidateShapedOnly, TailQuantilesAreJudgedWithinWhatTheShapedProbesCanResolve) {
+  // A Pareto law (shape 1.5 from 1 ms) as the profile, 200 000 simulated probes; the shaped link is
+  // 1000 probes of exactly that law (its quantiles at (j + 0.5) / 1000). Their p99.9 is their
+  // second largest probe, 24 % below the law's: a 1000-probe trace cannot tell, and the verdict must not
+  // fail it. A trace whose tail was cut at the law's p98 must still fail on p99.
+  auto pareto = [](double u) { return Nanoseconds(static_cast<std::int64_t>(1e6 / std::pow(1 - u, 1 / 1.5))); };
+  DelaySeries profile;
+  profile.label = "profile";
+  for (int i = 0; i < 200000; ++i) {
+    profile.sent.push_back(10ms * i);
+    profile.delay.push_back(pareto((i + 0.5) / 200000));
+  }
+  DelaySeries shaped, clipped;
+  shaped.label = clipped.label = "shaped";
+  for (int j = 0; j < 1000; ++j) {
+    const double u = (j + 0.5) / 1000;
+    shaped.sent.push_back(10ms * j);
+    shaped.delay.push_back(pareto(u));
+    clipped.sent.push_back(10ms * j);
+    clipped.delay.push_back(pareto(std::min(u, 0.98)));
+  }
+  const ValidationReport exact = validate_shaped_only(shaped, profile);
+  ASSERT_EQ(exact.comparisons.size(), 1u);
+  EXPECT_GT(std::fabs(exact.comparisons[0].p999_error), 0.05);  // off by more than the tolerance ...
+  EXPECT_TRUE(exact.pass) << testing::PrintToString(exact.comparisons[0].failures);  // ... and within the sample's reach
+
+  const ValidationReport cut = validate_shaped_only(clipped, profile);
+  EXPECT_LT(cut.comparisons[0].ks, cut.comparisons[0].ks_limit);  // the body is right
+  EXPECT_FALSE(cut.pass);
+  ASSERT_FALSE(cut.comparisons[0].failures.empty());
+  EXPECT_NE(cut.comparisons[0].failures[0].find("p99 off by"), std::string::npos) << cut.comparisons[0].failures[0];
+  EXPECT_NE(cut.comparisons[0].failures[0].find("95 % interval"), std::string::npos) << cut.comparisons[0].failures[0];
 }
