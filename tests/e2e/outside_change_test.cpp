@@ -59,11 +59,16 @@ TEST_F(E2eOutsideChange, DeletingTheInterfaceMidScheduleEndsItsSessionCleanly) {
   for (const auto& i : interfaces.at("interfaces"))
     EXPECT_NE(i.at("name"), "jta") << interfaces.dump();
   // Cleanly: the schedule's next transition (due within 2 s) does not run into the missing
-  // interface.
+  // interface: no error, and no phase change after the interface went (how many came before depends
+  // on how long `ip link del` took to start, which on the VM's virtual clock can be seconds).
   events.drain(std::chrono::duration_cast<std::chrono::milliseconds>(jitterd_e2e::kStepDuration) +
                500ms);
   EXPECT_TRUE(events.of_type("error").empty()) << events.describe();
-  EXPECT_EQ(events.of_type("phase-changed").size(), 1u) << events.describe();
+  const auto changes = events.of_type("phase-changed");
+  EXPECT_GE(changes.size(), 1u) << events.describe();
+  for (const auto& change : changes) {
+    EXPECT_LT(change.at("seq").get<std::uint64_t>(), gone->at("seq").get<std::uint64_t>()) << events.describe();
+  }
 
   const auto exit_code = bed().daemon.stop();
   ASSERT_TRUE(exit_code);
