@@ -392,9 +392,8 @@ int validate_command(const std::vector<std::string>& raw) {
     if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
     // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
     const ValidationReport report =
-        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise ? &*noise : nullptr,
-                                  halved)
-                : validate_shaped_only(capture_s, profile_s, noise ? &*noise : nullptr, halved);
+        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, halved)
+                : validate_shaped_only(capture_s, profile_s, noise_p, halved);
     if (json) {
       std::cout << validation_json(report) << '\n';
     } else {
@@ -420,11 +419,12 @@ int validate_command(const std::vector<std::string>& raw) {
     }
     if (!plot_path.empty()) {
       // The time series panel shows the capture's span: the profile's first copy only.
-      DelaySeries profile_plot = profile_s;
-      const std::size_t first_copy = std::min(profile_plot.delay.size(), capture_s.delay.size());
-      profile_plot.sent.resize(first_copy);
-      profile_plot.delay.resize(first_copy);
-      if (!profile_plot.phase.empty()) profile_plot.phase.resize(first_copy);
+      const std::size_t first_copy = std::min(profile_s.delay.size(), capture_s.delay.size());
+      DelaySeries profile_plot;
+      profile_plot.label = profile_s.label;
+      profile_plot.sent.assign(profile_s.sent.begin(), profile_s.sent.begin() + first_copy);
+      profile_plot.delay.assign(profile_s.delay.begin(), profile_s.delay.begin() + first_copy);
+      if (!profile_s.phase.empty()) profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
       std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
       if (shaped_s) series.push_back(&*shaped_s);
       write_file(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));

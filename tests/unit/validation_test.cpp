@@ -39,6 +39,32 @@ DelaySeries series(const std::string& label, std::size_t n, Nanoseconds (*delay)
   return s;
 }
 
+// A capture that probed 10x faster in its first 10 s than in its next 10 s: 1000 probes 10 ms apart,
+// then 100 probes 100 ms apart (19.9 s in all).
+DelaySeries two_rate_capture() {
+  DelaySeries capture;
+  Nanoseconds t{0};
+  for (int i = 0; i < 1100; ++i) {
+    capture.sent.push_back(t);
+    capture.delay.push_back(1ms);
+    t += i < 1000 ? 10ms : 100ms;
+  }
+  return capture;
+}
+
+// Phases "calm" (1 ms) and "storm" (30 ms), 10 s each, looped.
+Profile two_rate_profile() {
+  Profile profile;
+  profile.name = "two-rates";
+  NetemSpec calm, storm;
+  calm.delay.latency = 1ms;
+  storm.delay.latency = 30ms;
+  profile.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
+  profile.phases.push_back(Phase{"storm", "", storm, TableSource::kNone, TableSource::kNone});
+  profile.schedule = Schedule{{{"calm", 10s}, {"storm", 10s}}, true};
+  return profile;
+}
+
 }  // namespace
 
 TEST(LinkNoise, IsWhatLiesAboveTheCalibrationsMinimum) {
@@ -126,21 +152,8 @@ TEST(SimulateProfile, SendsEachProbeWhenTheCaptureSentItSoRegimesGetTheCapturesS
   // probes 10 ms apart, then 100 probes 100 ms apart. Replayed at one fixed interval, the storm
   // would hold half the probes (its share of the time); sent when the capture sent them, it holds
   // 100 of 1100, as in the capture.
-  DelaySeries capture;
-  Nanoseconds t{0};
-  for (int i = 0; i < 1100; ++i) {
-    capture.sent.push_back(t);
-    capture.delay.push_back(1ms);
-    t += i < 1000 ? 10ms : 100ms;
-  }
-  Profile profile;
-  profile.name = "two-rates";
-  NetemSpec calm, storm;
-  calm.delay.latency = 1ms;
-  storm.delay.latency = 30ms;
-  profile.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
-  profile.phases.push_back(Phase{"storm", "", storm, TableSource::kNone, TableSource::kNone});
-  profile.schedule = Schedule{{{"calm", 10s}, {"storm", 10s}}, true};
+  const DelaySeries capture = two_rate_capture();
+  const Profile profile = two_rate_profile();
 
   const DelaySeries sim = simulate_profile(profile, capture, 10ms, 1);
   ASSERT_EQ(sim.sent, capture.sent);
@@ -162,21 +175,8 @@ TEST(SimulateProfile, CopiesRepeatTheCapturesSendTimesEachFromTheScheduleStart) 
   // The two-rate capture again (1000 calm probes 10 ms apart, 100 storm probes 100 ms apart, 19.9 s),
   // under a looped 20 s schedule. Three copies: each starts where the schedule starts again (0, 20 s,
   // 40 s), so each meets the storm with the capture's 100 probes.
-  DelaySeries capture;
-  Nanoseconds t{0};
-  for (int i = 0; i < 1100; ++i) {
-    capture.sent.push_back(t);
-    capture.delay.push_back(1ms);
-    t += i < 1000 ? 10ms : 100ms;
-  }
-  Profile profile;
-  profile.name = "two-rates";
-  NetemSpec calm, storm;
-  calm.delay.latency = 1ms;
-  storm.delay.latency = 30ms;
-  profile.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
-  profile.phases.push_back(Phase{"storm", "", storm, TableSource::kNone, TableSource::kNone});
-  profile.schedule = Schedule{{{"calm", 10s}, {"storm", 10s}}, true};
+  const DelaySeries capture = two_rate_capture();
+  const Profile profile = two_rate_profile();
 
   const DelaySeries sim = simulate_profile(profile, capture, 10ms, 1, 3);
   ASSERT_EQ(sim.sent.size(), 3300u);
@@ -189,9 +189,10 @@ TEST(SimulateProfile, CopiesRepeatTheCapturesSendTimesEachFromTheScheduleStart) 
   EXPECT_EQ(std::count(sim.phase.begin(), sim.phase.end(), "storm"), 300);
 
   // Without a schedule, a copy starts one interval after the previous one's last probe.
-  Profile single;
+  Profile single = profile;
   single.name = "one";
-  single.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
+  single.phases.pop_back();  // calm only
+  single.schedule.reset();
   const DelaySeries plain = simulate_profile(single, capture, 10ms, 1, 2);
   ASSERT_EQ(plain.sent.size(), 2200u);
   EXPECT_EQ(plain.sent[1100], capture.sent.back() + 10ms);
