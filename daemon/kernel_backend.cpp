@@ -258,17 +258,21 @@ void KernelBackend::forget(const shaper::Interface& interface, std::optional<Dir
   drop_if_empty(interface.index);
 }
 
-std::optional<shaper::Offloads> KernelBackend::disable_offloads(const shaper::Interface& interface) {
+std::optional<shaper::Offloads> KernelBackend::offloads_to_save(const shaper::Interface& interface) {
+  if (auto it = states_.find(interface.index); it != states_.end() && it->second.offloads) return std::nullopt;
+  return shaper::read_offloads(interface.name);
+}
+
+void KernelBackend::disable_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
   State& state = states_[interface.index];
   state.interface = interface;
-  if (state.offloads) return std::nullopt;
+  if (state.offloads) return;
   try {
-    state.offloads.emplace(interface.name);
+    state.offloads.emplace(interface.name, saved);
   } catch (...) {
     drop_if_empty(interface.index);
     throw;
   }
-  return state.offloads->saved();
 }
 
 void KernelBackend::restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {

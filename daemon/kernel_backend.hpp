@@ -35,7 +35,8 @@ class KernelBackend final : public ShapingBackend {
   void shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) override;
   void remove(const shaper::Interface& interface) override;
   void forget(const shaper::Interface& interface, std::optional<Direction> direction) override;
-  std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) override;
+  std::optional<shaper::Offloads> offloads_to_save(const shaper::Interface& interface) override;
+  void disable_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
   void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
   bool carries_default_route(const shaper::Interface& interface) override;
   std::vector<std::uint16_t> ssh_listening_ports() override;

@@ -203,6 +203,12 @@ void Ledger::record_offloads(const LedgerOffloads& saved) {
   }
 }
 
+void Ledger::forget_offloads(int index) {
+  if (!offloads_.erase(index)) return;
+  dirty_ = true;
+  write();
+}
+
 void Ledger::write() {
   json j = {{"version", 1}, {"pid", ::getpid()}, {"interfaces", json::array()}};
   for (const auto& [key, e] : entries_) {

@@ -95,7 +95,11 @@ class Ledger {
   // memory even when the write fails (the file then names more than is installed, as above).
   void erase(int index, const std::string& direction, const std::string& set);
   void erase(int index);
+  // The offloads jitterd is about to turn off on an interface, written before it does (throws when
+  // the file cannot be written, keeping the memory as it was); forget_offloads() drops the record
+  // when turning them off failed (in memory even when that write fails, as erase()).
   void record_offloads(const LedgerOffloads& saved);
+  void forget_offloads(int index);
   const Entries& entries() const { return entries_; }
 
   // Whether the file already names `entry`'s lane with its profile and digest (its phase aside): then

@@ -718,9 +718,21 @@ Outcome<SessionManager::Statuses> SessionManager::status(const Target& target) {
 // Transitions
 
 void SessionManager::turn_offloads_off(const shaper::Interface& interface) {
-  // The backend saves the state only the first time: a second lane or apply keeps the original.
-  if (auto saved = backend_.disable_offloads(interface)) {
-    ledger_.record_offloads(LedgerOffloads{interface.index, interface.name, saved->tso, saved->gso, saved->gro});
+  // Only the first time: a second lane or apply keeps the original, recorded then.
+  const auto saved = backend_.offloads_to_save(interface);
+  if (!saved) return;
+  // Recorded before they change: a kill -9 between the two leaves a record that puts back what was
+  // there anyway, never offloads turned off with no record of what they were.
+  ledger_.record_offloads(LedgerOffloads{interface.index, interface.name, saved->tso, saved->gso, saved->gro});
+  try {
+    backend_.disable_offloads(interface, *saved);
+  } catch (...) {
+    try {
+      ledger_.forget_offloads(interface.index);
+    } catch (const std::exception&) {
+      // The record stays: a restart would write back the values the interface still has.
+    }
+    throw;
   }
 }
 

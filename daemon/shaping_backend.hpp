@@ -77,10 +77,13 @@ class ShapingBackend {
   // our back: drop the owners, touch nothing.
   virtual void forget(const shaper::Interface& interface, std::optional<Direction> direction) = 0;
 
-  // Turns TSO, GSO and GRO off on the interface until remove(); throws when the driver refuses.
-  // Returns the settings it found (to restore after a crash), or nullopt when this process had
-  // already turned them off.
-  virtual std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) = 0;
+  // The interface's TSO, GSO and GRO as they are now, for the caller to record before
+  // disable_offloads() changes them; nullopt when this process has already turned them off (their
+  // original settings are recorded then). Throws when they cannot be read.
+  virtual std::optional<shaper::Offloads> offloads_to_save(const shaper::Interface& interface) = 0;
+  // Turns TSO, GSO and GRO off on the interface until remove(), which restores `saved` (what
+  // offloads_to_save() returned). Throws when the driver refuses, having put back what it changed.
+  virtual void disable_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) = 0;
   // Crash recovery: puts back what an earlier jitterd turned off.
   virtual void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) = 0;
   // Whether the interface carries a default route (the SSH guard applies there).

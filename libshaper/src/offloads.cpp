@@ -182,8 +182,10 @@ void write_offloads(const std::string& ifname, const Offloads& wanted) {
   }
 }
 
-OffloadGuard::OffloadGuard(std::string ifname)
-    : ifname_(std::move(ifname)), saved_(read_offloads(ifname_)) {
+OffloadGuard::OffloadGuard(std::string ifname) : OffloadGuard(ifname, read_offloads(ifname)) {}
+
+OffloadGuard::OffloadGuard(std::string ifname, const Offloads& saved)
+    : ifname_(std::move(ifname)), saved_(saved) {
   try {
     write_offloads(ifname_, Offloads{false, false, false});
   } catch (...) {

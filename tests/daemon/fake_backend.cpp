@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <thread>
+#include <utility>
 
 #include "shaper/errors.hpp"
 
@@ -91,6 +92,16 @@ void FakeBackend::fail_next(Fault at, int error_number, std::string kernel_messa
 void FakeBackend::on_shape(std::function<void(const Call&)> hook) {
   std::lock_guard lock(mutex_);
   on_shape_ = std::move(hook);
+}
+
+void FakeBackend::on_disable_offloads(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  on_disable_offloads_ = std::move(hook);
+}
+
+void FakeBackend::fail_next_disable_offloads() {
+  std::lock_guard lock(mutex_);
+  fail_disable_offloads_ = true;
 }
 
 void FakeBackend::set_apply_delay(std::chrono::nanoseconds delay) {
@@ -373,14 +384,29 @@ void FakeBackend::forget(const shaper::Interface& interface, std::optional<Direc
   record({CallKind::kForget, interface, std::nullopt, false, false, true, now, now, direction.value_or(Direction::kEgress), {}});
 }
 
-std::optional<shaper::Offloads> FakeBackend::disable_offloads(const shaper::Interface& interface) {
+std::optional<shaper::Offloads> FakeBackend::offloads_to_save(const shaper::Interface& interface) {
+  std::lock_guard lock(mutex_);
+  if (links_.at(interface.index).offloads_off) return std::nullopt;
+  return shaper::Offloads{true, true, true};
+}
+
+void FakeBackend::disable_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
+  (void)saved;
+  std::function<void()> hook;
+  {
+    std::lock_guard lock(mutex_);
+    hook = on_disable_offloads_;
+  }
+  if (hook) hook();
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
-  record({CallKind::kDisableOffloads, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
-  Link& link = links_.at(interface.index);
-  if (link.offloads_off) return std::nullopt;
-  link.offloads_off = true;
-  return shaper::Offloads{true, true, true};
+  const bool fail = std::exchange(fail_disable_offloads_, false);
+  record({CallKind::kDisableOffloads, interface, std::nullopt, false, false, !fail, now, now, Direction::kEgress, {}});
+  if (fail) {
+    throw shaper::SystemError("turn offloads off", interface.name, EOPNOTSUPP,
+                              "the driver cannot change them; apply without offloads: \"off\"");
+  }
+  links_.at(interface.index).offloads_off = true;
 }
 
 void FakeBackend::restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {

@@ -89,6 +89,11 @@ class FakeBackend final : public ShapingBackend {
   // Called on the caller's thread as each shape() reaches "the kernel", before it acts (what was
   // written by then, e.g. the ledger, is what a kill -9 at that instant would leave).
   void on_shape(std::function<void(const Call&)> hook);
+  // Called on the caller's thread as disable_offloads() reaches "the driver", before it acts.
+  void on_disable_offloads(std::function<void()> hook);
+  // The next disable_offloads() fails as a driver that cannot change them (SystemError, EOPNOTSUPP),
+  // changing nothing. One shot.
+  void fail_next_disable_offloads();
 
   std::vector<Call> calls() const;
   std::vector<Call> calls(CallKind kind) const;
@@ -116,7 +121,8 @@ class FakeBackend final : public ShapingBackend {
   void shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) override;
   void remove(const shaper::Interface& interface) override;
   void forget(const shaper::Interface& interface, std::optional<Direction> direction) override;
-  std::optional<shaper::Offloads> disable_offloads(const shaper::Interface& interface) override;
+  std::optional<shaper::Offloads> offloads_to_save(const shaper::Interface& interface) override;
+  void disable_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
   void restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) override;
   bool carries_default_route(const shaper::Interface& interface) override;
   std::vector<std::uint16_t> ssh_listening_ports() override;
@@ -139,6 +145,8 @@ class FakeBackend final : public ShapingBackend {
 
   mutable std::mutex mutex_;
   std::function<void(const Call&)> on_shape_;
+  std::function<void()> on_disable_offloads_;
+  bool fail_disable_offloads_ = false;
   std::map<int, Link> links_;
   std::vector<std::uint16_t> ssh_ports_;
   // Interfaces this process holds an egress root on (KernelBackend's map of owners), by index.

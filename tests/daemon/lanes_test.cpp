@@ -161,6 +161,38 @@ TEST(Lanes, OffloadsGoOffWithTheFirstLaneAndComeBackWithTheLast) {
   EXPECT_FALSE(rig.backend.offloads_off(5)) << "restored with the last lane";
 }
 
+TEST(Lanes, OffloadsAreRecordedBeforeTheDriverIsAskedToTurnThemOff) {
+  // What a kill -9 at the moment the driver is asked would leave: the file already says what to put
+  // back, so a restart restores them.
+  DaemonRig rig;
+  std::optional<std::vector<LedgerOffloads>> in_file;
+  rig.backend.on_disable_offloads([&] {
+    std::string problem;
+    in_file = rig.ledger.load(&problem).offloads;
+    EXPECT_EQ(problem, "");
+  });
+  ApplyRequest r = rig.request("veth0", profile());
+  r.offloads_off = true;
+  rig.apply_ok(r);
+  ASSERT_TRUE(in_file) << "the driver was never asked";
+  EXPECT_EQ(*in_file, (std::vector<LedgerOffloads>{{5, "veth0", true, true, true}}));
+  EXPECT_TRUE(rig.backend.offloads_off(5));
+}
+
+TEST(Lanes, OffloadsTheDriverRefusesLeaveNeitherShapingNorARecord) {
+  DaemonRig rig;
+  rig.backend.fail_next_disable_offloads();
+  ApplyRequest r = rig.request("veth0", profile());
+  r.offloads_off = true;
+  EXPECT_THROW(rig.sessions.apply(r, test_peer()), shaper::SystemError);
+  EXPECT_FALSE(rig.backend.offloads_off(5));
+  EXPECT_FALSE(rig.backend.spec_on(5)) << "the apply failed as a whole";
+  std::string problem;
+  const LedgerContents left = rig.ledger.load(&problem);
+  EXPECT_TRUE(left.offloads.empty()) << "a record of offloads that were never turned off";
+  EXPECT_TRUE(left.sessions.empty());
+}
+
 TEST(Lanes, OffloadsOfALaterStartGoOffWhenItStartsNotBefore) {
   DaemonRig rig;
   ApplyRequest r = rig.request("veth0", profile());

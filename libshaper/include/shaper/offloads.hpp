@@ -41,6 +41,8 @@ void write_offloads(const std::string& ifname, const Offloads& wanted);
 class OffloadGuard {
  public:
   explicit OffloadGuard(std::string ifname);
+  // The same, restoring `saved`: what the caller read (and recorded) before the change.
+  OffloadGuard(std::string ifname, const Offloads& saved);
   OffloadGuard(OffloadGuard&& other) noexcept;
   OffloadGuard& operator=(OffloadGuard&& other) noexcept;
   OffloadGuard(const OffloadGuard&) = delete;
