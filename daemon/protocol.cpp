@@ -786,6 +786,9 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_request_errors_total " << stats_.request_errors_total << '\n';
   metric("jitterd_subscribers_dropped_total", "counter", "Subscribers disconnected for not reading events.");
   out << "jitterd_subscribers_dropped_total " << stats_.subscribers_dropped << '\n';
+  metric("jitterd_events_written_total", "counter",
+         "Events serialised for subscribers (once an event, however many subscribers it reaches).");
+  out << "jitterd_events_written_total " << stats_.events_written << '\n';
 
   auto statuses = sessions_.status("");
   if (auto* list = std::get_if<std::vector<SessionStatus>>(&statuses)) {

@@ -30,6 +30,7 @@ struct ServerStats {
   std::uint64_t requests_total = 0;
   std::uint64_t request_errors_total = 0;
   std::uint64_t subscribers_dropped = 0;  // slow subscribers disconnected
+  std::uint64_t events_written = 0;       // events serialised for subscribers: once each, however many
 };
 
 struct SubscribeFilter {

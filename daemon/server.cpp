@@ -90,9 +90,40 @@ Peer peer_of(int fd, std::vector<std::uint32_t>* groups) {
 
 }  // namespace
 
+// A published event as the subscribers' connections queue it: serialised by the first writer that
+// sends it, once for all of them, and never on the path of the transition that published it (the
+// schedules' coincident deadlines wait for the kernel, not for JSON; docs/benchmarks.md).
+struct ControlServer::QueuedEvent {
+  Event event;
+  std::optional<std::string> line;
+  ServerStats& stats;
+
+  const std::string& text() {
+    if (!line) {
+      line = Dispatcher::event_line(event);
+      ++stats.events_written;
+    }
+    return *line;
+  }
+};
+
+std::shared_ptr<ControlServer::QueuedEvent> ControlServer::queued(const Event& event) {
+  if (!last_queued_ || last_queued_->event.seq != event.seq) {
+    last_queued_ = std::make_shared<QueuedEvent>(QueuedEvent{event, std::nullopt, stats_});
+  }
+  return last_queued_;
+}
+
 // One client. Reads requests, answers them in order, and (after subscribe) streams events; owned by
 // the server's set and by its own coroutines, so it lives until both have finished.
 class ControlServer::Connection : public std::enable_shared_from_this<Connection> {
+  // What the writer sends: a reply's line, or an event shared with the other subscribers.
+  struct Outgoing {
+    std::string line;
+    std::shared_ptr<QueuedEvent> event;
+    const std::string& text() { return event ? event->text() : line; }
+  };
+
  public:
   Connection(ControlServer& server, stream::socket socket)
       : server_(server), socket_(std::move(socket)), wake_(socket_.get_executor()), idle_(socket_.get_executor()) {}
@@ -112,8 +143,12 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     asio::co_spawn(socket_.get_executor(), [self]() { return self->idle_loop(); }, asio::detached);
   }
 
-  // Queues a line; a client that lets too many pile up is disconnected.
-  void send(std::string line) {
+  // Queues a line (or an event, serialised when it is written); a client that lets too many pile up
+  // is disconnected.
+  void send(std::string line) { queue(Outgoing{std::move(line), nullptr}); }
+  void send(std::shared_ptr<QueuedEvent> event) { queue(Outgoing{{}, std::move(event)}); }
+
+  void queue(Outgoing item) {
     if (closed_) return;
     if (outgoing_.size() >= server_.config_.limits.max_queued_events) {
       if (subscription_) ++server_.stats_.subscribers_dropped;
@@ -123,7 +158,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       close();
       return;
     }
-    outgoing_.push_back(std::move(line));
+    outgoing_.push_back(std::move(item));
     wake_.cancel();
   }
 
@@ -160,7 +195,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
 
   // Answers nothing but `line` (too many connections), then closes.
   void refuse(std::string line) {
-    outgoing_.push_back(std::move(line));
+    outgoing_.push_back(Outgoing{std::move(line), nullptr});
     close_after_write_ = true;
     auto self = shared_from_this();
     asio::co_spawn(socket_.get_executor(), [self]() { return self->write_loop(); }, asio::detached);
@@ -231,7 +266,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       if (reply.subscribe && !subscription_ && !closed_) {
         std::weak_ptr<Connection> weak = self;
         subscription_ = server_.bus_.subscribe([weak, filter = *reply.subscribe](const Event& e) {
-          if (auto c = weak.lock(); c && filter.matches(e)) c->send(Dispatcher::event_line(e));
+          if (auto c = weak.lock(); c && filter.matches(e)) c->send(c->server_.queued(e));
         });
       }
       // A client that sends many requests at once holds up neither the schedules' timers nor the
@@ -264,11 +299,11 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
       if (closed_) co_return;
-      std::string batch = std::move(outgoing_.front());
+      std::string batch = outgoing_.front().event ? outgoing_.front().event->text() : std::move(outgoing_.front().line);
       outgoing_.pop_front();
       batch += '\n';
-      while (!outgoing_.empty() && batch.size() + outgoing_.front().size() < kWriteBatchBytes) {
-        batch += outgoing_.front();
+      while (!outgoing_.empty() && batch.size() + outgoing_.front().text().size() < kWriteBatchBytes) {
+        batch += outgoing_.front().text();
         batch += '\n';
         outgoing_.pop_front();
       }
@@ -303,7 +338,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   stream::socket socket_;
   asio::steady_timer wake_;
   asio::steady_timer idle_;
-  std::deque<std::string> outgoing_;
+  std::deque<Outgoing> outgoing_;
   Peer peer_;
   bool authorized_ = false;
   bool closed_ = false;

@@ -58,9 +58,12 @@ class ControlServer {
   const std::string& path() const { return path_; }
 
   class Connection;
+  struct QueuedEvent;
 
  private:
   asio::awaitable<void> accept_loop();
+  // The event as subscribers queue it: one for all of them (the last one published is kept to share).
+  std::shared_ptr<QueuedEvent> queued(const Event& event);
 
   asio::io_context& io_;
   Dispatcher& dispatcher_;
@@ -73,6 +76,7 @@ class ControlServer {
   std::string path_;
   bool owns_path_ = false;
   std::set<std::shared_ptr<Connection>> connections_;
+  std::shared_ptr<QueuedEvent> last_queued_;
   std::function<void()> finished_;  // set by finish(): called once the last connection closed
   // The helper thread that reads long request lines as JSON (Dispatcher::read) and takes their
   // documents apart afterwards, so that the loop goes on meanwhile. Declared last: it is joined

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
+#include <set>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -564,6 +566,34 @@ TEST(ControlServer, SubscribersReceiveTheEventsTheirFilterSelects) {
   filtered.close();
   everything.close();
   EXPECT_TRUE(s.rig.run_until([&] { return s.rig.bus.subscribers() == 1; }, kPatience));
+}
+
+TEST(ControlServer, AnEventIsSerialisedOnceForAllItsSubscribersAndNotWhileItIsPublished) {
+  // The publisher (a schedule's transition, with others due at the same instant) only queues it; the
+  // connections' writers build its line, once.
+  ServerRig s;
+  s.listen();
+  std::vector<std::unique_ptr<Client>> subscribers;
+  for (int i = 0; i < 3; ++i) {
+    subscribers.push_back(std::make_unique<Client>(s.path));
+    subscribers.back()->request({{"method", "subscribe"}});
+    ASSERT_EQ(subscribers.back()->reply(s.rig)["ok"], true);
+  }
+  Event e;
+  e.type = EventType::kError;
+  e.interface = "veth0";
+  e.message = "the kernel said no";
+  s.rig.bus.publish(e);
+  EXPECT_EQ(s.stats.events_written, 0u) << "serialised while it was published";
+  std::set<std::uint64_t> seqs;
+  for (auto& c : subscribers) {
+    const json event = c->reply(s.rig);
+    EXPECT_EQ(event["event"], "error");
+    EXPECT_EQ(event["message"], "the kernel said no");
+    seqs.insert(event["seq"].get<std::uint64_t>());
+  }
+  EXPECT_EQ(seqs.size(), 1u);
+  EXPECT_EQ(s.stats.events_written, 1u) << "serialised once for each subscriber";
 }
 
 TEST(ControlServer, ASubscriberThatNeverReadsIsDroppedAndOthersAreServedMeanwhile) {
