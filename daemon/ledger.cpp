@@ -178,14 +178,13 @@ bool Ledger::names_lane(const LedgerEntry& entry) const {
   return e.interface == entry.interface && e.profile == entry.profile && e.digest == entry.digest;
 }
 
-bool Ledger::note_phase(const LedgerEntry& entry) {
-  if (!names_lane(entry)) return false;
-  std::string& phase = entries_[key_of(entry.index, entry.direction, entry.set)].phase;
-  if (phase != entry.phase) {
-    phase = entry.phase;
+void Ledger::note_phase(const LedgerEntry& entry) {
+  const auto it = entries_.find(key_of(entry.index, entry.direction, entry.set));
+  if (it == entries_.end()) return;
+  if (it->second.phase != entry.phase) {
+    it->second.phase = entry.phase;
     dirty_ = true;
   }
-  return true;
 }
 
 void Ledger::flush() {

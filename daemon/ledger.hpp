@@ -105,9 +105,10 @@ class Ledger {
   // Whether the file already names `entry`'s lane with its profile and digest (its phase aside): then
   // a change of phase there needs no write before the kernel is touched.
   bool names_lane(const LedgerEntry& entry) const;
-  // A new phase on a lane that names_lane(): kept in memory for the next write. Returns false (and
-  // changes nothing) for a lane the ledger does not name that way; record() it instead.
-  bool note_phase(const LedgerEntry& entry);
+  // A new phase on a lane that names_lane() (the caller checked, before the kernel took the change):
+  // kept in memory for the next write. A lane the ledger does not name is left alone; record() it
+  // instead.
+  void note_phase(const LedgerEntry& entry);
   // Whether memory holds something the file does not (noted phases, or a write that failed).
   bool dirty() const { return dirty_; }
   // Writes the ledger if dirty(). Throws like record(); it stays dirty then.

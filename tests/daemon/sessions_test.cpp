@@ -820,17 +820,24 @@ TEST(Sessions, AFailedScheduledTransitionIsAnErrorEventAndTheScheduleGoesOn) {
   EXPECT_EQ(rig.sessions.metrics().transition_errors, 1u);
 }
 
+// A schedule of 20 ms steps (a, b) on veth0 whose "kernel" takes `apply_delay` per change, run until
+// `changes` phase changes took effect; the kernel is quick again afterwards. Returns the request.
+ApplyRequest run_behind_schedule(DaemonRig& rig, Nanoseconds apply_delay, std::size_t changes) {
+  rig.backend.set_apply_delay(apply_delay);
+  auto r = rig.request("veth0", scheduled({{"a", "20ms"}, {"b", "20ms"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  EXPECT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= changes; }, kPatience));
+  rig.backend.set_apply_delay(0ns);
+  return r;
+}
+
 TEST(Sessions, MissedDeadlinesAreEachReportedNoneSkippedSilently) {
   // The "kernel" takes 50 ms per change while steps last 20 ms: most steps' whole windows pass
   // before they could be applied. Every step must show up, once, in order: either as
   // applied/phase-changed or as deadline-missed, with deadlines exactly 20 ms apart.
   DaemonRig rig;
-  rig.backend.set_apply_delay(50ms);
-  auto r = rig.request("veth0", scheduled({{"a", "20ms"}, {"b", "20ms"}}));
-  r.schedule = true;
-  rig.apply_ok(r);
-  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 3; }, kPatience));
-  rig.backend.set_apply_delay(0ns);
+  const ApplyRequest r = run_behind_schedule(rig, 50ms, 3);
 
   ASSERT_GE(rig.count(EventType::kDeadlineMissed), 3u);
   Nanoseconds expected = mono(r.start);
@@ -859,12 +866,7 @@ TEST(Sessions, StepsMissedInOneCatchUpAreOneLogLineButEachAnEvent) {
   // A change that takes 150 ms under 20 ms steps: each catch-up finds several windows passed. Every
   // step is an event; the log has one line per catch-up, whose counts add up to the events.
   DaemonRig rig;
-  rig.backend.set_apply_delay(150ms);
-  auto r = rig.request("veth0", scheduled({{"a", "20ms"}, {"b", "20ms"}}));
-  r.schedule = true;
-  rig.apply_ok(r);
-  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 2; }, kPatience));
-  rig.backend.set_apply_delay(0ns);
+  run_behind_schedule(rig, 150ms, 2);
 
   const std::string log = rig.log_text();
   const std::regex line(R"(missed the deadlines? of (?:(\d+) steps|step \d+) on veth0)");
