@@ -376,24 +376,26 @@ int validate_command(const std::vector<std::string>& raw) {
     // least once): the verdict is then on the profile, not on one draw as short as the capture.
     DelaySeries profile_s =
         simulate_profile(*profile, capture_s, interval, seed, simulation_copies(capture_s.delay.size(), probes));
-    std::optional<std::vector<Nanoseconds>> noise;
+    std::optional<LinkNoise> noise;
     if (!calibration_path.empty()) {
       const auto calibration = load_trace(calibration_path, parse);
       if (!calibration) return kExitBadInput;
       std::string problem;
-      if (!(noise = link_noise(*calibration, &problem))) {
+      auto samples = link_noise(*calibration, &problem);
+      if (!samples) {
         std::cerr << "jitterctl: validate: " << calibration_path << ": " << problem << '\n';
         return kExitBadInput;
       }
+      noise = with_link_noise(std::move(*samples), profile_s, halved);
     }
-    const auto* noise_p = noise ? &*noise : nullptr;
+    const LinkNoise* noise_p = noise ? &*noise : nullptr;
     std::optional<DelaySeries> shaped_s;
     if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved, noise_p);
     if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
     // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
     const ValidationReport report =
         capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, halved)
-                : validate_shaped_only(capture_s, profile_s, noise_p, halved);
+                : validate_shaped_only(capture_s, profile_s, noise_p);
     if (json) {
       std::cout << validation_json(report) << '\n';
     } else {

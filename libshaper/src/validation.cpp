@@ -14,8 +14,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The seeds of the link-noise draws added to the capture and to the profile (validate_series), and to
-// the profile again where the shaped link's base is read (shaped_series), which must see the same draw.
+// The seeds of the link-noise draws added to the capture (validate_series) and to the profile
+// (with_link_noise): the two expectations must not share their draws.
 constexpr std::uint64_t kCaptureNoiseSeed = 1;
 constexpr std::uint64_t kProfileNoiseSeed = 2;
 
@@ -147,7 +147,7 @@ DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Na
 }
 
 DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved,
-                          const std::vector<Nanoseconds>* noise) {
+                          const LinkNoise* noise) {
   DelaySeries out;
   out.label = "shaped";
   std::vector<Nanoseconds> rtts;
@@ -160,7 +160,7 @@ DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool 
   // multimodal.txt with 4000 probes) and shifts the whole shaped series by it.
   std::optional<Nanoseconds> rtt_anchor, profile_anchor;
   if (!rtts.empty()) rtt_anchor = quantile_inverse_ecdf(SortedSamples(std::move(rtts)), kLinkAnchor);
-  const auto delays = noise ? add_link_noise(profile, *noise, halved, kProfileNoiseSeed).delivered() : profile.delivered();
+  const auto delays = (noise ? noise->profile : profile).delivered();
   if (!delays.empty()) {
     profile_anchor = quantile_inverse_ecdf(SortedSamples(delays), kLinkAnchor);
   }
@@ -313,6 +313,11 @@ DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseco
   return out;
 }
 
+LinkNoise with_link_noise(std::vector<Nanoseconds> samples, const DelaySeries& profile, bool halved) {
+  DelaySeries noisy = add_link_noise(profile, samples, halved, kProfileNoiseSeed);
+  return LinkNoise{std::move(samples), std::move(noisy)};
+}
+
 namespace {
 
 std::string noise_note(const std::vector<Nanoseconds>& noise, const char* what) {
@@ -329,20 +334,19 @@ std::string noise_note(const std::vector<Nanoseconds>& noise, const char* what) 
 }  // namespace
 
 ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile, const DelaySeries* shaped,
-                                 const std::vector<Nanoseconds>* noise, bool halved) {
+                                 const LinkNoise* noise, bool halved) {
   ValidationReport r;
   r.capture = series_stats(capture);
   r.profile = series_stats(profile);
   r.comparisons.push_back(compare(capture, profile, kProfileThresholds, r.capture, r.profile));
   if (shaped) {
     r.shaped = series_stats(*shaped);
-    if (noise && !noise->empty()) {
-      // Different seeds: the two expectations must not share their noise draws.
-      const DelaySeries capture_n = add_link_noise(capture, *noise, halved, kCaptureNoiseSeed);
-      const DelaySeries profile_n = add_link_noise(profile, *noise, halved, kProfileNoiseSeed);
+    if (noise && !noise->samples.empty()) {
+      const DelaySeries capture_n = add_link_noise(capture, noise->samples, halved, kCaptureNoiseSeed);
+      const DelaySeries& profile_n = noise->profile;
       r.comparisons.push_back(compare(capture_n, *shaped, kShapedThresholds, series_stats(capture_n), *r.shaped));
       r.comparisons.push_back(compare(profile_n, *shaped, kShapedThresholds, series_stats(profile_n), *r.shaped));
-      r.notes.push_back(noise_note(*noise, "the capture and the profile"));
+      r.notes.push_back(noise_note(noise->samples, "the capture and the profile"));
     } else {
       r.comparisons.push_back(compare(capture, *shaped, kShapedThresholds, r.capture, *r.shaped));
       r.comparisons.push_back(compare(profile, *shaped, kShapedThresholds, r.profile, *r.shaped));
@@ -356,14 +360,14 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
 }
 
 ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
-                                      const std::vector<Nanoseconds>* noise, bool halved) {
+                                      const LinkNoise* noise) {
   ValidationReport r;
   r.capture = series_stats(shaped);
   r.profile = series_stats(profile);
-  if (noise && !noise->empty()) {
-    const DelaySeries profile_n = add_link_noise(profile, *noise, halved, kProfileNoiseSeed);
+  if (noise && !noise->samples.empty()) {
+    const DelaySeries& profile_n = noise->profile;
     r.comparisons.push_back(compare(profile_n, shaped, kShapedThresholds, series_stats(profile_n), r.capture));
-    r.notes.push_back(noise_note(*noise, "the profile"));
+    r.notes.push_back(noise_note(noise->samples, "the profile"));
   } else {
     r.comparisons.push_back(compare(profile, shaped, kShapedThresholds, r.profile, r.capture));
   }

@@ -105,7 +105,7 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
       std::to_string(kCalibrationProbes) + " " + VethPair::kAddrB + " || test $? -eq 1");
   const Trace calibration = parse_trace_text(calibration_text, "calibration ping");
   std::string problem;
-  const auto noise = link_noise(calibration, &problem);
+  auto noise = link_noise(calibration, &problem);
   ASSERT_TRUE(noise) << problem;
 
   qdisc.change(profile.phases.front().spec);
@@ -127,8 +127,9 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
   const DelaySeries capture_s = capture_series(capture, profile);
   const DelaySeries profile_s =
       simulate_profile(profile, capture_s, capture.interval, 1, simulation_copies(capture_s.delay.size()));
-  const DelaySeries shaped_s = shaped_series(shaped, profile_s, halved, &*noise);
-  const ValidationReport report = validate_series(capture_s, profile_s, &shaped_s, &*noise, halved);
+  const LinkNoise link = with_link_noise(std::move(*noise), profile_s, halved);
+  const DelaySeries shaped_s = shaped_series(shaped, profile_s, halved, &link);
+  const ValidationReport report = validate_series(capture_s, profile_s, &shaped_s, &link, halved);
   ASSERT_EQ(report.comparisons.size(), 3u);
   // What the kernel is answerable for: the shaped link against the capture and against the profile.
   // capture vs profile is simulation against capture, with no kernel in it (docs/fidelity.md judges

@@ -116,7 +116,8 @@ TEST(ValidateSeries, ANoisyLinkPassesOnlyOnceItsNoiseIsAccountedFor) {
   const ValidationReport raw = validate_series(capture, profile, &shaped);
   ASSERT_EQ(raw.comparisons.size(), 3u);
   EXPECT_FALSE(raw.comparisons[2].pass()) << "a 1 ms mean shift must fail KS";
-  const ValidationReport calibrated = validate_series(capture, profile, &shaped, &noise, false);
+  const LinkNoise link = with_link_noise(noise, profile, false);
+  const ValidationReport calibrated = validate_series(capture, profile, &shaped, &link, false);
   for (const auto& c : calibrated.comparisons) {
     EXPECT_TRUE(c.pass()) << c.a << " vs " << c.b << ": KS " << c.ks;
   }
@@ -139,7 +140,8 @@ TEST(ValidateShapedOnly, OneComparisonAtTheShapedLinksThresholdsWithTheNoiseAdde
   EXPECT_EQ(raw.capture.samples, 20000u);
   EXPECT_FALSE(raw.shaped.has_value());
 
-  const ValidationReport calibrated = validate_shaped_only(shaped, profile, &noise, false);
+  const LinkNoise link = with_link_noise(noise, profile, false);
+  const ValidationReport calibrated = validate_shaped_only(shaped, profile, &link);
   EXPECT_TRUE(calibrated.pass) << "KS " << calibrated.comparisons[0].ks;
   // The shaped link's KS floor (0.05), not the profile's (0.02).
   EXPECT_DOUBLE_EQ(calibrated.comparisons[0].ks_limit, 0.05);

@@ -76,13 +76,20 @@ std::size_t simulation_copies(std::size_t probes, std::size_t at_least = kValida
 // percentile.
 inline constexpr double kLinkAnchor = 0.01;
 
+// The test link's own noise (link_noise) and the profile as that link shows it: with a noise draw
+// added to every delivered probe. shaped_series and the comparisons with the shaped trace must see
+// the same draw, so it is made once (with_link_noise).
+struct LinkNoise {
+  std::vector<Nanoseconds> samples;
+  DelaySeries profile;
+};
+
 // A trace taken through the shaped link, as added delay: its RTTs minus the test link's own base
 // delay, and halved if the profile was. The base is estimated as the shaped RTTs' kLinkAnchor
 // quantile minus `profile`'s (twice that for a halved profile); with `noise` (the link calibrated),
-// minus the profile's with the link's noise added as validate_series adds it, since the shaped RTTs
-// carry that noise too.
+// minus that of noise->profile, since the shaped RTTs carry the link's noise too.
 DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved,
-                          const std::vector<Nanoseconds>* noise = nullptr);
+                          const LinkNoise* noise = nullptr);
 
 SeriesStats series_stats(const DelaySeries& series);
 
@@ -97,10 +104,13 @@ std::optional<std::vector<Nanoseconds>> link_noise(const Trace& calibration, std
 DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise, bool halved,
                            std::uint64_t seed = 1);
 
-// The comparisons. With `noise`, what is compared with the shaped link is the capture and the profile
-// with the link's own noise added (a shaped link cannot be quieter than the link), and a note says so.
+// `samples` with `profile` as the link shows it (add_link_noise with the profile's own seed).
+LinkNoise with_link_noise(std::vector<Nanoseconds> samples, const DelaySeries& profile, bool halved);
+
+// The comparisons. With `noise` (made by with_link_noise for this `profile` and `halved`), what is
+// compared with the shaped link is the capture and the profile with the link's own noise added (a shaped link cannot be quieter than the link), and a note says so.
 ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile,
-                                 const DelaySeries* shaped, const std::vector<Nanoseconds>* noise = nullptr,
+                                 const DelaySeries* shaped, const LinkNoise* noise = nullptr,
                                  bool halved = false);
 
 // A shaped trace judged against the profile alone, without a capture (jitterctl validate --shaped
@@ -108,7 +118,7 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
 // with the link's own noise added to the profile when `noise` is given. The report's `capture` slot
 // holds the shaped trace's statistics (its label says "shaped"); `shaped` stays empty.
 ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
-                                      const std::vector<Nanoseconds>* noise = nullptr, bool halved = false);
+                                      const LinkNoise* noise = nullptr);
 
 // The `jitterctl validate --json` object.
 std::string validation_json(const ValidationReport& report);
