@@ -248,7 +248,14 @@ void KernelBackend::forget(const shaper::Interface& interface, std::optional<Dir
   if (!direction || *direction == Direction::kIngress) {
     if (state.ingress) state.ingress->release();
     state.ingress.reset();
-    if (state.plumbing) state.plumbing->release();
+    if (state.plumbing) {
+      // A gone interface took its filters along but not the IFB: that one is ours, and goes too.
+      if (!direction) {
+        state.plumbing->interface_gone();
+      } else {
+        state.plumbing->release();
+      }
+    }
     state.plumbing.reset();
   }
   if (!direction && state.offloads) {

@@ -74,7 +74,8 @@ class ShapingBackend {
   // offloads it turned off). No-op when none.
   virtual void remove(const shaper::Interface& interface) = 0;
   // The interface is gone (nullopt: both directions) or the root of one direction was replaced behind
-  // our back: drop the owners, touch nothing.
+  // our back: drop the owners, touch nothing, but for a gone interface's IFB (a device of its own,
+  // created by this process), which is deleted.
   virtual void forget(const shaper::Interface& interface, std::optional<Direction> direction) = 0;
 
   // The interface's TSO, GSO and GRO as they are now, for the caller to record before

@@ -207,6 +207,12 @@ void IngressRedirect::remove_quietly() noexcept {
   }
 }
 
+void IngressRedirect::interface_gone() noexcept {
+  filters_.clear();
+  created_ingress_ = false;
+  remove_quietly();
+}
+
 IngressRedirect IngressRedirect::install(NetemEngine& engine, const Interface& interface) {
   RouteSocket& socket = engine.socket();
   const std::string name = ifb_name_for(interface);

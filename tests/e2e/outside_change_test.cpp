@@ -1,5 +1,5 @@
 // The world changing under a session: the interface deleted mid-schedule ends that session cleanly
-// (an interface-gone event, no errors, jitterd alive and answering); jitterd's qdisc deleted or
+// (an interface-gone event, no errors, jitterd alive and answering, no IFB of its ingress left); jitterd's qdisc deleted or
 // replaced behind its back ends the session with external-change (ended=true) and jitterd never
 // touches what is there now; a change to its qdisc by another program is reported (ended=false) and
 // the session goes on. iproute2 (`ip`, `tc`) plays the other program.
@@ -73,6 +73,23 @@ TEST_F(E2eOutsideChange, DeletingTheInterfaceMidScheduleEndsItsSessionCleanly) {
   const auto exit_code = bed().daemon.stop();
   ASSERT_TRUE(exit_code);
   EXPECT_EQ(*exit_code, 0) << bed().daemon.log();
+}
+
+TEST_F(E2eOutsideChange, DeletingAnInterfaceShapedOnIngressLeavesNoIfbBehind) {
+  // The interface takes its filters and ingress qdisc along, but the IFB is a device of its own.
+  auto events = bed().subscribe();
+  const auto applied =
+      bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--direction", "ingress"});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_TRUE(events.wait_for("applied", kEventTimeout)) << events.describe();
+  ASSERT_NE(bed().in_ns_a("ip -o link show type ifb").find("jdifb"), std::string::npos);
+
+  bed().in_ns_a("ip link del jta");
+  ASSERT_TRUE(events.wait_for("interface-gone", kEventTimeout)) << events.describe();
+  EXPECT_EQ(bed().in_ns_a("ip -o link show type ifb"), "") << bed().daemon.log();
+  expect_no_session();
+  expect_alive_and_answering();
+  EXPECT_TRUE(events.of_type("error").empty()) << events.describe();
 }
 
 TEST_F(E2eOutsideChange, QdiscDeletedBehindItsBackEndsTheSession) {

@@ -56,6 +56,10 @@ class IngressRedirect {
   // created it, then the IFB (which takes any qdisc on it along). Throws on the first failure.
   void remove();
   void release() { engine_ = nullptr; }
+  // The interface is gone, and its filters and ingress hook with it; the IFB, a device of its own,
+  // is not: deletes it (a failure is written to stderr, as the destructor does) and owns nothing
+  // after.
+  void interface_gone() noexcept;
 
   // Crash recovery for one interface: removes our redirect filters (by priority and kind), an
   // `ingress` qdisc left with no filter at all (never a clsact), and the IFB named for the
