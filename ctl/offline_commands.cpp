@@ -394,7 +394,7 @@ int validate_command(const std::vector<std::string>& raw) {
     if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
     // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
     const ValidationReport report =
-        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, halved)
+        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p)
                 : validate_shaped_only(capture_s, profile_s, noise_p);
     if (json) {
       std::cout << validation_json(report) << '\n';

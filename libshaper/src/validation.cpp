@@ -315,7 +315,7 @@ DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseco
 
 LinkNoise with_link_noise(std::vector<Nanoseconds> samples, const DelaySeries& profile, bool halved) {
   DelaySeries noisy = add_link_noise(profile, samples, halved, kProfileNoiseSeed);
-  return LinkNoise{std::move(samples), std::move(noisy)};
+  return LinkNoise{std::move(samples), halved, std::move(noisy)};
 }
 
 namespace {
@@ -334,7 +334,7 @@ std::string noise_note(const std::vector<Nanoseconds>& noise, const char* what) 
 }  // namespace
 
 ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile, const DelaySeries* shaped,
-                                 const LinkNoise* noise, bool halved) {
+                                 const LinkNoise* noise) {
   ValidationReport r;
   r.capture = series_stats(capture);
   r.profile = series_stats(profile);
@@ -342,7 +342,7 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
   if (shaped) {
     r.shaped = series_stats(*shaped);
     if (noise && !noise->samples.empty()) {
-      const DelaySeries capture_n = add_link_noise(capture, noise->samples, halved, kCaptureNoiseSeed);
+      const DelaySeries capture_n = add_link_noise(capture, noise->samples, noise->halved, kCaptureNoiseSeed);
       const DelaySeries& profile_n = noise->profile;
       r.comparisons.push_back(compare(capture_n, *shaped, kShapedThresholds, series_stats(capture_n), *r.shaped));
       r.comparisons.push_back(compare(profile_n, *shaped, kShapedThresholds, series_stats(profile_n), *r.shaped));

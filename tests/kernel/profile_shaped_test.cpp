@@ -129,7 +129,7 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
       simulate_profile(profile, capture_s, capture.interval, 1, simulation_copies(capture_s.delay.size()));
   const LinkNoise link = with_link_noise(std::move(*noise), profile_s, halved);
   const DelaySeries shaped_s = shaped_series(shaped, profile_s, halved, &link);
-  const ValidationReport report = validate_series(capture_s, profile_s, &shaped_s, &link, halved);
+  const ValidationReport report = validate_series(capture_s, profile_s, &shaped_s, &link);
   ASSERT_EQ(report.comparisons.size(), 3u);
   // What the kernel is answerable for: the shaped link against the capture and against the profile.
   // capture vs profile is simulation against capture, with no kernel in it (docs/fidelity.md judges

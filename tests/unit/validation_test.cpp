@@ -117,7 +117,7 @@ TEST(ValidateSeries, ANoisyLinkPassesOnlyOnceItsNoiseIsAccountedFor) {
   ASSERT_EQ(raw.comparisons.size(), 3u);
   EXPECT_FALSE(raw.comparisons[2].pass()) << "a 1 ms mean shift must fail KS";
   const LinkNoise link = with_link_noise(noise, profile, false);
-  const ValidationReport calibrated = validate_series(capture, profile, &shaped, &link, false);
+  const ValidationReport calibrated = validate_series(capture, profile, &shaped, &link);
   for (const auto& c : calibrated.comparisons) {
     EXPECT_TRUE(c.pass()) << c.a << " vs " << c.b << ": KS " << c.ks;
   }

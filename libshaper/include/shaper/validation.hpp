@@ -77,10 +77,11 @@ std::size_t simulation_copies(std::size_t probes, std::size_t at_least = kValida
 inline constexpr double kLinkAnchor = 0.01;
 
 // The test link's own noise (link_noise) and the profile as that link shows it: with a noise draw
-// added to every delivered probe. shaped_series and the comparisons with the shaped trace must see
-// the same draw, so it is made once (with_link_noise).
+// added to every delivered probe (two averaged, for a halved profile). shaped_series and the
+// comparisons with the shaped trace must see the same draw, so it is made once (with_link_noise).
 struct LinkNoise {
   std::vector<Nanoseconds> samples;
+  bool halved = false;
   DelaySeries profile;
 };
 
@@ -107,11 +108,11 @@ DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseco
 // `samples` with `profile` as the link shows it (add_link_noise with the profile's own seed).
 LinkNoise with_link_noise(std::vector<Nanoseconds> samples, const DelaySeries& profile, bool halved);
 
-// The comparisons. With `noise` (made by with_link_noise for this `profile` and `halved`), what is
-// compared with the shaped link is the capture and the profile with the link's own noise added (a shaped link cannot be quieter than the link), and a note says so.
+// The comparisons. With `noise` (made by with_link_noise for this `profile`), what is compared with
+// the shaped link is the capture and the profile with the link's own noise added (a shaped link
+// cannot be quieter than the link), and a note says so.
 ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile,
-                                 const DelaySeries* shaped, const LinkNoise* noise = nullptr,
-                                 bool halved = false);
+                                 const DelaySeries* shaped, const LinkNoise* noise = nullptr);
 
 // A shaped trace judged against the profile alone, without a capture (jitterctl validate --shaped
 // without CAPTURE, and --phase): one comparison, profile vs shaped, at the shaped link's thresholds,
