@@ -333,6 +333,10 @@ std::int64_t monotonic_ns(const Json& time) {
   return time.at("monotonic_ns").get<std::int64_t>();
 }
 
+Clock::time_point monotonic_point(const Json& time) {
+  return Clock::time_point(std::chrono::nanoseconds(monotonic_ns(time)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Events
 

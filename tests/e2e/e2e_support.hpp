@@ -258,5 +258,7 @@ class E2eTest : public ::testing::Test {
 // realtime_ns / monotonic_ns of a protocol time ({"monotonic_ns": ..., "realtime_ns": ...}).
 std::int64_t realtime_ns(const Json& time);
 std::int64_t monotonic_ns(const Json& time);
+// The same as a point of this process's steady clock (the guest's CLOCK_MONOTONIC, as jitterd's).
+Clock::time_point monotonic_point(const Json& time);
 
 }  // namespace jitterd_e2e

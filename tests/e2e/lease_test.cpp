@@ -20,6 +20,7 @@
 using namespace std::chrono_literals;
 using jitterd_e2e::Clock;
 using jitterd_e2e::Json;
+using jitterd_e2e::monotonic_point;
 
 namespace {
 
@@ -28,10 +29,6 @@ constexpr auto kLease = 2s;
 // renewed one, however slowly `ip netns exec tc` starts on a busy host.
 constexpr auto kRenewedLease = 4s;
 constexpr auto kMargin = 500ms;
-
-Clock::time_point monotonic_point(const Json& time) {
-  return Clock::time_point(std::chrono::nanoseconds(jitterd_e2e::monotonic_ns(time)));
-}
 
 // What tc shows while a lease runs is judged only when tc looked before the lease ran out: on the
 // VM's virtual clock, a guest waiting for the host's I/O (starting tc over 9p) jumps its clock to its
