@@ -6,13 +6,13 @@
 // in that folder).
 //
 // The link itself is not silent: on hardware netem releases packets tens of microseconds late; in the
-// qemu TCG test bed with its real-time clock, 0.4 ms late at the median and up to several ms, because
-// the host's threads are late; compared raw, that shift alone fails KS (0.11-0.13 against 0.05;
-// docs/fidelity.md). So the test runs in a VM whose clock is qemu's instruction counter
-// (JITTERD_VM_CLOCK=virtual, scripts/test), where a timer fires when the guest's clock says, and, as a
-// lab would on any link, first measures the link's own noise through a constant-delay netem and
-// validates with it (validate --link-calibration): the capture and the profile get the link's noise
-// added before they are compared with the shaped link.
+// User-Mode Linux test bed (the host's clock, one CPU, syscalls trapped) ~0.1-0.2 ms late; in qemu TCG
+// on its real-time clock 0.4 ms late at the median and up to several ms, which alone fails KS
+// (0.11-0.13 against 0.05; docs/fidelity.md). So, as a lab would on any link, the test first measures
+// the link's own noise through a constant-delay netem and validates with it (validate
+// --link-calibration): the capture and the profile get the link's noise added before they are compared
+// with the shaped link. It runs in the kernel suite's timing round (tests/vm/timing-tests): no other
+// guest competes for the host's CPU while it probes.
 #include <gtest/gtest.h>
 
 #include <cstdio>
