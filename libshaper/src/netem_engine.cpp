@@ -36,6 +36,12 @@ std::string hint_for_netem(int error_number, const std::string& kernel_message) 
   return {};
 }
 
+NetlinkError with_netem_hint(const NetlinkError& e) {
+  const std::string hint = hint_for_netem(e.error_number(), e.kernel_message());
+  if (hint.empty() || !e.hint().empty()) return e;
+  return NetlinkError(e.operation(), e.object(), e.error_number(), e.kernel_message(), hint);
+}
+
 tcmsg root_tcmsg(const Interface& interface, std::uint32_t handle) {
   tcmsg tcm{};
   tcm.tcm_family = AF_UNSPEC;
@@ -187,14 +193,28 @@ void NetemQdisc::remove_quietly() noexcept {
 
 void NetemQdisc::change(const NetemSpec& spec) {
   if (!engine_) throw OwnershipError("netem change (" + describe(interface_) + "): not owned");
+  std::vector<PreparedChange> one;
+  one.push_back(prepare_change(spec));
+  if (auto error = engine_->change(one).front()) throw *error;
+}
+
+PreparedChange NetemQdisc::prepare_change(const NetemSpec& spec) {
+  if (!engine_) throw OwnershipError("netem change (" + describe(interface_) + "): not owned");
   auto diagnostics = validate(spec);
   if (!diagnostics.empty()) throw std::invalid_argument(to_string(diagnostics));
   ChangePlan plan = plan_change(applied_, spec, tables_known_);
+  PreparedChange prepared;
   // Flags 0: change in place. Without NLM_F_CREATE the kernel refuses (ENOENT) if our handle is no
   // longer there, so a qdisc someone else put in its place is never touched.
-  engine_->send_netem(interface_, plan.to_send, plan.encode, 0, "netem change");
-  applied_ = std::move(plan.to_send);
-  tables_known_ = true;
+  prepared.message = build_netem_message(interface_.index, kJitterdRootHandle, TC_H_ROOT, 0, plan.to_send,
+                                         plan.encode);
+  prepared.object = describe(interface_);
+  prepared.applied = [this, sent = std::move(plan.to_send)]() mutable {
+    applied_ = std::move(sent);
+    tables_known_ = true;
+  };
+  prepared.explain = with_netem_hint;
+  return prepared;
 }
 
 void NetemQdisc::remove() {
@@ -291,10 +311,24 @@ void NetemEngine::send_netem(const Interface& interface, const NetemSpec& spec,
   try {
     socket_->request(msg.get(), operation, describe(interface));
   } catch (const NetlinkError& e) {
-    const std::string hint = hint_for_netem(e.error_number(), e.kernel_message());
-    if (hint.empty() || !e.hint().empty()) throw;
-    throw NetlinkError(e.operation(), e.object(), e.error_number(), e.kernel_message(), hint);
+    throw with_netem_hint(e);
   }
+}
+
+std::vector<std::optional<NetlinkError>> NetemEngine::change(std::vector<PreparedChange>& changes) {
+  std::vector<NetlinkRequest> requests;
+  requests.reserve(changes.size());
+  for (const auto& c : changes) requests.push_back(NetlinkRequest{c.message.get(), "netem change", c.object});
+  std::vector<NetlinkReply> replies = socket_->request_batch(requests);
+  std::vector<std::optional<NetlinkError>> out(changes.size());
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    if (replies[i].ok()) {
+      changes[i].applied();
+    } else {
+      out[i] = changes[i].explain ? changes[i].explain(*replies[i].error) : *replies[i].error;
+    }
+  }
+  return out;
 }
 
 NetemQdisc NetemEngine::install(const Interface& interface, const NetemSpec& spec,

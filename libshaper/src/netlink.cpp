@@ -6,6 +6,7 @@
 #include <netlink/route/link.h>
 #include <netlink/socket.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
@@ -33,8 +34,18 @@ NlMsgPtr make_message(int type, int flags, std::size_t payload_hint) {
 
 namespace {
 
-// State shared with libnl's callbacks while one request is in flight.
+// At most this many requests are in flight at once. The kernel handles a sendmsg's messages inside
+// the call and queues an ACK for each on our socket before it returns; an ACK that finds the receive
+// buffer full is dropped (ENOBUFS on the next read), and its request's fate is then unknown. libnl
+// sizes the buffer to 32 KiB, which the kernel doubles; an ACK without the echoed request (CAP_ACK)
+// but with an extended-ACK text costs about 1 KiB of it, so 32 of them fit with room to spare.
+constexpr std::size_t kMaxRequestsInFlight = 32;
+// sendmsg refuses (EMSGSIZE) a datagram larger than the send buffer less this (netlink_sendmsg).
+constexpr std::size_t kSendBufferSlack = 32;
+
+// One request in flight, and what the kernel has said about it so far.
 struct Exchange {
+  std::uint32_t seq = 0;
   int error = 0;             // positive errno from NLMSG_ERROR, 0 on success
   std::string ext_ack;       // NLMSGERR_ATTR_MSG, with or without an error
   bool acked = false;
@@ -43,6 +54,25 @@ struct Exchange {
   // An exception thrown by on_message must not unwind through libnl's C frames: it is parked here,
   // the rest of the dump is read and ignored (so the socket stays in step), then rethrown.
   std::exception_ptr callback_failure;
+};
+
+// The requests of one send, shared with libnl's callbacks, which find each answer's request by its
+// sequence number. An answer to none of them (left over from an exchange that a failure cut short)
+// is skipped, so the socket is in step again at the next request.
+struct Conversation {
+  std::vector<Exchange> exchanges;
+  std::size_t open = 0;  // exchanges not done yet
+
+  Exchange* find(std::uint32_t seq) {
+    for (auto& e : exchanges) {
+      if (e.seq == seq && !e.done) return &e;
+    }
+    return nullptr;
+  }
+  void finish(Exchange& e) {
+    e.done = true;
+    --open;
+  }
 };
 
 // Extracts NLMSGERR_ATTR_MSG from an NLMSG_ERROR message. With NETLINK_CAP_ACK the original request is
@@ -69,31 +99,42 @@ std::string extended_ack_text(const nlmsghdr* hdr) {
   return {};
 }
 
+// Replaces libnl's own check (one expected sequence number at a time) for several requests in flight.
+int on_seq_check(nl_msg* msg, void* arg) {
+  return static_cast<Conversation*>(arg)->find(nlmsg_hdr(msg)->nlmsg_seq) ? NL_OK : NL_SKIP;
+}
+
 int on_error(sockaddr_nl*, nlmsgerr* err, void* arg) {
-  auto* exchange = static_cast<Exchange*>(arg);
+  auto* conversation = static_cast<Conversation*>(arg);
   const auto* hdr = reinterpret_cast<const nlmsghdr*>(reinterpret_cast<const char*>(err) - NLMSG_HDRLEN);
+  Exchange* exchange = conversation->find(hdr->nlmsg_seq);
+  if (!exchange) return NL_SKIP;
   exchange->error = -err->error;
   exchange->ext_ack = extended_ack_text(hdr);
-  exchange->done = true;
-  return NL_STOP;
+  conversation->finish(*exchange);
+  // NL_OK, not NL_STOP: the answers to the requests after it are read on.
+  return NL_OK;
 }
 
 int on_ack(nl_msg* msg, void* arg) {
-  auto* exchange = static_cast<Exchange*>(arg);
+  auto* conversation = static_cast<Conversation*>(arg);
+  Exchange* exchange = conversation->find(nlmsg_hdr(msg)->nlmsg_seq);
+  if (!exchange) return NL_SKIP;
   exchange->acked = true;
-  exchange->done = true;
   exchange->ext_ack = extended_ack_text(nlmsg_hdr(msg));
-  return NL_STOP;
+  conversation->finish(*exchange);
+  return NL_OK;
 }
 
-int on_finish(nl_msg*, void* arg) {
-  static_cast<Exchange*>(arg)->done = true;
+int on_finish(nl_msg* msg, void* arg) {
+  auto* conversation = static_cast<Conversation*>(arg);
+  if (Exchange* exchange = conversation->find(nlmsg_hdr(msg)->nlmsg_seq)) conversation->finish(*exchange);
   return NL_STOP;
 }
 
 int on_valid(nl_msg* msg, void* arg) {
-  auto* exchange = static_cast<Exchange*>(arg);
-  if (exchange->on_message && !exchange->callback_failure) {
+  Exchange* exchange = static_cast<Conversation*>(arg)->find(nlmsg_hdr(msg)->nlmsg_seq);
+  if (exchange && exchange->on_message && !exchange->callback_failure) {
     try {
       (*exchange->on_message)(*nlmsg_hdr(msg));
     } catch (...) {
@@ -111,28 +152,51 @@ std::string hint_for(int error_number) {
   return {};
 }
 
-void run_exchange(nl_sock* sock, nl_msg* msg, Exchange& exchange, const std::string& operation,
-                  const std::string& object) {
+// How a send of several requests is named when the socket refuses it.
+std::string describe_send(std::span<const NetlinkRequest> requests) {
+  std::string out = "send " + requests.front().operation;
+  if (requests.size() > 1) out += " and " + std::to_string(requests.size() - 1) + " more requests";
+  return out;
+}
+
+// Sends `requests` (already completed: port, sequence number, flags) in one sendmsg and reads until
+// each is answered; what the kernel said is left in `conversation`.
+void converse(nl_sock* sock, std::span<const NetlinkRequest> requests, Conversation& conversation) {
   struct CbDeleter {
     void operator()(nl_cb* cb) const { nl_cb_put(cb); }
   };
+  const std::string& object = requests.front().object;
   std::unique_ptr<nl_cb, CbDeleter> cb(nl_cb_alloc(NL_CB_DEFAULT));
-  if (!cb) throw SystemError("nl_cb_alloc", operation, ENOMEM);
-  nl_cb_err(cb.get(), NL_CB_CUSTOM, on_error, &exchange);
-  nl_cb_set(cb.get(), NL_CB_ACK, NL_CB_CUSTOM, on_ack, &exchange);
-  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &exchange);
-  nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_finish, &exchange);
+  if (!cb) throw SystemError("nl_cb_alloc", requests.front().operation, ENOMEM);
+  nl_cb_err(cb.get(), NL_CB_CUSTOM, on_error, &conversation);
+  nl_cb_set(cb.get(), NL_CB_SEQ_CHECK, NL_CB_CUSTOM, on_seq_check, &conversation);
+  nl_cb_set(cb.get(), NL_CB_ACK, NL_CB_CUSTOM, on_ack, &conversation);
+  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &conversation);
+  nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_finish, &conversation);
 
-  check_libnl(nl_send_auto(sock, msg), "send " + operation, object);
-  // Keep receiving until the kernel's ACK, error or NLMSG_DONE ends the exchange.
-  while (!exchange.done) {
-    const int rc = nl_recvmsgs(sock, cb.get());
-    if (exchange.error != 0) {
-      throw NetlinkError(operation, object, exchange.error, exchange.ext_ack, hint_for(exchange.error));
-    }
-    if (rc < 0) check_libnl(rc, "receive " + operation, object);
+  std::vector<iovec> iov;
+  for (const auto& r : requests) {
+    nlmsghdr* hdr = nlmsg_hdr(r.msg);
+    iov.push_back(iovec{hdr, hdr->nlmsg_len});
   }
-  if (exchange.callback_failure) std::rethrow_exception(exchange.callback_failure);
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  msghdr message{};
+  message.msg_name = &kernel;
+  message.msg_namelen = sizeof kernel;
+  message.msg_iov = iov.data();
+  message.msg_iovlen = iov.size();
+  const int fd = nl_socket_get_fd(sock);
+  long sent;
+  do {
+    sent = sendmsg(fd, &message, 0);
+  } while (sent == -1 && errno == EINTR);
+  check_syscall(sent, describe_send(requests), object);
+  // Keep receiving until the kernel's ACK, error or NLMSG_DONE ends every exchange.
+  while (conversation.open > 0) {
+    const int rc = nl_recvmsgs(sock, cb.get());
+    if (rc < 0) check_libnl(rc, "receive " + requests.front().operation, object);
+  }
 }
 
 }  // namespace
@@ -153,21 +217,75 @@ RouteSocket::RouteSocket() : sock_(nl_socket_alloc()) {
 }
 
 NetlinkAck RouteSocket::request(nl_msg* msg, const std::string& operation, const std::string& object) {
-  nlmsg_hdr(msg)->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-  Exchange exchange;
-  run_exchange(sock_.get(), msg, exchange, operation, object);
-  if (!exchange.acked) {
-    throw NetlinkError(operation, object, EPROTO, "the kernel ended the exchange without an ACK");
+  const NetlinkRequest one{msg, operation, object};
+  NetlinkReply reply = std::move(request_batch({&one, 1}).front());
+  if (reply.error) throw *reply.error;
+  return reply.ack;
+}
+
+std::vector<NetlinkReply> RouteSocket::request_batch(std::span<const NetlinkRequest> requests) {
+  std::vector<NetlinkReply> replies(requests.size());
+  int send_buffer = 0;
+  socklen_t size = sizeof send_buffer;
+  check_syscall(getsockopt(nl_socket_get_fd(sock_.get()), SOL_SOCKET, SO_SNDBUF, &send_buffer, &size),
+                "getsockopt SO_SNDBUF", "NETLINK_ROUTE socket");
+  const std::size_t send_limit = static_cast<std::size_t>(send_buffer) - kSendBufferSlack;
+  std::size_t first = 0;
+  while (first < requests.size()) {
+    // As many as fit one sendmsg and the receive buffer's room for their ACKs (a message alone too
+    // large goes alone, and the kernel says so).
+    std::size_t end = first;
+    std::size_t bytes = 0;
+    Conversation conversation;
+    while (end < requests.size() && end - first < kMaxRequestsInFlight) {
+      nl_msg* msg = requests[end].msg;
+      nlmsghdr* hdr = nlmsg_hdr(msg);
+      if (end > first && bytes + hdr->nlmsg_len > send_limit) break;
+      hdr->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+      nl_complete_msg(sock_.get(), msg);  // our port and the socket's next sequence number
+      bytes += hdr->nlmsg_len;
+      Exchange exchange;
+      exchange.seq = hdr->nlmsg_seq;
+      conversation.exchanges.push_back(std::move(exchange));
+      ++end;
+    }
+    conversation.open = conversation.exchanges.size();
+    converse(sock_.get(), requests.subspan(first, end - first), conversation);
+    for (std::size_t i = first; i < end; ++i) {
+      const Exchange& exchange = conversation.exchanges[i - first];
+      const NetlinkRequest& request = requests[i];
+      if (exchange.error != 0) {
+        replies[i].error.emplace(request.operation, request.object, exchange.error, exchange.ext_ack,
+                                 hint_for(exchange.error));
+      } else if (!exchange.acked) {
+        replies[i].error.emplace(request.operation, request.object, EPROTO,
+                                 "the kernel ended the exchange without an ACK");
+      } else {
+        replies[i].ack.warning = exchange.ext_ack;
+      }
+    }
+    first = end;
   }
-  return NetlinkAck{exchange.ext_ack};
+  return replies;
 }
 
 void RouteSocket::dump(nl_msg* msg, const std::string& operation, const std::string& object,
                        const std::function<void(const nlmsghdr&)>& on_message) {
   nlmsg_hdr(msg)->nlmsg_flags |= NLM_F_REQUEST | NLM_F_DUMP;
+  nl_complete_msg(sock_.get(), msg);
+  Conversation conversation;
   Exchange exchange;
+  exchange.seq = nlmsg_hdr(msg)->nlmsg_seq;
   exchange.on_message = &on_message;
-  run_exchange(sock_.get(), msg, exchange, operation, object);
+  conversation.exchanges.push_back(std::move(exchange));
+  conversation.open = 1;
+  const NetlinkRequest request{msg, operation, object};
+  converse(sock_.get(), {&request, 1}, conversation);
+  const Exchange& answer = conversation.exchanges.front();
+  if (answer.error != 0) {
+    throw NetlinkError(operation, object, answer.error, answer.ext_ack, hint_for(answer.error));
+  }
+  if (answer.callback_failure) std::rethrow_exception(answer.callback_failure);
 }
 
 void RouteSocket::dump_parsed(nl_msg* msg, const std::string& operation, const std::string& object,

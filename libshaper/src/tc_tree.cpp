@@ -108,10 +108,10 @@ std::string describe_leaf(const Interface& interface, std::uint16_t minor) {
 
 // CVE-2025-38553's fix (check_netem_in_tree) refuses a duplicating netem next to any other netem on
 // the same device; the kernel's text alone does not say what to do about it.
-[[noreturn]] void rethrow_with_hint(const NetlinkError& e) {
+NetlinkError with_duplication_hint(const NetlinkError& e) {
   if (e.hint().empty() &&
       e.kernel_message().find("cannot mix duplicating netems") != std::string::npos) {
-    throw NetlinkError(
+    return NetlinkError(
         e.operation(), e.object(), e.error_number(), e.kernel_message(),
         "This kernel refuses a netem with duplication on a device that has another netem (a rule "
         "added with the fix for CVE-2025-38553; it applies per device, and an IFB counts as a "
@@ -119,8 +119,10 @@ std::string describe_leaf(const Interface& interface, std::uint16_t minor) {
         "of its own). On this kernel, use no duplication in a tree with several profiles, or shape "
         "the whole interface with a single profile");
   }
-  throw;
+  return e;
 }
+
+[[noreturn]] void rethrow_with_hint(const NetlinkError& e) { throw with_duplication_hint(e); }
 
 void check_selector(const U32Selector& selector, const std::string& where) {
   if (selector.eth_protocol == 0) {
@@ -611,17 +613,9 @@ void NetemTree::apply(const std::vector<TreeStep>& steps) {
         break;
       }
       case TreeStep::Kind::kChangeLeaf: {
-        NetemSpec& applied = state_.leaves.at(step.minor);
-        ChangePlan plan = plan_change(applied, step.spec, /*tables_known=*/true);
-        // Flags 0: change in place; the kernel refuses (ENOENT) if the leaf handle is gone.
-        NlMsgPtr msg = build_netem_message(ifindex, tree_leaf_handle(step.minor),
-                                           tree_class_id(step.minor), 0, plan.to_send, plan.encode);
-        try {
-          socket.request(msg.get(), "netem change", describe_leaf(interface_, step.minor));
-        } catch (const NetlinkError& e) {
-          rethrow_with_hint(e);
-        }
-        applied = std::move(plan.to_send);
+        std::vector<PreparedChange> one;
+        one.push_back(prepare_change(step.minor, step.spec));
+        if (auto error = engine_->change(one).front()) throw *error;
         break;
       }
       case TreeStep::Kind::kAddFilter: {
@@ -655,18 +649,32 @@ void NetemTree::apply(const std::vector<TreeStep>& steps) {
 
 void NetemTree::change(const std::map<std::uint16_t, NetemSpec>& leaves) {
   if (!engine_) throw OwnershipError("tree change (" + describe_tree(interface_) + "): not owned");
-  for (const auto& [minor, spec] : leaves) {
-    if (!state_.leaves.count(minor)) {
-      throw std::invalid_argument("tree change (" + describe_tree(interface_) + "): no leaf " +
-                                  std::to_string(minor));
-    }
-    check_spec(spec, "tree leaf " + std::to_string(minor));
+  std::vector<PreparedChange> batch;
+  for (const auto& [minor, spec] : leaves) batch.push_back(prepare_change(minor, spec));
+  for (auto& error : engine_->change(batch)) {
+    if (error) throw *error;
   }
-  std::vector<TreeStep> steps;
-  for (const auto& [minor, spec] : leaves) {
-    steps.push_back(TreeStep{TreeStep::Kind::kChangeLeaf, minor, spec, {}});
+}
+
+PreparedChange NetemTree::prepare_change(std::uint16_t minor, const NetemSpec& spec) {
+  if (!engine_) throw OwnershipError("tree change (" + describe_tree(interface_) + "): not owned");
+  auto leaf = state_.leaves.find(minor);
+  if (leaf == state_.leaves.end()) {
+    throw std::invalid_argument("tree change (" + describe_tree(interface_) + "): no leaf " +
+                                std::to_string(minor));
   }
-  apply(steps);
+  check_spec(spec, "tree leaf " + std::to_string(minor));
+  ChangePlan plan = plan_change(leaf->second, spec, /*tables_known=*/true);
+  PreparedChange prepared;
+  // Flags 0: change in place; the kernel refuses (ENOENT) if the leaf handle is gone.
+  prepared.message = build_netem_message(interface_.index, tree_leaf_handle(minor), tree_class_id(minor), 0,
+                                         plan.to_send, plan.encode);
+  prepared.object = describe_leaf(interface_, minor);
+  prepared.applied = [this, minor, sent = std::move(plan.to_send)]() mutable {
+    state_.leaves.at(minor) = std::move(sent);
+  };
+  prepared.explain = with_duplication_hint;
+  return prepared;
 }
 
 void NetemTree::remove() {

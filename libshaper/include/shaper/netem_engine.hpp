@@ -8,6 +8,7 @@
 // this up: a change or delete that names our handle fails if the root is no longer ours.)
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -66,6 +67,18 @@ struct InstallOptions {
 
 class NetemEngine;
 
+// One netem change built and not yet sent: its message, how a refusal names it, and what its owner
+// records once the kernel has taken it. NetemQdisc::prepare_change and NetemTree::prepare_change make
+// them, NetemEngine::change sends them. Move-only (it owns its message). Until it is sent, the owner
+// that made it must stay where it is and take no other change.
+struct PreparedChange {
+  NlMsgPtr message;
+  std::string object;             // "dev veth0 handle 1a7e:"
+  std::function<void()> applied;  // the owner takes the new spec (called only on the kernel's ACK)
+  // The refusal as the owner reports it (a hint added where it knows one).
+  std::function<NetlinkError(const NetlinkError&)> explain;
+};
+
 // An installed netem qdisc, owned: it is removed (the kernel default comes back) when the owner is
 // destroyed, unless release() was called. Move-only.
 class NetemQdisc {
@@ -78,8 +91,12 @@ class NetemQdisc {
 
   // Changes the qdisc in place: one RTM_NEWQDISC without CREATE, carrying the full state, so nothing
   // in flight is dropped and there is no unshaped moment. The GE/4-state chain keeps running when
-  // the loss model did not change; tables are sent only when they changed.
+  // the loss model did not change; tables are sent only when they changed. A batch of one.
   void change(const NetemSpec& spec);
+
+  // The same change, built and validated (std::invalid_argument) but not sent: for a batch of
+  // changes on many qdiscs (NetemEngine::change). The qdisc takes `spec` when the kernel ACKs it.
+  PreparedChange prepare_change(const NetemSpec& spec);
 
   // Removes the qdisc now; the kernel's default root qdisc comes back. Throws on failure.
   void remove();
@@ -131,6 +148,14 @@ class NetemEngine {
 
   // Removes jitterd's root qdisc from `interface` if there is one (crash cleanup); true if removed.
   bool remove_if_ours(const Interface& interface);
+
+  // Sends prepared changes (of qdiscs on any interfaces of this namespace) as one batch, as
+  // `tc -batch` does: every message is already built; all are sent back to back, then every ACK is
+  // read. Each change stands alone: the kernel judges each message by itself and goes on after a
+  // refusal, so result i is nullopt when change i took effect (its owner has the new spec) and
+  // otherwise the kernel's refusal, named after its qdisc, with the kernel's text (its owner keeps
+  // the old spec). Throws only when the socket itself fails.
+  std::vector<std::optional<NetlinkError>> change(std::vector<PreparedChange>& changes);
 
   RouteSocket& socket() { return *socket_; }
 

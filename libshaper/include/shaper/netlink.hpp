@@ -1,12 +1,17 @@
 #pragma once
 // Move-only owners for libnl handles, and RouteSocket: one NETLINK_ROUTE socket with extended ACKs on,
-// that sends a request and returns only when the kernel has answered it, turning refusals into
-// NetlinkError with the kernel's text.
+// that sends requests (one, or a batch back to back as `tc -batch` does) and returns only when the
+// kernel has answered each, turning refusals into NetlinkError with the kernel's text.
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
+
+#include "shaper/errors.hpp"
 
 struct nl_sock;
 struct nl_msg;
@@ -38,6 +43,21 @@ struct NetlinkAck {
   std::string warning;  // extended-ACK text sent with a success, if any
 };
 
+// One request of a batch: the message (not owned; NLM_F_REQUEST|NLM_F_ACK and a sequence number are
+// added) and what a refusal names: "<operation> (<object>)".
+struct NetlinkRequest {
+  nl_msg* msg = nullptr;
+  std::string operation;
+  std::string object;
+};
+
+// The kernel's answer to one request of a batch: its ACK, or its refusal as request() would throw it.
+struct NetlinkReply {
+  NetlinkAck ack;
+  std::optional<NetlinkError> error;
+  bool ok() const { return !error; }
+};
+
 class RouteSocket {
  public:
   // Opens and connects a NETLINK_ROUTE socket in the calling thread's network namespace.
@@ -50,7 +70,15 @@ class RouteSocket {
 
   // Sends `msg` (NLM_F_ACK is added) and waits for the kernel's answer. On refusal, throws
   // NetlinkError("<operation> (<object>)", errno, extended-ACK text, hint from `hint_for`).
+  // A batch of one.
   NetlinkAck request(nl_msg* msg, const std::string& operation, const std::string& object);
+
+  // Sends every request before reading any answer (several to a sendmsg, as many as the socket's
+  // buffers hold at once), then reads every ACK, matched to its request by sequence number. The kernel
+  // judges each message on its own, in order, and goes on after a refusal; so does this: reply i says
+  // what became of request i. Throws only when the socket itself fails (send or receive), when which
+  // requests the kernel took is not known.
+  std::vector<NetlinkReply> request_batch(std::span<const NetlinkRequest> requests);
 
   // Sends a dump request and calls `on_message` for every reply message until NLMSG_DONE.
   void dump(nl_msg* msg, const std::string& operation, const std::string& object,

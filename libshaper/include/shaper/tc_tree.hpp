@@ -155,10 +155,15 @@ class NetemTree {
   ~NetemTree();
 
   // Changes the named leaves in place, one RTM_NEWQDISC without CREATE each (tables only when they
-  // changed): every packet goes through exactly one leaf, the old or the new. All minors and specs
-  // are checked before anything is sent; if the kernel refuses one leaf, the leaves before it keep
-  // their new spec (spec_of says which is in force).
+  // changed), sent as one batch (NetemEngine::change): every packet goes through exactly one leaf,
+  // the old or the new. All minors and specs are checked before anything is sent; if the kernel
+  // refuses one leaf, the others keep their new spec (spec_of says which is in force) and the first
+  // refusal is thrown.
   void change(const std::map<std::uint16_t, NetemSpec>& leaves);
+
+  // One leaf's change in place, checked (std::invalid_argument) and built but not sent, for a batch
+  // of changes on many qdiscs (NetemEngine::change); the leaf takes `spec` when the kernel ACKs it.
+  PreparedChange prepare_change(std::uint16_t minor, const NetemSpec& spec);
 
   // Moves the tree to `wanted` in place (plan_tree_update says which requests, in which order):
   // leaves in both keep their class and netem leaf (spec changed in place if it differs) and their
