@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <set>
 
 #include "shaper/errors.hpp"
@@ -136,20 +137,127 @@ shaper::TreeSpec KernelBackend::tree_spec(const Shaped& shaped, const Layout& la
   return spec;
 }
 
-void KernelBackend::change(Shaped& shaped, const Layout& layout) {
+std::map<std::uint16_t, shaper::NetemSpec> KernelBackend::netem_specs(const Shaped& shaped, const Layout& layout) {
+  std::map<std::uint16_t, shaper::NetemSpec> out;
   if (shaped.plain) {
-    shaped.plain->change(layout.lanes.front().spec);
-  } else {
-    std::map<std::uint16_t, shaper::NetemSpec> leaves;
-    for (const auto& lane : layout.lanes) {
-      leaves[lane.set.empty() ? shaper::kDefaultClassMinor : shaped.minors.at(lane.set)] = lane.spec;
-    }
-    shaped.tree->change(leaves);
+    out[0] = layout.lanes.front().spec;
+    return out;
   }
-  shaped.layout = layout;
+  for (const auto& lane : layout.lanes) {
+    out[lane.set.empty() ? shaper::kDefaultClassMinor : shaped.minors.at(lane.set)] = lane.spec;
+  }
+  return out;
 }
 
-void KernelBackend::shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) {
+std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> KernelBackend::prepare_changes(
+    Shaped& shaped, const std::map<std::uint16_t, shaper::NetemSpec>& specs) {
+  std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> out;
+  for (const auto& [minor, spec] : specs) {
+    out.emplace_back(minor,
+                     shaped.plain ? shaped.plain->prepare_change(spec) : shaped.tree->prepare_change(minor, spec));
+  }
+  return out;
+}
+
+KernelBackend::Shaped* KernelBackend::held(const shaper::Interface& interface, Direction direction) {
+  auto it = states_.find(interface.index);
+  if (it == states_.end()) return nullptr;
+  std::optional<Shaped>& slot = direction == Direction::kEgress ? it->second.egress : it->second.ingress;
+  return slot ? &*slot : nullptr;
+}
+
+std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const ShapeRequest> requests) {
+  std::vector<std::exception_ptr> out(requests.size());
+  // Specs only, on a direction this process holds: every netem changed in place (each packet meets
+  // the old or the new spec, never none and never both), the changes of all such requests in one
+  // batch. The other requests go first, one at a time (they may add or drop the states the batch
+  // points into).
+  auto in_place = [&](const ShapeRequest& r) {
+    const Shaped* slot = held(r.interface, r.direction);
+    return slot && !r.layout.empty() && slot->layout.same_structure(r.layout);
+  };
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (in_place(requests[i])) continue;
+    try {
+      rebuild(requests[i]);
+    } catch (...) {
+      out[i] = std::current_exception();
+    }
+  }
+  struct Changed {
+    std::size_t request;
+    Shaped* shaped;
+    std::size_t first;                  // its changes in `batch`, one per minor
+    std::vector<std::uint16_t> minors;
+  };
+  std::vector<Changed> changed;
+  std::vector<shaper::PreparedChange> batch;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (out[i] || !in_place(requests[i])) continue;
+    Shaped* shaped = held(requests[i].interface, requests[i].direction);
+    try {
+      auto prepared = prepare_changes(*shaped, netem_specs(*shaped, requests[i].layout));
+      Changed c{i, shaped, batch.size(), {}};
+      for (auto& [minor, change] : prepared) {
+        c.minors.push_back(minor);
+        batch.push_back(std::move(change));
+      }
+      changed.push_back(std::move(c));
+    } catch (...) {
+      out[i] = std::current_exception();  // refused before anything was sent
+    }
+  }
+  if (batch.empty()) return out;
+  std::vector<std::optional<shaper::NetlinkError>> results;
+  try {
+    results = engine_.change(batch);
+  } catch (...) {
+    for (const auto& c : changed) out[c.request] = std::current_exception();
+    return out;
+  }
+  // A request the kernel refused in part (a tree, one leaf refused): the previous state stands, so
+  // its netems that did change go back, in one more batch for every such request.
+  std::vector<shaper::PreparedChange> put_back;
+  for (const auto& c : changed) {
+    std::optional<shaper::NetlinkError> refusal;
+    std::map<std::uint16_t, shaper::NetemSpec> revert;
+    const auto before = netem_specs(*c.shaped, c.shaped->layout);
+    for (std::size_t k = 0; k < c.minors.size(); ++k) {
+      auto& result = results[c.first + k];
+      if (!result) {
+        revert[c.minors[k]] = before.at(c.minors[k]);
+      } else if (!refusal) {
+        refusal = std::move(result);
+      }
+    }
+    if (!refusal) {
+      c.shaped->layout = requests[c.request].layout;
+      continue;
+    }
+    out[c.request] = std::make_exception_ptr(*refusal);
+    if (revert.empty()) continue;
+    try {
+      for (auto& [minor, change] : prepare_changes(*c.shaped, revert)) put_back.push_back(std::move(change));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", e.what());
+    }
+  }
+  if (put_back.empty()) return out;
+  try {
+    for (const auto& error : engine_.change(put_back)) {
+      if (error) std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", error->what());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", e.what());
+  }
+  return out;
+}
+
+void KernelBackend::rebuild(const ShapeRequest& request) {
+  const shaper::Interface& interface = request.interface;
+  const Direction direction = request.direction;
+  const Layout& layout = request.layout;
+  const bool force = request.force;
   State& state = states_[interface.index];
   state.interface = interface;
   std::optional<Shaped>& slot = direction == Direction::kEgress ? state.egress : state.ingress;
@@ -164,11 +272,6 @@ void KernelBackend::shape(const shaper::Interface& interface, Direction directio
         state.plumbing.reset();
       }
       drop_if_empty(interface.index);
-      return;
-    }
-    if (slot && slot->layout.same_structure(layout)) {
-      // Specs only: every leaf changed in place, no unshaped and no double-shaped moment.
-      change(*slot, layout);
       return;
     }
     if (slot && slot->tree && !is_plain(layout)) {

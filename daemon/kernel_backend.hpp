@@ -32,7 +32,7 @@ class KernelBackend final : public ShapingBackend {
                                                   const std::vector<shaper::QdiscInfo>& all) override;
   bool installed(const shaper::Interface& interface) const override;
   bool installed(const shaper::Interface& interface, Direction direction) const override;
-  void shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) override;
+  std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) override;
   void remove(const shaper::Interface& interface) override;
   void forget(const shaper::Interface& interface, std::optional<Direction> direction) override;
   std::optional<shaper::Offloads> offloads_to_save(const shaper::Interface& interface) override;
@@ -68,8 +68,16 @@ class KernelBackend final : public ShapingBackend {
   // The leaf minor of every rule set of `layout`, keeping those in `existing`.
   static Shaped plan(const Layout& layout, const std::map<std::string, std::uint16_t>* existing);
   static shaper::TreeSpec tree_spec(const Shaped& shaped, const Layout& layout);
-  // Changes the specs of `shaped` in place to those of `layout` (same structure).
-  void change(Shaped& shaped, const Layout& layout);
+  // The spec of every netem of `shaped` under `layout` (same structure): by leaf minor, or the plain
+  // root alone under minor 0.
+  static std::map<std::uint16_t, shaper::NetemSpec> netem_specs(const Shaped& shaped, const Layout& layout);
+  // The in-place changes that give those netems `specs` (built, not sent), with their minors.
+  static std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> prepare_changes(
+      Shaped& shaped, const std::map<std::uint16_t, shaper::NetemSpec>& specs);
+  // shape() of a request that is not a change in place: a removal, an install, a new structure.
+  void rebuild(const ShapeRequest& request);
+  // Where `direction` of `interface` is held, or null.
+  Shaped* held(const shaper::Interface& interface, Direction direction);
   void drop_if_empty(int index);
 
   shaper::RouteSocket socket_;

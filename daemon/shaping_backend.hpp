@@ -10,7 +10,9 @@
 // otherwise, and for ingress an IFB that the backend creates, owns and removes.
 
 #include <cstdint>
+#include <exception>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,14 @@ struct Layout {
   bool same_structure(const Layout& other) const;
 };
 
+// One direction of one interface and the layout it must hold (ShapingBackend::shape_batch).
+struct ShapeRequest {
+  shaper::Interface interface;
+  Direction direction = Direction::kEgress;
+  Layout layout;
+  bool force = false;
+};
+
 class ShapingBackend {
  public:
   virtual ~ShapingBackend() = default;
@@ -68,8 +78,16 @@ class ShapingBackend {
   // is changed in place in one step (one netem change per leaf: each packet meets the old or the new
   // spec, never none and never both). A different structure is rebuilt. An empty layout removes that
   // direction. On failure the previous state stands (or nothing, if nothing was there).
-  virtual void shape(const shaper::Interface& interface, Direction direction, const Layout& layout,
-                     bool force) = 0;
+  // A batch of one: throws what the kernel (or the engine) refused.
+  void shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force);
+  // Several shape()s as one batch, the way `tc -batch` sends many changes: the in-place changes of
+  // every request are built first, sent to the kernel together, and then every answer is read, so the
+  // last of N coincident changes waits for one round trip instead of N. (Installs, removals and new
+  // structures are not on that path: they are done one request at a time, as shape() did.) Each
+  // request succeeds or fails on its own, as shape() would: result i is null, or the exception shape()
+  // would have thrown for request i, whose direction then holds what it held before. At most one
+  // request per direction of an interface.
+  virtual std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) = 0;
   // Removes everything this process holds on the interface (both directions, the IFB, and restores
   // offloads it turned off). No-op when none.
   virtual void remove(const shaper::Interface& interface) = 0;

@@ -84,9 +84,9 @@ void FakeBackend::fail_next_apply(const shaper::OwnershipError& error) {
   ownership_failure_ = error;
 }
 
-void FakeBackend::fail_next(Fault at, int error_number, std::string kernel_message) {
+void FakeBackend::fail_next(Fault at, int error_number, std::string kernel_message, std::optional<int> index) {
   std::lock_guard lock(mutex_);
-  faults_[at] = InjectedFault{error_number, std::move(kernel_message)};
+  faults_[at] = InjectedFault{error_number, std::move(kernel_message), index};
 }
 
 void FakeBackend::on_shape(std::function<void(const Call&)> hook) {
@@ -112,6 +112,11 @@ void FakeBackend::set_apply_delay(std::chrono::nanoseconds delay) {
 std::vector<FakeBackend::Call> FakeBackend::calls() const {
   std::lock_guard lock(mutex_);
   return calls_;
+}
+
+std::uint64_t FakeBackend::batches() const {
+  std::lock_guard lock(mutex_);
+  return batches_;
 }
 
 std::vector<FakeBackend::Call> FakeBackend::calls(CallKind kind) const {
@@ -235,8 +240,31 @@ bool FakeBackend::installed(const shaper::Interface& interface, Direction direct
   return direction == Direction::kEgress ? held_.contains(interface.index) : held_ingress_.contains(interface.index);
 }
 
-void FakeBackend::shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) {
+std::vector<std::exception_ptr> FakeBackend::shape_batch(std::span<const ShapeRequest> requests) {
+  std::uint64_t batch;
+  {
+    std::lock_guard lock(mutex_);
+    batch = ++batches_;
+  }
+  // In order, each on its own, as the kernel takes a batch's messages.
+  std::vector<std::exception_ptr> out(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      shape_one(requests[i], batch);
+    } catch (...) {
+      out[i] = std::current_exception();
+    }
+  }
+  return out;
+}
+
+void FakeBackend::shape_one(const ShapeRequest& request, std::uint64_t batch) {
+  const shaper::Interface& interface = request.interface;
+  const Direction direction = request.direction;
+  const Layout& layout = request.layout;
+  const bool force = request.force;
   Call call;
+  call.batch = batch;
   call.kind = layout.empty() ? CallKind::kRemoveDirection : CallKind::kApply;
   call.interface = interface;
   if (!layout.empty()) call.spec = layout.lanes.front().spec;
@@ -267,7 +295,8 @@ void FakeBackend::shape(const shaper::Interface& interface, Direction direction,
     const bool held = direction == Direction::kEgress ? held_.contains(interface.index)
                                                       : held_ingress_.contains(interface.index);
     const Fault kind = layout.empty() ? Fault::kRemove : held ? Fault::kChange : Fault::kInstall;
-    if (auto fault = faults_.find(kind); fault != faults_.end()) {
+    if (auto fault = faults_.find(kind);
+        fault != faults_.end() && (!fault->second.index || *fault->second.index == interface.index)) {
       const InjectedFault injected = fault->second;
       faults_.erase(fault);
       const char* operation = kind == Fault::kRemove ? "netem remove"
@@ -342,7 +371,8 @@ void FakeBackend::remove(const shaper::Interface& interface) {
   Call call{CallKind::kRemove, interface, std::nullopt, false, false, true, Clock::now(), {}, Direction::kEgress, {}};
   // Only what this process holds is removed, so only then can the kernel refuse.
   const bool holds = held_.contains(interface.index) || held_ingress_.contains(interface.index);
-  if (auto fault = faults_.find(Fault::kRemove); fault != faults_.end() && holds) {
+  if (auto fault = faults_.find(Fault::kRemove);
+      fault != faults_.end() && holds && (!fault->second.index || *fault->second.index == interface.index)) {
     const InjectedFault injected = fault->second;
     faults_.erase(fault);
     call.succeeded = false;

@@ -35,7 +35,8 @@ class FakeBackend final : public ShapingBackend {
     kJitterd,        // netem 1a7e:; a leftover of an earlier jitterd unless this process holds it
   };
 
-  // kApply: shape() with a layout; kRemoveDirection: shape() with an empty layout; kRemove: remove().
+  // kApply: a request of shape_batch() with a layout; kRemoveDirection: one with an empty layout;
+  // kRemove: remove().
   enum class CallKind {
     kApply,
     kRemove,
@@ -58,6 +59,9 @@ class FakeBackend final : public ShapingBackend {
     Clock::time_point returned;  // when it returned or threw: the "kernel's acknowledgement"
     Direction direction = Direction::kEgress;
     Layout layout;  // apply: the whole layout of that direction
+    // apply, remove_direction: which shape_batch() call it came in (1, 2, ...): the requests of one
+    // batch share it. 0 for the other kinds.
+    std::uint64_t batch = 0;
   };
 
   // The interface appears; its root is `root`.
@@ -74,20 +78,22 @@ class FakeBackend final : public ShapingBackend {
   void fail_next_apply(const shaper::NetlinkError& error);
   void fail_next_apply(const shaper::OwnershipError& error);
 
-  // Faults at the engine boundary, by what the call would do: install (shape() on a direction this
-  // process does not hold), change (shape() on one it holds), remove (remove(), or shape() with an
-  // empty layout).
+  // Faults at the engine boundary, by what the request would do: install (on a direction this
+  // process does not hold), change (on one it holds), remove (remove(), or a request with an empty
+  // layout).
   enum class Fault { kInstall, kChange, kRemove };
-  // The next call of that kind fails the way NetemEngine reports a kernel refusal: a NetlinkError that
-  // names its own operation ("netem install", "netem change", "netem remove") and object ("dev veth0
-  // handle 1a7e:", the IFB "dev jdifb5 handle 1a7e:" for ingress), with `error_number` and the kernel's
-  // extended-ACK text. Nothing changes. One shot per kind.
-  void fail_next(Fault at, int error_number, std::string kernel_message = {});
-  // Every apply() from now on takes this long before it "reaches the kernel" (a stalled kernel or
-  // daemon). Zero: answers at once.
+  // The next request of that kind (on interface `index` only, when given) fails the way NetemEngine
+  // reports a kernel refusal: a NetlinkError that names its own operation ("netem install", "netem
+  // change", "netem remove") and object ("dev veth0 handle 1a7e:", the IFB "dev jdifb5 handle 1a7e:"
+  // for ingress), with `error_number` and the kernel's extended-ACK text. Nothing changes; the other
+  // requests of its batch go on. One shot per kind.
+  void fail_next(Fault at, int error_number, std::string kernel_message = {},
+                 std::optional<int> index = std::nullopt);
+  // Every request with a layout from now on takes this long before it "reaches the kernel" (a
+  // stalled kernel or daemon; in a batch, each request takes it). Zero: answers at once.
   void set_apply_delay(std::chrono::nanoseconds delay);
-  // Called on the caller's thread as each shape() reaches "the kernel", before it acts (what was
-  // written by then, e.g. the ledger, is what a kill -9 at that instant would leave).
+  // Called on the caller's thread as each request of shape_batch() reaches "the kernel", before it
+  // acts (what was written by then, e.g. the ledger, is what a kill -9 at that instant would leave).
   void on_shape(std::function<void(const Call&)> hook);
   // Called on the caller's thread as disable_offloads() reaches "the driver", before it acts.
   void on_disable_offloads(std::function<void()> hook);
@@ -98,6 +104,8 @@ class FakeBackend final : public ShapingBackend {
   std::vector<Call> calls() const;
   std::vector<Call> calls(CallKind kind) const;
   std::size_t count(CallKind kind) const { return calls(kind).size(); }
+  // How many shape_batch() calls there were.
+  std::uint64_t batches() const;
   // The spec jitterd's qdisc on `index` carries now (held or leftover); nullopt when it has none.
   std::optional<shaper::NetemSpec> spec_on(int index) const;
   std::optional<Root> root_of(int index) const;
@@ -118,7 +126,7 @@ class FakeBackend final : public ShapingBackend {
                                                   const std::vector<shaper::QdiscInfo>& all) override;
   bool installed(const shaper::Interface& interface) const override;
   bool installed(const shaper::Interface& interface, Direction direction) const override;
-  void shape(const shaper::Interface& interface, Direction direction, const Layout& layout, bool force) override;
+  std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) override;
   void remove(const shaper::Interface& interface) override;
   void forget(const shaper::Interface& interface, std::optional<Direction> direction) override;
   std::optional<shaper::Offloads> offloads_to_save(const shaper::Interface& interface) override;
@@ -141,6 +149,8 @@ class FakeBackend final : public ShapingBackend {
     bool default_route = false;
   };
   std::optional<shaper::QdiscInfo> info_locked(int index) const;
+  // One request of batch number `batch`; throws its failure.
+  void shape_one(const ShapeRequest& request, std::uint64_t batch);
   void record(Call call);
 
   mutable std::mutex mutex_;
@@ -158,10 +168,12 @@ class FakeBackend final : public ShapingBackend {
   struct InjectedFault {
     int error_number = 0;
     std::string kernel_message;
+    std::optional<int> index;
   };
   std::map<Fault, InjectedFault> faults_;
   std::chrono::nanoseconds apply_delay_{0};
   std::vector<Call> calls_;
+  std::uint64_t batches_ = 0;
 };
 
 std::string to_string(FakeBackend::CallKind kind);
