@@ -150,8 +150,15 @@ void Ledger::record(const std::vector<LedgerEntry>& entries) {
   }
 }
 
-void Ledger::restore(Entries entries) {
-  entries_ = std::move(entries);
+void Ledger::put_back(const std::vector<LedgerEntry>& recorded, const Entries& before) {
+  for (const auto& entry : recorded) {
+    const std::string key = key_of(entry.index, entry.direction, entry.set);
+    if (auto it = before.find(key); it != before.end()) {
+      entries_[key] = it->second;
+    } else {
+      entries_.erase(key);
+    }
+  }
   dirty_ = true;
   write();
 }

@@ -88,9 +88,11 @@ class Ledger {
   // ever shaped without an entry that names it.
   void record(const LedgerEntry& entry);
   void record(const std::vector<LedgerEntry>& entries);
-  // Puts back entries as they were (after the kernel refused what was recorded). Kept in memory even
-  // when the write fails: the file then names more than is installed, which recovery tolerates.
-  void restore(Entries entries);
+  // Puts the lanes of `recorded` back as `before` (entries() before they were recorded) had them,
+  // after the kernel refused what was recorded; every other lane stays as it is now (others recorded
+  // in between, in the same batch, took effect). Kept in memory even when the write fails: the file
+  // then names more than is installed, which recovery tolerates.
+  void put_back(const std::vector<LedgerEntry>& recorded, const Entries& before);
   // One session (interface, direction, set), or everything recorded for an interface. Forgotten in
   // memory even when the write fails (the file then names more than is installed, as above).
   void erase(int index, const std::string& direction, const std::string& set);

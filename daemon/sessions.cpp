@@ -752,84 +752,200 @@ void SessionManager::start_session(Session& s) {
 void SessionManager::transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type,
                                       LedgerWrite ledger_write) {
   if (changes.empty()) return;
-  const shaper::Interface interface = changes.front().session->interface;
-  std::vector<Direction> directions;
-  for (const auto& c : changes) {
-    if (std::find(directions.begin(), directions.end(), c.session->direction) == directions.end()) {
-      directions.push_back(c.session->direction);
+  if (std::exception_ptr failure = transition_batch({Transition{changes, deadline, type, ledger_write}}).front()) {
+    std::rethrow_exception(failure);
+  }
+}
+
+std::vector<std::exception_ptr> SessionManager::transition_batch(const std::vector<Transition>& transitions) {
+  std::vector<std::exception_ptr> failures(transitions.size());
+  std::vector<std::size_t> waiting;
+  for (std::size_t i = 0; i < transitions.size(); ++i) {
+    if (!transitions[i].changes.empty()) waiting.push_back(i);
+  }
+  while (!waiting.empty()) {
+    std::vector<std::size_t> round;
+    std::vector<std::size_t> later;
+    std::vector<int> interfaces;
+    for (std::size_t i : waiting) {
+      const int index = transitions[i].changes.front().session->interface.index;
+      if (std::find(interfaces.begin(), interfaces.end(), index) != interfaces.end()) {
+        later.push_back(i);
+      } else {
+        interfaces.push_back(index);
+        round.push_back(i);
+      }
+    }
+    transition_round(transitions, round, failures);
+    waiting = std::move(later);
+  }
+  return failures;
+}
+
+void SessionManager::transition_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
+                                      std::vector<std::exception_ptr>& failures) {
+  // One transition of the round: what each of its directions must become and what it is now (to put
+  // back if another direction of it fails), its ledger entries, and its requests in the batch.
+  struct Plan {
+    std::size_t t = 0;
+    shaper::Interface interface;
+    bool force = false;
+    std::vector<std::pair<Direction, Layout>> previous;
+    std::vector<LedgerEntry> entries;
+    bool label_after = false;
+    std::size_t first_request = 0;
+  };
+  std::vector<Plan> plans;
+  std::vector<ShapeRequest> requests;
+  for (std::size_t t : round) {
+    const Transition& tr = all[t];
+    Plan p;
+    p.t = t;
+    p.interface = tr.changes.front().session->interface;
+    std::vector<Direction> directions;
+    for (const auto& c : tr.changes) {
+      if (std::find(directions.begin(), directions.end(), c.session->direction) == directions.end()) {
+        directions.push_back(c.session->direction);
+      }
+      p.force = p.force || c.session->force;
+    }
+    std::sort(directions.begin(), directions.end());  // egress, then ingress
+    std::vector<ShapeRequest> wanted;
+    bool refused = false;
+    for (Direction d : directions) {
+      auto next = layout_for(p.interface.index, d, tr.changes, nullptr);
+      if (auto* e = std::get_if<RequestError>(&next)) {
+        failures[t] = std::make_exception_ptr(shaper::OwnershipError(e->message + "; " + e->hint));
+        refused = true;
+        break;
+      }
+      auto now = layout_for(p.interface.index, d, {}, nullptr);
+      wanted.push_back(ShapeRequest{p.interface, d, std::move(std::get<Layout>(next)), p.force});
+      p.previous.emplace_back(d, std::holds_alternative<Layout>(now) ? std::get<Layout>(now) : Layout{});
+    }
+    if (refused) continue;
+    for (const auto& c : tr.changes) {
+      const Session& s = *c.session;
+      p.entries.push_back(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set,
+                                      s.profile_name, s.digest, c.phase});
+    }
+    p.label_after =
+        tr.ledger_write == LedgerWrite::kLabelAfter &&
+        std::all_of(p.entries.begin(), p.entries.end(), [&](const LedgerEntry& e) { return ledger_.names_lane(e); });
+    p.first_request = requests.size();
+    for (auto& w : wanted) requests.push_back(std::move(w));
+    plans.push_back(std::move(p));
+  }
+  if (plans.empty()) return;
+
+  // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start must
+  // find it named there. A ledger that cannot be written refuses the transitions before the kernel is
+  // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry. A
+  // schedule's step on lanes already named waits until the kernel has it (LedgerWrite). One write for
+  // every transition of the batch that needs one.
+  std::vector<LedgerEntry> to_record;
+  for (const auto& p : plans) {
+    if (!p.label_after) to_record.insert(to_record.end(), p.entries.begin(), p.entries.end());
+  }
+  std::optional<Ledger::Entries> recorded;  // what to put back if the kernel refuses
+  if (!to_record.empty()) {
+    recorded = ledger_.entries();
+    try {
+      ledger_.record(to_record);
+    } catch (...) {
+      const std::exception_ptr failure = std::current_exception();
+      std::vector<Plan> kept;
+      std::vector<ShapeRequest> kept_requests;
+      for (auto& p : plans) {
+        if (!p.label_after) {
+          failures[p.t] = failure;
+          continue;
+        }
+        const std::size_t count = p.previous.size();
+        const std::size_t first = p.first_request;
+        p.first_request = kept_requests.size();
+        for (std::size_t r = first; r < first + count; ++r) kept_requests.push_back(std::move(requests[r]));
+        kept.push_back(std::move(p));
+      }
+      plans = std::move(kept);
+      requests = std::move(kept_requests);
+      if (plans.empty()) return;
     }
   }
-  std::sort(directions.begin(), directions.end());  // egress, then ingress
-  bool force = false;
-  for (const auto& c : changes) force = force || c.session->force;
 
-  // What each direction must become, and what it is now (to put back if a later direction fails).
-  std::vector<std::pair<Direction, Layout>> wanted;
-  std::vector<std::pair<Direction, Layout>> previous;
-  for (Direction d : directions) {
-    auto next = layout_for(interface.index, d, changes, nullptr);
-    if (auto* e = std::get_if<RequestError>(&next)) throw shaper::OwnershipError(e->message + "; " + e->hint);
-    auto now = layout_for(interface.index, d, {}, nullptr);
-    wanted.emplace_back(d, std::move(std::get<Layout>(next)));
-    previous.emplace_back(d, std::holds_alternative<Layout>(now) ? std::get<Layout>(now) : Layout{});
-  }
-  // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start must
-  // find it named there. A ledger that cannot be written refuses the transition before the kernel is
-  // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry. A
-  // schedule's step on lanes already named waits until the kernel has it (LedgerWrite).
-  std::vector<LedgerEntry> entries;
-  for (const auto& c : changes) {
-    const Session& s = *c.session;
-    entries.push_back(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set, s.profile_name,
-                                  s.digest, c.phase});
-  }
-  const bool label_after =
-      ledger_write == LedgerWrite::kLabelAfter &&
-      std::all_of(entries.begin(), entries.end(), [&](const LedgerEntry& e) { return ledger_.names_lane(e); });
-  // What to put back if the kernel refuses (a copy of every entry: only where the ledger is written
-  // first, never on a schedule's step).
-  std::optional<Ledger::Entries> recorded;
-  if (!label_after) {
-    recorded = ledger_.entries();
-    ledger_.record(entries);
-  }
   const Stamp before = now_stamp();
-  for (std::size_t i = 0; i < wanted.size(); ++i) {
-    try {
-      backend_.shape(interface, wanted[i].first, wanted[i].second, force);
-    } catch (...) {
-      // Nothing half-done: the directions already changed go back to what they were, and so does the
-      // ledger.
-      for (std::size_t j = 0; j < i; ++j) {
-        try {
-          backend_.shape(interface, previous[j].first, previous[j].second, force);
-        } catch (const std::exception& e) {
-          log_.error("putting " + interface.name + " " + to_string(previous[j].first) +
-                     " back after a failed transition: " + e.what());
-        }
+  std::vector<std::exception_ptr> results;
+  try {
+    results = backend_.shape_batch(requests);
+  } catch (...) {
+    results.assign(requests.size(), std::current_exception());
+  }
+  const Stamp acked = now_stamp();
+
+  // A transition the kernel refused in part: nothing half-done, the directions of it already changed
+  // go back to what they were (one more batch for all such), and so do its ledger entries.
+  std::vector<ShapeRequest> put_back;
+  for (const auto& p : plans) {
+    std::exception_ptr failure;
+    for (std::size_t r = 0; r < p.previous.size() && !failure; ++r) failure = results[p.first_request + r];
+    if (!failure) continue;
+    failures[p.t] = failure;
+    for (std::size_t r = 0; r < p.previous.size(); ++r) {
+      if (!results[p.first_request + r]) {
+        put_back.push_back(ShapeRequest{p.interface, p.previous[r].first, p.previous[r].second, p.force});
       }
+    }
+  }
+  if (!put_back.empty()) {
+    std::vector<std::exception_ptr> undone;
+    try {
+      undone = backend_.shape_batch(put_back);
+    } catch (...) {
+      undone.assign(put_back.size(), std::current_exception());
+    }
+    for (std::size_t r = 0; r < put_back.size(); ++r) {
+      if (!undone[r]) continue;
       try {
-        if (recorded) ledger_.restore(std::move(*recorded));
+        std::rethrow_exception(undone[r]);
+      } catch (const std::exception& e) {
+        log_.error("putting " + put_back[r].interface.name + " " + to_string(put_back[r].direction) +
+                   " back after a failed transition: " + e.what());
+      }
+    }
+  }
+  bool noted = false;
+  for (const auto& p : plans) {
+    if (failures[p.t]) {
+      if (p.label_after) continue;
+      try {
+        ledger_.put_back(p.entries, *recorded);
       } catch (const std::exception& e) {
         // The file names a phase or lane the kernel refused: more than is installed, which the next
         // start tolerates (it removes what the kernel holds).
-        log_.warning("putting the ledger back after a failed transition on " + interface.name + ": " + e.what());
+        log_.warning("putting the ledger back after a failed transition on " + p.interface.name + ": " +
+                     e.what());
       }
-      throw;
+      continue;
+    }
+    if (p.label_after) {
+      for (const auto& e : p.entries) ledger_.note_phase(e);
+      noted = true;
     }
   }
-  const Stamp acked = now_stamp();
-  if (label_after) {
-    for (const auto& e : entries) ledger_.note_phase(e);
-    flush_ledger_soon();
+  if (noted) flush_ledger_soon();
+  for (const auto& p : plans) {
+    if (!failures[p.t]) record_transition(all[p.t], before, acked);
   }
+}
 
+void SessionManager::record_transition(const Transition& t, const Stamp& before, const Stamp& acked) {
+  const std::vector<Change>& changes = t.changes;
   TransitionRecord record;
-  record.deadline = stamp_of(deadline);
+  record.deadline = stamp_of(t.deadline);
   record.applied = acked;
   record.apply_time = acked.monotonic - before.monotonic;
   // Early (a request for "now" read before the deadline stamp) counts as on time.
-  record.lateness = std::max(Nanoseconds(0), acked.monotonic - deadline.time_since_epoch());
+  record.lateness = std::max(Nanoseconds(0), acked.monotonic - t.deadline.time_since_epoch());
   ++metrics_.transitions;
   const double late_seconds = std::chrono::duration<double>(record.lateness).count();
   metrics_.lateness_sum_seconds += late_seconds;
@@ -838,7 +954,7 @@ void SessionManager::transition_group(const std::vector<Change>& changes, Monoto
   }
 
   const Change& first = changes.front();
-  Event e = event_for(*first.session, type);
+  Event e = event_for(*first.session, t.type);
   e.previous = first.session->phase;
   e.phase = first.phase;
   e.step = first.step;
@@ -891,24 +1007,32 @@ void SessionManager::flush_ledger() {
   }
 }
 
+std::optional<MonotonicTime> SessionManager::next_deadline(const Session& s) {
+  if (s.pending) return s.start;
+  if (s.pending_switch) return s.pending_switch->at;
+  // The end of this step: the next step's start, or the end of the schedule.
+  if (s.schedule && !s.schedule->paused() && s.position) return s.position->end;
+  return std::nullopt;
+}
+
 void SessionManager::arm(Session& s) {
   s.generation = next_generation_++;
   s.transition_timer.cancel();
-  std::optional<MonotonicTime> deadline;
-  if (s.pending) {
-    deadline = s.start;
-  } else if (s.pending_switch) {
-    deadline = s.pending_switch->at;
-  } else if (s.schedule && !s.schedule->paused() && s.position) {
-    // The end of this step: the next step's start, or the end of the schedule.
-    deadline = s.position->end;
-  }
+  const std::optional<MonotonicTime> deadline = next_deadline(s);
   if (!deadline) return;
   s.transition_timer.expires_at(*deadline);
   s.transition_timer.async_wait([this, session = &s, generation = s.generation](
                                     const boost::system::error_code& ec) {
     if (!ec) on_timer(session, generation);
   });
+}
+
+void SessionManager::report_failure(const Session& s, const std::exception& failure) {
+  ++metrics_.transition_errors;
+  Event e = event_for(s, EventType::kError);
+  e.message = failure.what();
+  bus_.publish(std::move(e));
+  log_.error("transition on " + s.label() + " failed: " + failure.what());
 }
 
 void SessionManager::on_timer(Session* session, std::uint64_t generation) {
@@ -920,74 +1044,107 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
     promote(key);
     return;
   }
-  try {
-    if (s.pending) {
+  if (s.pending) {
+    try {
       start_session(s);
-    } else if (s.pending_switch) {
+    } catch (const std::exception& failure) {
+      // No request to answer: the failure becomes an event. Nothing of this session may stay
+      // (transition_group put back what it had changed).
+      report_failure(s, failure);
+      end_session(key, EventType::kCleared, "start-failed", false);
+      return;
+    }
+    arm(s);
+    return;
+  }
+  // This session's transition and every other one due by now (the same deadline on other interfaces,
+  // or one whose timer has not run yet) reach the kernel as one batch: the last of N coincident
+  // changes then waits for one netlink round trip, not N. Each is re-armed afterwards, which makes
+  // its own timer's handler, if already queued, stale. Pending starts keep their own timers (they may
+  // turn offloads off and end their session on failure).
+  const MonotonicTime now = MonotonicClock::now();
+  std::vector<Session*> due{&s};
+  for (auto& [k, other] : sessions_) {
+    if (other.get() == &s || other->pending) continue;
+    if (const auto deadline = next_deadline(*other); deadline && *deadline <= now) due.push_back(other.get());
+  }
+  std::vector<Transition> transitions;
+  std::vector<Session*> reported_on;  // whose error event a failed transition is, by transition
+  std::vector<Key> finished;
+  std::vector<Session*> handled;
+  for (Session* d : due) {
+    if (std::find(handled.begin(), handled.end(), d) != handled.end()) continue;
+    if (d->pending_switch) {
       // A switch at a time: every lane of the interface switched by the same request moves together.
-      const auto sw = *s.pending_switch;
+      const auto sw = *d->pending_switch;
       std::vector<Change> changes;
       for (auto& [k, other] : sessions_) {
-        if (k.index != key.index || !other->pending_switch || other->pending_switch->at != sw.at ||
+        if (k.index != d->interface.index || !other->pending_switch || other->pending_switch->at != sw.at ||
             other->pending_switch->phase != sw.phase) {
           continue;
         }
         other->pending_switch.reset();
         changes.push_back({other.get(), sw.phase, std::nullopt});
-        if (other.get() != session) arm(*other);
+        handled.push_back(other.get());
       }
-      transition_group(changes, sw.at, EventType::kPhaseChanged);
-    } else if (s.schedule && s.position) {
-      const MonotonicTime now = MonotonicClock::now();
-      auto next = s.schedule->next(*s.position);
-      // Steps whose whole window has passed (the daemon was stalled, the machine suspended): each one
-      // is reported, none silently skipped, and the step in force now is applied. The log says it
-      // once per catch-up: a stall of a minute under 1 ms steps is 60 000 events, not 60 000 lines.
-      const auto first = next;  // the first step missed, if the loop below runs at all
-      std::uint64_t missed_now = 0;
-      while (next && next->end <= now) {
-        ++s.missed;
-        ++metrics_.missed_deadlines;
-        Event e = event_for(s, EventType::kDeadlineMissed);
-        e.phase = s.schedule->steps()[next->step].phase;
-        e.step = next->step;
-        e.deadline = stamp_of(next->start);
-        e.lateness = now - next->start;
-        bus_.publish(std::move(e));
-        ++missed_now;
-        next = s.schedule->next(*next);
-      }
-      if (missed_now == 1) {
-        log_.warning("missed the deadline of step " + std::to_string(first->step) + " on " + s.label() +
-                     " by " + shaper::format_duration(now - first->start));
-      } else if (missed_now > 1) {
-        log_.warning("missed the deadlines of " + std::to_string(missed_now) + " steps on " + s.label() +
-                     ", the first (step " + std::to_string(first->step) + ") by " +
-                     shaper::format_duration(now - first->start) + " (each is a deadline-missed event)");
-      }
-      if (!next) {
-        end_session(key, EventType::kCleared, "schedule-finished", true);
-        return;
-      }
-      s.position = next;
-      transition_group({{&s, s.schedule->steps()[next->step].phase, next->step}}, next->start,
-                       EventType::kPhaseChanged, LedgerWrite::kLabelAfter);
+      transitions.push_back(Transition{std::move(changes), sw.at, EventType::kPhaseChanged, LedgerWrite::kBefore});
+      reported_on.push_back(d);
+      continue;
     }
-  } catch (const std::exception& failure) {
-    // No request to answer: the failure becomes an event, and the schedule goes on (the next step may
-    // well succeed, e.g. after a transient ENOBUFS).
-    ++metrics_.transition_errors;
-    Event e = event_for(s, EventType::kError);
-    e.message = failure.what();
-    bus_.publish(std::move(e));
-    log_.error("transition on " + s.label() + " failed: " + failure.what());
-    if (s.pending) {
-      // Nothing of this session may stay (transition_group put back what it had changed).
-      end_session(key, EventType::kCleared, "start-failed", false);
-      return;
+    handled.push_back(d);
+    if (!d->schedule || !d->position) continue;
+    auto next = d->schedule->next(*d->position);
+    // Steps whose whole window has passed (the daemon was stalled, the machine suspended): each one
+    // is reported, none silently skipped, and the step in force now is applied. The log says it
+    // once per catch-up: a stall of a minute under 1 ms steps is 60 000 events, not 60 000 lines.
+    const auto first = next;  // the first step missed, if the loop below runs at all
+    std::uint64_t missed_now = 0;
+    while (next && next->end <= now) {
+      ++d->missed;
+      ++metrics_.missed_deadlines;
+      Event e = event_for(*d, EventType::kDeadlineMissed);
+      e.phase = d->schedule->steps()[next->step].phase;
+      e.step = next->step;
+      e.deadline = stamp_of(next->start);
+      e.lateness = now - next->start;
+      bus_.publish(std::move(e));
+      ++missed_now;
+      next = d->schedule->next(*next);
+    }
+    if (missed_now == 1) {
+      log_.warning("missed the deadline of step " + std::to_string(first->step) + " on " + d->label() + " by " +
+                   shaper::format_duration(now - first->start));
+    } else if (missed_now > 1) {
+      log_.warning("missed the deadlines of " + std::to_string(missed_now) + " steps on " + d->label() +
+                   ", the first (step " + std::to_string(first->step) + ") by " +
+                   shaper::format_duration(now - first->start) + " (each is a deadline-missed event)");
+    }
+    if (!next) {
+      finished.push_back(key_of(*d));
+      continue;
+    }
+    d->position = next;
+    transitions.push_back(Transition{{{d, d->schedule->steps()[next->step].phase, next->step}},
+                                     next->start,
+                                     EventType::kPhaseChanged,
+                                     LedgerWrite::kLabelAfter});
+    reported_on.push_back(d);
+  }
+  // A failure has no request to answer: it becomes an event, and the schedule goes on (the next step
+  // may well succeed, e.g. after a transient ENOBUFS).
+  const auto failures = transition_batch(transitions);
+  for (std::size_t i = 0; i < failures.size(); ++i) {
+    if (!failures[i]) continue;
+    try {
+      std::rethrow_exception(failures[i]);
+    } catch (const std::exception& failure) {
+      report_failure(*reported_on[i], failure);
     }
   }
-  if (alive(session)) arm(s);
+  for (const Key& k : finished) end_session(k, EventType::kCleared, "schedule-finished", true);
+  for (Session* d : handled) {
+    if (alive(d)) arm(*d);
+  }
 }
 
 void SessionManager::arm_lease(Session& s) {

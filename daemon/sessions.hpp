@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -233,10 +234,29 @@ class SessionManager {
   // the kernel took it and written by the coalescing flush (a label that cannot be written then does
   // not stop the schedule: the lanes the file names are still exact).
   enum class LedgerWrite { kBefore, kLabelAfter };
-  // Applies several lanes' phases as one step (per direction, one backend call) and records one
-  // transition; throws on a kernel failure.
+  // Several lanes of one interface changing phase as one step: one event, one transition record.
+  struct Transition {
+    std::vector<Change> changes;
+    MonotonicTime deadline;
+    EventType type = EventType::kPhaseChanged;
+    LedgerWrite ledger_write = LedgerWrite::kBefore;
+  };
+  // Applies transitions of any number of interfaces as one batch: the ledger is written first (once,
+  // for all that need it), then every direction they change goes to the backend in one shape_batch()
+  // (the kernel gets every netem change back to back, then answers them all), then each is recorded
+  // and published. Each transition succeeds or fails on its own, exactly as a single one does: a
+  // failed one has its directions and its ledger entries put back, and result i is its failure (null
+  // when it took effect). Two transitions on one interface go in successive batches, in order (each
+  // interface's layout is computed from the phases in force).
+  std::vector<std::exception_ptr> transition_batch(const std::vector<Transition>& transitions);
+  // A batch of one; throws its failure.
   void transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type,
                         LedgerWrite ledger_write = LedgerWrite::kBefore);
+  // One batch of transition_batch(): those of `all` at `round`, at most one per interface.
+  void transition_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
+                        std::vector<std::exception_ptr>& failures);
+  // A transition that took effect: the sessions' phases and records, the metrics, the event.
+  void record_transition(const Transition& t, const Stamp& before, const Stamp& acked);
   // Writes the phases the ledger noted, at most one write per kLedgerFlushDelay.
   void flush_ledger_soon();
   void flush_ledger();
@@ -246,7 +266,14 @@ class SessionManager {
   // whatever the filter, so one dump per session would be quadratic).
   SessionStatus describe(const Session& s, const std::vector<shaper::QdiscInfo>* all = nullptr);
   void arm(Session& s);
+  // When the session's next transition is due (its start, a switch at a time, the end of its step);
+  // nullopt when none is (a held phase, a paused schedule).
+  static std::optional<MonotonicTime> next_deadline(const Session& s);
+  // A transition timer fired: this session's transition and those of every other session due by now
+  // go to the kernel as one batch (coincident deadlines on many interfaces), pending starts aside.
   void on_timer(Session* s, std::uint64_t generation);
+  // A transition no request asked for failed: an error event on `s`, a count, a log line.
+  void report_failure(const Session& s, const std::exception& failure);
   // A successor whose start time came: it takes over the interface in place.
   void promote(const Key& key);
   void drop_successor(const Key& key, EventType type, const std::string& reason);
