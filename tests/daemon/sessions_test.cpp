@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "shaper/errors.hpp"
@@ -880,6 +881,126 @@ TEST(Sessions, StepsMissedInOneCatchUpAreOneLogLineButEachAnEvent) {
   EXPECT_GE(rig.count(EventType::kDeadlineMissed), 4u);
   EXPECT_LT(lines, rig.count(EventType::kDeadlineMissed)) << log;
   EXPECT_NE(log.find("steps on veth0, the first (step "), std::string::npos) << log;
+}
+
+// ---------------------------------------------------------------------------------------------
+// coincident deadlines: one batch
+
+// `names` (veth0, veth1 and test<i> added to the fake) each apply one looping schedule (a, b, c; 100
+// ms steps) from the same instant, so every step's deadline is the same instant on all of them.
+// Returns that instant.
+Clock::time_point run_in_step(DaemonRig& rig, const std::vector<std::string>& names) {
+  int index = 20;
+  for (const auto& name : names) {
+    if (!rig.backend.find_interface(name)) rig.backend.add_interface(name, index++);
+  }
+  const auto profile = scheduled({{"a", "100ms"}, {"b", "100ms"}, {"c", "100ms"}});
+  const auto origin = Clock::now();
+  for (const auto& name : names) {
+    auto r = rig.request(name, profile);
+    r.schedule = true;
+    r.start = origin;
+    rig.apply_ok(r);
+  }
+  return origin;
+}
+
+std::vector<Event> phase_changes_at(const DaemonRig& rig, Nanoseconds deadline) {
+  std::vector<Event> out;
+  for (const auto& e : rig.events_of(EventType::kPhaseChanged)) {
+    if (e.deadline && e.deadline->monotonic == deadline) out.push_back(e);
+  }
+  return out;
+}
+
+TEST(Sessions, CoincidentStepsOnManyInterfacesReachTheKernelAsOneBatch) {
+  // Eight interfaces, every step due at the same instant on all: each step must be one call of the
+  // backend carrying the eight changes (the kernel then gets them back to back and answers them all),
+  // not eight calls each waiting for the one before.
+  DaemonRig rig;
+  const std::vector<std::string> names{"veth0", "veth1", "test1", "test2", "test3", "test4", "test5", "test6"};
+  const auto origin = run_in_step(rig, names);
+  const std::uint64_t batches_before = rig.backend.batches();
+  const std::size_t applies_before = rig.backend.count(Call::kApply);
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 2 * names.size(); }, kPatience));
+
+  const auto applies = rig.backend.calls(Call::kApply);
+  const std::vector steps(applies.begin() + static_cast<long>(applies_before), applies.end());
+  ASSERT_EQ(steps.size(), 2 * names.size());
+  EXPECT_EQ(rig.backend.batches() - batches_before, 2u) << "two steps, each one batch";
+  for (std::size_t k = 0; k < 2; ++k) {
+    SCOPED_TRACE("step " + std::to_string(k + 1));
+    std::set<std::string> interfaces;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const auto& call = steps[k * names.size() + i];
+      EXPECT_EQ(call.batch, steps[k * names.size()].batch) << call.interface.name;
+      EXPECT_TRUE(call.change);
+      EXPECT_EQ(phase_of(*call.spec), k == 0 ? "b" : "c");
+      interfaces.insert(call.interface.name);
+    }
+    EXPECT_EQ(interfaces, std::set<std::string>(names.begin(), names.end()));
+    // Every interface's own event, at the exact deadline, with the phases it left and took.
+    const Nanoseconds deadline = mono(origin) + (k + 1) * 100ms;
+    const auto events = phase_changes_at(rig, deadline);
+    ASSERT_EQ(events.size(), names.size());
+    for (const auto& e : events) {
+      EXPECT_EQ(e.previous, k == 0 ? "a" : "b") << e.interface;
+      EXPECT_EQ(e.phase, k == 0 ? "b" : "c") << e.interface;
+      EXPECT_EQ(e.step, k + 1);
+      ASSERT_TRUE(e.lateness);
+      EXPECT_EQ(*e.lateness, e.at.monotonic - deadline);
+      EXPECT_LE(*e.lateness, kLateBound);
+    }
+  }
+  EXPECT_EQ(rig.sessions.metrics().transitions, 3 * names.size());
+  EXPECT_EQ(rig.sessions.metrics().transition_errors, 0u);
+}
+
+TEST(Sessions, ARefusedChangeInABatchFailsOnlyItsSession) {
+  // Four interfaces in step; the kernel refuses test2's change of step 1 (a -> b). That session alone
+  // reports the kernel's words and stays in a; the three others take b in the same batch. At step 2
+  // test2 moves on with the others (a -> c).
+  DaemonRig rig;
+  const std::vector<std::string> names{"veth0", "veth1", "test2", "test3"};
+  const auto origin = run_in_step(rig, names);
+  const int refused = rig.backend.find_interface("test2")->index;
+  rig.backend.fail_next(FakeBackend::Fault::kChange, EINVAL, "netem: invalid limit", refused);
+  const std::size_t applies_before = rig.backend.count(Call::kApply);
+  ASSERT_TRUE(rig.run_until([&] { return !phase_changes_at(rig, mono(origin) + 100ms).empty(); }, kPatience));
+
+  const auto applies = rig.backend.calls(Call::kApply);
+  const std::vector step1(applies.begin() + static_cast<long>(applies_before), applies.end());
+  ASSERT_EQ(step1.size(), names.size()) << "the refused change and the others, in one batch";
+  for (const auto& call : step1) {
+    EXPECT_EQ(call.batch, step1.front().batch) << call.interface.name;
+    EXPECT_EQ(call.succeeded, call.interface.index != refused) << call.interface.name;
+  }
+  const auto errors = rig.events_of(EventType::kError);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].interface, "test2");
+  EXPECT_NE(errors[0].message.find("netem change (dev test2 handle 1a7e:): Invalid argument: netem: invalid limit"),
+            std::string::npos)
+      << errors[0].message;
+  const auto moved = phase_changes_at(rig, mono(origin) + 100ms);
+  ASSERT_EQ(moved.size(), names.size() - 1);
+  for (const auto& e : moved) {
+    EXPECT_NE(e.interface, "test2");
+    EXPECT_EQ(e.previous, "a");
+    EXPECT_EQ(e.phase, "b");
+  }
+  EXPECT_EQ(value_of(rig.sessions.status("test2"))[0].phase, "a");
+  EXPECT_EQ(value_of(rig.sessions.status("test3"))[0].phase, "b");
+  EXPECT_EQ(phase_of(*rig.backend.spec_on(refused)), "a") << "the refused change left the qdisc as it was";
+  EXPECT_EQ(rig.sessions.metrics().transition_errors, 1u);
+
+  ASSERT_TRUE(rig.run_until([&] { return phase_changes_at(rig, mono(origin) + 200ms).size() == names.size(); },
+                            kPatience));
+  for (const auto& e : phase_changes_at(rig, mono(origin) + 200ms)) {
+    EXPECT_EQ(e.previous, e.interface == "test2" ? "a" : "b") << e.interface;
+    EXPECT_EQ(e.phase, "c") << e.interface;
+  }
+  EXPECT_TRUE(rig.sessions.has_session(refused));
+  EXPECT_EQ(rig.count(EventType::kError), 1u);
 }
 
 // ---------------------------------------------------------------------------------------------
