@@ -212,8 +212,6 @@ RouteSocket::RouteSocket() : sock_(nl_socket_alloc()) {
                 "setsockopt NETLINK_EXT_ACK", "NETLINK_ROUTE socket");
   check_syscall(setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one),
                 "setsockopt NETLINK_CAP_ACK", "NETLINK_ROUTE socket");
-  // Dumps of qdiscs with stats can exceed a page per message; let libnl size reads by peeking.
-  nl_socket_enable_msg_peek(sock_.get());
 }
 
 NetlinkAck RouteSocket::request(nl_msg* msg, const std::string& operation, const std::string& object) {
@@ -280,6 +278,13 @@ void RouteSocket::dump(nl_msg* msg, const std::string& operation, const std::str
   conversation.exchanges.push_back(std::move(exchange));
   conversation.open = 1;
   const NetlinkRequest request{msg, operation, object};
+  // Dumps of qdiscs with stats can exceed a page per message: libnl sizes each read by peeking first
+  // (a second recvmsg per message, which the ACKs of requests, far below a page, do without).
+  struct PeekOff {
+    nl_sock* sock;
+    ~PeekOff() { nl_socket_disable_msg_peek(sock); }
+  } peek_off{sock_.get()};
+  nl_socket_enable_msg_peek(sock_.get());
   converse(sock_.get(), {&request, 1}, conversation);
   const Exchange& answer = conversation.exchanges.front();
   if (answer.error != 0) {
