@@ -2,7 +2,11 @@
 //   Engine       — NetemQdisc::change(): one RTM_NEWQDISC over an open netlink socket, ACK awaited.
 //   TcProcess    — `tc qdisc change ...` spawned as a process per change (what peers do).
 //   TcBatch      — `tc -batch` applying 1000 changes in one process: the in-process floor of tc.
-// All three alternate between the same two specs on a veth in a private network namespace.
+//   Coincident16Singles / Coincident16Batch — 16 qdiscs (one per veth) changed at one instant: 16
+//                  NetemQdisc::change() one after the other (each ACK awaited before the next: what
+//                  the daemon did with coincident deadlines), against one NetemEngine::change() batch
+//                  of the 16 (all sent, then all ACKs read). Time per 16 changes.
+// All alternate between the same two specs on veths in a private network namespace.
 // Wall-clock time (UseRealTime): the tc contenders spend their time in child processes, which CPU
 // time would not count. Figures and ratios: docs/benchmarks.md. Run: tests/vm/run build/tests/bench/netem_change_bench
 #include <benchmark/benchmark.h>
@@ -115,6 +119,52 @@ void BM_TcProcessChange(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The interfaces of the coincident contenders, as the daemon's 10 Hz soak has them.
+constexpr int kCoincident = 16;
+
+std::vector<NetemQdisc>& coincident_qdiscs() {
+  static std::vector<NetemQdisc>* instance = [] {
+    Bed& b = bed();
+    auto* qdiscs = new std::vector<NetemQdisc>;
+    for (int i = 0; i < kCoincident; ++i) {
+      const std::string dev = "jtco" + std::to_string(i);
+      if (spawn_and_wait({"ip", "link", "add", dev, "type", "veth", "peer", "name", "jtcp" + std::to_string(i)}) != 0 ||
+          spawn_and_wait({"ip", "link", "set", dev, "up"}) != 0) {
+        std::fprintf(stderr, "cannot create veth %s\n", dev.c_str());
+        std::exit(77);
+      }
+      qdiscs->push_back(b.engine.install(b.engine.resolve(dev), phase(false)));
+    }
+    return qdiscs;
+  }();
+  return *instance;
+}
+
+void BM_Coincident16Singles(benchmark::State& state) {
+  auto& qdiscs = coincident_qdiscs();
+  bool high = false;
+  for (auto _ : state) {
+    high = !high;
+    for (auto& q : qdiscs) q.change(phase(high));
+  }
+  state.SetItemsProcessed(state.iterations() * kCoincident);
+}
+
+void BM_Coincident16Batch(benchmark::State& state) {
+  auto& qdiscs = coincident_qdiscs();
+  Bed& b = bed();
+  bool high = false;
+  for (auto _ : state) {
+    high = !high;
+    std::vector<PreparedChange> batch;
+    for (auto& q : qdiscs) batch.push_back(q.prepare_change(phase(high)));
+    for (const auto& refused : b.engine.change(batch)) {
+      if (refused) state.SkipWithError(refused->what());
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kCoincident);
+}
+
 void BM_TcBatchChange(benchmark::State& state) {
   bed();
   char path[] = "/tmp/jitterd-bench-XXXXXX";
@@ -141,5 +191,7 @@ void BM_TcBatchChange(benchmark::State& state) {
 BENCHMARK(BM_EngineChange)->MinTime(2.0)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TcProcessChange)->MinTime(2.0)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TcBatchChange)->MinTime(2.0)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Coincident16Singles)->MinTime(2.0)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Coincident16Batch)->MinTime(2.0)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
