@@ -42,6 +42,9 @@ namespace {
 constexpr std::size_t kMaxRequestsInFlight = 32;
 // sendmsg refuses (EMSGSIZE) a datagram larger than the send buffer less this (netlink_sendmsg).
 constexpr std::size_t kSendBufferSlack = 32;
+// Room for one ACK: with NETLINK_CAP_ACK it is the header, struct nlmsgerr and a few attributes (the
+// kernel's message, an offset, a policy), a few hundred bytes at most.
+constexpr std::size_t kAckSize = 4096;
 
 // One request in flight, and what the kernel has said about it so far.
 struct Exchange {
@@ -104,25 +107,28 @@ int on_seq_check(nl_msg* msg, void* arg) {
   return static_cast<Conversation*>(arg)->find(nlmsg_hdr(msg)->nlmsg_seq) ? NL_OK : NL_SKIP;
 }
 
-int on_error(sockaddr_nl*, nlmsgerr* err, void* arg) {
-  auto* conversation = static_cast<Conversation*>(arg);
-  const auto* hdr = reinterpret_cast<const nlmsghdr*>(reinterpret_cast<const char*>(err) - NLMSG_HDRLEN);
-  Exchange* exchange = conversation->find(hdr->nlmsg_seq);
-  if (!exchange) return NL_SKIP;
+// An NLMSG_ERROR (an ACK when its error is 0) for one of the conversation's requests ends that
+// exchange; an answer to none of them is ignored.
+void take_answer(Conversation& conversation, const nlmsghdr* hdr) {
+  if (hdr->nlmsg_len < NLMSG_HDRLEN + sizeof(nlmsgerr)) return;
+  Exchange* exchange = conversation.find(hdr->nlmsg_seq);
+  if (!exchange) return;
+  const auto* err = reinterpret_cast<const nlmsgerr*>(reinterpret_cast<const char*>(hdr) + NLMSG_HDRLEN);
   exchange->error = -err->error;
+  exchange->acked = err->error == 0;
   exchange->ext_ack = extended_ack_text(hdr);
-  conversation->finish(*exchange);
+  conversation.finish(*exchange);
+}
+
+int on_error(sockaddr_nl*, nlmsgerr* err, void* arg) {
+  take_answer(*static_cast<Conversation*>(arg),
+              reinterpret_cast<const nlmsghdr*>(reinterpret_cast<const char*>(err) - NLMSG_HDRLEN));
   // NL_OK, not NL_STOP: the answers to the requests after it are read on.
   return NL_OK;
 }
 
 int on_ack(nl_msg* msg, void* arg) {
-  auto* conversation = static_cast<Conversation*>(arg);
-  Exchange* exchange = conversation->find(nlmsg_hdr(msg)->nlmsg_seq);
-  if (!exchange) return NL_SKIP;
-  exchange->acked = true;
-  exchange->ext_ack = extended_ack_text(nlmsg_hdr(msg));
-  conversation->finish(*exchange);
+  take_answer(*static_cast<Conversation*>(arg), nlmsg_hdr(msg));
   return NL_OK;
 }
 
@@ -159,21 +165,8 @@ std::string describe_send(std::span<const NetlinkRequest> requests) {
   return out;
 }
 
-// Sends `requests` (already completed: port, sequence number, flags) in one sendmsg and reads until
-// each is answered; what the kernel said is left in `conversation`.
-void converse(nl_sock* sock, std::span<const NetlinkRequest> requests, Conversation& conversation) {
-  struct CbDeleter {
-    void operator()(nl_cb* cb) const { nl_cb_put(cb); }
-  };
-  const std::string& object = requests.front().object;
-  std::unique_ptr<nl_cb, CbDeleter> cb(nl_cb_alloc(NL_CB_DEFAULT));
-  if (!cb) throw SystemError("nl_cb_alloc", requests.front().operation, ENOMEM);
-  nl_cb_err(cb.get(), NL_CB_CUSTOM, on_error, &conversation);
-  nl_cb_set(cb.get(), NL_CB_SEQ_CHECK, NL_CB_CUSTOM, on_seq_check, &conversation);
-  nl_cb_set(cb.get(), NL_CB_ACK, NL_CB_CUSTOM, on_ack, &conversation);
-  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &conversation);
-  nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_finish, &conversation);
-
+// Sends `requests` (already completed: port, sequence number, flags) in one sendmsg.
+void send_all(nl_sock* sock, std::span<const NetlinkRequest> requests) {
   std::vector<iovec> iov;
   for (const auto& r : requests) {
     nlmsghdr* hdr = nlmsg_hdr(r.msg);
@@ -191,11 +184,70 @@ void converse(nl_sock* sock, std::span<const NetlinkRequest> requests, Conversat
   do {
     sent = sendmsg(fd, &message, 0);
   } while (sent == -1 && errno == EINTR);
-  check_syscall(sent, describe_send(requests), object);
-  // Keep receiving until the kernel's ACK, error or NLMSG_DONE ends every exchange.
+  check_syscall(sent, describe_send(requests), requests.front().object);
+}
+
+// Reads a dump's replies with libnl (multi-part, each message's size found by peeking) until its
+// NLMSG_DONE or error.
+void read_dump(nl_sock* sock, Conversation& conversation, const std::string& operation, const std::string& object) {
+  struct CbDeleter {
+    void operator()(nl_cb* cb) const { nl_cb_put(cb); }
+  };
+  std::unique_ptr<nl_cb, CbDeleter> cb(nl_cb_alloc(NL_CB_DEFAULT));
+  if (!cb) throw SystemError("nl_cb_alloc", operation, ENOMEM);
+  nl_cb_err(cb.get(), NL_CB_CUSTOM, on_error, &conversation);
+  nl_cb_set(cb.get(), NL_CB_SEQ_CHECK, NL_CB_CUSTOM, on_seq_check, &conversation);
+  nl_cb_set(cb.get(), NL_CB_ACK, NL_CB_CUSTOM, on_ack, &conversation);
+  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &conversation);
+  nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_finish, &conversation);
   while (conversation.open > 0) {
     const int rc = nl_recvmsgs(sock, cb.get());
-    if (rc < 0) check_libnl(rc, "receive " + requests.front().operation, object);
+    if (rc < 0) check_libnl(rc, "receive " + operation, object);
+  }
+}
+
+// Reads the ACKs of a send of requests until each is answered, as many datagrams to a recvmmsg as
+// are queued: the kernel queued every ACK before sendmsg returned, so one call usually takes them
+// all (libnl reads one per call). `buffer` is kept between calls.
+void read_acks(int fd, Conversation& conversation, std::vector<char>& buffer, const std::string& operation,
+               const std::string& object) {
+  while (conversation.open > 0) {
+    const std::size_t count = conversation.open;
+    buffer.resize(count * kAckSize);
+    std::vector<iovec> iov(count);
+    std::vector<mmsghdr> datagrams(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      iov[i] = iovec{buffer.data() + i * kAckSize, kAckSize};
+      datagrams[i] = mmsghdr{};
+      datagrams[i].msg_hdr.msg_iov = &iov[i];
+      datagrams[i].msg_hdr.msg_iovlen = 1;
+    }
+    int received;
+    do {
+      received = recvmmsg(fd, datagrams.data(), static_cast<unsigned>(count), MSG_WAITFORONE, nullptr);
+    } while (received == -1 && errno == EINTR);
+    check_syscall(received, "receive " + operation, object);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(received); ++i) {
+      const char* pos = buffer.data() + i * kAckSize;
+      const char* end = pos + datagrams[i].msg_len;
+      if (datagrams[i].msg_hdr.msg_flags & MSG_TRUNC) {
+        // Larger than any ACK: a reply left over from a dump cut short, or a request's answer that
+        // cannot be read (then that request fails, and says why).
+        if (datagrams[i].msg_len < sizeof(nlmsghdr)) continue;
+        if (Exchange* e = conversation.find(reinterpret_cast<const nlmsghdr*>(pos)->nlmsg_seq)) {
+          e->error = EMSGSIZE;
+          e->ext_ack = "its answer is larger than " + std::to_string(kAckSize) + " bytes";
+          conversation.finish(*e);
+        }
+        continue;
+      }
+      while (pos + sizeof(nlmsghdr) <= end) {
+        const auto* hdr = reinterpret_cast<const nlmsghdr*>(pos);
+        if (hdr->nlmsg_len < sizeof(nlmsghdr) || pos + hdr->nlmsg_len > end) break;
+        if (hdr->nlmsg_type == NLMSG_ERROR) take_answer(conversation, hdr);
+        pos += NLMSG_ALIGN(hdr->nlmsg_len);
+      }
+    }
   }
 }
 
@@ -240,7 +292,10 @@ std::vector<NetlinkReply> RouteSocket::request_batch(std::span<const NetlinkRequ
       nlmsghdr* hdr = nlmsg_hdr(msg);
       if (end > first && bytes + hdr->nlmsg_len > send_limit) break;
       hdr->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-      nl_complete_msg(sock_.get(), msg);  // our port and the socket's next sequence number
+      // Our port, and a sequence number of our own: libnl's counters stay for the exchanges it reads
+      // itself (dumps, rtnl_link_get_kernel), whose expected number must not run ahead of them.
+      hdr->nlmsg_pid = nl_socket_get_local_port(sock_.get());
+      hdr->nlmsg_seq = next_seq_++;
       bytes += hdr->nlmsg_len;
       Exchange exchange;
       exchange.seq = hdr->nlmsg_seq;
@@ -248,7 +303,9 @@ std::vector<NetlinkReply> RouteSocket::request_batch(std::span<const NetlinkRequ
       ++end;
     }
     conversation.open = conversation.exchanges.size();
-    converse(sock_.get(), requests.subspan(first, end - first), conversation);
+    send_all(sock_.get(), requests.subspan(first, end - first));
+    read_acks(nl_socket_get_fd(sock_.get()), conversation, ack_buffer_, requests[first].operation,
+              requests[first].object);
     for (std::size_t i = first; i < end; ++i) {
       const Exchange& exchange = conversation.exchanges[i - first];
       const NetlinkRequest& request = requests[i];
@@ -285,7 +342,8 @@ void RouteSocket::dump(nl_msg* msg, const std::string& operation, const std::str
     ~PeekOff() { nl_socket_disable_msg_peek(sock); }
   } peek_off{sock_.get()};
   nl_socket_enable_msg_peek(sock_.get());
-  converse(sock_.get(), {&request, 1}, conversation);
+  send_all(sock_.get(), {&request, 1});
+  read_dump(sock_.get(), conversation, operation, object);
   const Exchange& answer = conversation.exchanges.front();
   if (answer.error != 0) {
     throw NetlinkError(operation, object, answer.error, answer.ext_ack, hint_for(answer.error));

@@ -99,6 +99,10 @@ class RouteSocket {
 
  private:
   NlSockPtr sock_;
+  // Sequence numbers of request_batch's requests: far below libnl's own (which start at the time of
+  // day in seconds), so an answer is never taken for another's.
+  std::uint32_t next_seq_ = 1;
+  std::vector<char> ack_buffer_;  // request_batch's receive buffers, kept between calls
 };
 
 }  // namespace shaper
