@@ -172,12 +172,15 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
   // the old or the new spec, never none and never both), the changes of all such requests in one
   // batch. The other requests go first, one at a time (they may add or drop the states the batch
   // points into).
-  auto in_place = [&](const ShapeRequest& r) {
-    const Shaped* slot = held(r.interface, r.direction);
-    return slot && !r.layout.empty() && slot->layout.same_structure(r.layout);
-  };
+  // Decided before anything is done: a request rebuilt below is not changed in place again.
+  std::vector<bool> in_place(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (in_place(requests[i])) continue;
+    const ShapeRequest& r = requests[i];
+    const Shaped* slot = held(r.interface, r.direction);
+    in_place[i] = slot && !r.layout.empty() && slot->layout.same_structure(r.layout);
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (in_place[i]) continue;
     try {
       rebuild(requests[i]);
     } catch (...) {
@@ -193,7 +196,7 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
   std::vector<Changed> changed;
   std::vector<shaper::PreparedChange> batch;
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (out[i] || !in_place(requests[i])) continue;
+    if (!in_place[i]) continue;
     Shaped* shaped = held(requests[i].interface, requests[i].direction);
     try {
       auto prepared = prepare_changes(*shaped, netem_specs(*shaped, requests[i].layout));
