@@ -61,7 +61,8 @@ TEST(NetemBatch, EachQdiscGetsItsOwnChangeAndARefusedOneCostsOnlyItself) {
   constexpr int kRefused = 2;  // in the middle: the changes after it must still be applied
   auto qdiscs = install_on_veths(bed, kQdiscs);
   // Someone else deletes jitterd's qdisc on jtq2: a change naming its handle is refused by the kernel.
-  jitterd_test::run("ip netns exec " + bed.net.ns_a() + " tc qdisc del dev jtq" + std::to_string(kRefused) + " root");
+  jitterd_test::run("ip netns exec " + bed.net.ns_a() + " tc qdisc del dev jtq" + std::to_string(kRefused) +
+                    " root");
 
   std::vector<PreparedChange> batch;
   for (int i = 0; i < kQdiscs; ++i) {
@@ -78,11 +79,13 @@ TEST(NetemBatch, EachQdiscGetsItsOwnChangeAndARefusedOneCostsOnlyItself) {
     const std::string dev = "jtq" + std::to_string(i);
     SCOPED_TRACE(dev);
     const NetemQdisc& q = qdiscs[static_cast<std::size_t>(i)];
+    const auto& result = results[static_cast<std::size_t>(i)];
     if (i == kRefused) {
-      ASSERT_TRUE(results[static_cast<std::size_t>(i)].has_value()) << "the kernel took a change of a qdisc that is gone";
-      const NetlinkError& e = *results[static_cast<std::size_t>(i)];
+      ASSERT_TRUE(result.has_value()) << "the kernel took a change of a qdisc that is gone";
+      const NetlinkError& e = *result;
       EXPECT_EQ(e.error_number(), ENOENT) << e.what();
-      EXPECT_NE(std::string(e.what()).find("netem change (dev jtq2 handle 1a7e:)"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("netem change (dev jtq2 handle 1a7e:)"), std::string::npos)
+          << e.what();
       EXPECT_NE(e.kernel_message().find("Qdisc not found"), std::string::npos)
           << "the kernel's extended-ACK text is kept: " << e.what();
       EXPECT_EQ(q.spec().delay.latency, 10ms) << "a refused change leaves the owner's spec as it was";
@@ -90,7 +93,7 @@ TEST(NetemBatch, EachQdiscGetsItsOwnChangeAndARefusedOneCostsOnlyItself) {
       EXPECT_NE(tc.at(dev).at("kind"), "netem") << "nothing was installed in its place";
       continue;
     }
-    EXPECT_FALSE(results[static_cast<std::size_t>(i)].has_value()) << results[static_cast<std::size_t>(i)]->what();
+    EXPECT_FALSE(result.has_value()) << result->what();
     EXPECT_EQ(q.spec().delay.latency, std::chrono::milliseconds(20 + i));
     ASSERT_TRUE(tc.count(dev));
     const json& root = tc.at(dev);
@@ -143,5 +146,6 @@ TEST(NetemBatch, MoreRequestsThanFitInFlightAreAnsweredInOrder) {
     EXPECT_FALSE(reply.error->kernel_message().empty()) << "no extended ACK text: " << reply.error->what();
   }
   const json root = roots_by_tc(bed.net).at(VethPair::kDevA);
-  EXPECT_NEAR(tc_delay_seconds(root), (11 + kRequests - 1) / 1000.0, 1e-6) << "the last request was applied last";
+  EXPECT_NEAR(tc_delay_seconds(root), (11 + kRequests - 1) / 1000.0, 1e-6)
+      << "the last request was applied last";
 }
