@@ -99,6 +99,25 @@ constexpr std::size_t kWriteBatchBytes = 64 * 1024;
 // nice 10 weighs a tenth of nice 0. Raising it needs no privilege.
 constexpr int kReaderNice = 10;
 
+// Which profile files a request reads: "" for the whole folders (`profiles`), a name for `apply` with
+// a profile by name, nothing for the rest (and for anything malformed: the dispatcher says what is
+// wrong with it, without files).
+std::optional<std::string> profiles_needed(const ReadRequest& read) {
+  const auto& r = read.request;
+  if (read.error || !r.is_object()) return std::nullopt;
+  const auto method = r.find("method");
+  if (method == r.end() || !method->is_string()) return std::nullopt;
+  if (*method == "profiles") return std::string();
+  if (*method != "apply") return std::nullopt;
+  const auto params = r.find("params");
+  if (params == r.end() || !params->is_object()) return std::nullopt;
+  const auto profile = params->find("profile");
+  if (profile == params->end() || !profile->is_string()) return std::nullopt;
+  const std::string name = profile->get<std::string>();
+  if (name.empty()) return std::nullopt;
+  return name;
+}
+
 Peer peer_of(int fd, std::vector<std::uint32_t>* groups) {
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -271,19 +290,48 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
             "send one request per line; limits.max_request_bytes sets the limit"));
         co_return;
       }
-      Reply reply;
+      ReadRequest read;
       if (next.line.size() <= kReadOnLoopBytes) {
-        reply = server_.dispatcher_.handle(next.line, peer_, true);
+        read = Dispatcher::read(next.line);
       } else {
         // The line stays where it is (the framer is not fed until this coroutine goes on).
         const std::string_view line = next.line;
-        ReadRequest read = co_await asio::co_spawn(
+        read = co_await asio::co_spawn(
             server_.reader_.get_executor(),
             [line]() -> asio::awaitable<ReadRequest> { co_return Dispatcher::read(line); },
             asio::use_awaitable);
         if (closed_ || close_after_write_) co_return;  // closing meanwhile: nothing more is answered
         turn_start = MonotonicClock::now();  // the wait for the helper was a turn of its own
+      }
+      // The profile files a request needs are read on the file thread, the loop serving everyone
+      // else meanwhile (a folder of thousands of files, a slow disk), then lent to the dispatcher.
+      ProfileStore::Prefetch prefetch;
+      if (const auto need = profiles_needed(read)) {
+        // By reference: both live in this coroutine's frame, which waits for the helper. (A
+        // coroutine lambda's own captures are not safe to use after its first suspension.)
+        const ProfileStore& store = server_.profiles_;
+        const std::string& name = *need;
+        prefetch = co_await asio::co_spawn(
+            server_.files_.get_executor(),
+            [&store, &name]() -> asio::awaitable<ProfileStore::Prefetch> {
+              ProfileStore::Prefetch p;
+              if (name.empty()) {
+                p.listing = store.scan();
+              } else {
+                p.lookup = store.lookup(name);
+              }
+              co_return p;
+            },
+            asio::use_awaitable);
+        if (closed_ || close_after_write_) co_return;
+        turn_start = MonotonicClock::now();
+      }
+      Reply reply;
+      {
+        const ProfileStore::Lend lend(server_.profiles_, prefetch);
         reply = server_.dispatcher_.handle(read, peer_, true);
+      }
+      if (next.line.size() > kReadOnLoopBytes) {
         // Taking a large document apart takes long too: the helper does it.
         asio::post(server_.reader_, [document = std::move(read)] {});
       }
@@ -371,11 +419,12 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   MonotonicTime last_activity_ = MonotonicClock::now();
 };
 
-ControlServer::ControlServer(asio::io_context& io, Dispatcher& dispatcher, EventBus& bus,
-                             const Config& config, AccessPolicy policy, ServerStats& stats,
+ControlServer::ControlServer(asio::io_context& io, Dispatcher& dispatcher, const ProfileStore& profiles,
+                             EventBus& bus, const Config& config, AccessPolicy policy, ServerStats& stats,
                              Logger& log)
     : io_(io),
       dispatcher_(dispatcher),
+      profiles_(profiles),
       bus_(bus),
       config_(config),
       policy_(policy),

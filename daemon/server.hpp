@@ -19,6 +19,7 @@
 #include "config.hpp"
 #include "events.hpp"
 #include "logger.hpp"
+#include "profile_store.hpp"
 #include "protocol.hpp"
 
 namespace jitterd {
@@ -65,8 +66,10 @@ void free_socket_path(const std::string& path);
 class ControlServer {
  public:
   using stream_socket = asio::local::stream_protocol::socket;
-  ControlServer(asio::io_context& io, Dispatcher& dispatcher, EventBus& bus, const Config& config,
-                AccessPolicy policy, ServerStats& stats, Logger& log);
+  // `profiles` is the store `dispatcher` reads: the server reads its files on a thread of its own
+  // and lends them to the dispatcher (ProfileStore::Lend).
+  ControlServer(asio::io_context& io, Dispatcher& dispatcher, const ProfileStore& profiles, EventBus& bus,
+                const Config& config, AccessPolicy policy, ServerStats& stats, Logger& log);
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;
   ~ControlServer();
@@ -99,6 +102,7 @@ class ControlServer {
 
   asio::io_context& io_;
   Dispatcher& dispatcher_;
+  const ProfileStore& profiles_;
   EventBus& bus_;
   const Config& config_;
   AccessPolicy policy_;
@@ -115,6 +119,10 @@ class ControlServer {
   // documents apart afterwards, so that the loop goes on meanwhile. Declared last: it is joined
   // first, before anything a request it is reading could refer to goes away.
   asio::thread_pool reader_{1};
+  // The thread that reads profile files (ProfileStore::scan, lookup) for `profiles` and `apply`, so
+  // that a large folder or a slow disk holds up only the request that reads it. Joined before the
+  // reader; the store it reads outlives the server.
+  asio::thread_pool files_{1};
 };
 
 }  // namespace jitterd

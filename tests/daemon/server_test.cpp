@@ -151,9 +151,9 @@ class ServerRig {
                      AccessPolicy policy = AccessPolicy{0, std::nullopt})
       : rig(adjust),
         path(sockets.file("jitterd.sock")),
-        store(std::vector<std::string>{}),
+        store(std::vector<std::string>{profiles.path()}),
         dispatcher(rig.sessions, store, rig.backend, rig.config, stats),
-        server(rig.io, dispatcher, rig.bus, rig.config, policy, stats, rig.log) {}
+        server(rig.io, dispatcher, store, rig.bus, rig.config, policy, stats, rig.log) {}
 
   void listen(mode_t mode = 0660, std::optional<gid_t> group = std::nullopt) {
     server.bind(path, mode, group);
@@ -163,6 +163,7 @@ class ServerRig {
   DaemonRig rig;
   TempDir sockets;
   std::string path;
+  TempDir profiles;  // the one profile folder
   ProfileStore store;
   ServerStats stats;
   Dispatcher dispatcher;
@@ -459,6 +460,75 @@ TEST(ControlServer, ConnectionsBeyondTheLimitGetBusyAndAreClosed) {
   EXPECT_EQ(d.reply(s.rig)["ok"], true);
   b.request(kVersion);
   EXPECT_EQ(b.reply(s.rig)["ok"], true);
+}
+
+// Issue 21 §2: `profiles` read every file of the folders on the loop's only thread, so a large folder
+// (or a FIFO, which held it for good: ProfileStore.AFifoIsReportedAndNeverOpenedForReading) stopped
+// every schedule and lease until it was done. The folder here takes the time it takes to read on this
+// machine (measured first, `scan`); a schedule steps ten times in that time. While the request is in
+// flight the steps go on, each late by far less than the read (half of it: the old code made the
+// first step after the read late by nearly all of it, and none stepped during it).
+TEST(ControlServer, ProfilesIsReadOffTheLoopWhileSchedulesStepOnTime) {
+  ServerRig s;
+  s.listen();
+  // Files of JSON that takes long to parse (numbers: ~0.1 s per MiB in release builds, several times
+  // that in the debug build the tests use), each an array, so each is listed as invalid.
+  constexpr int kFiles = 2;
+  std::string text = "[";
+  while (text.size() < 512 * 1024) text += "0,";
+  text += "0]";
+  for (int i = 0; i < kFiles; ++i) s.profiles.write("big" + std::to_string(i) + ".json", text);
+  const auto read_start = Clock::now();
+  ASSERT_EQ(s.store.scan().invalid.size(), static_cast<std::size_t>(kFiles));
+  const auto scan = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - read_start);
+  const auto step = std::max(scan / 10, std::chrono::milliseconds(5));
+
+  Client control(s.path), lister(s.path);
+  const std::string d = std::to_string(step.count()) + "ms";
+  control.request({{"method", "apply"},
+                   {"params", {{"interface", "veth0"}, {"profile", json::parse(profile_json("sched", {{"a", d}, {"b", d}}))}}}});
+  ASSERT_EQ(control.reply(s.rig)["ok"], true);
+  ASSERT_TRUE(s.rig.run_until([&] { return s.rig.count(EventType::kPhaseChanged) >= 2; }, kPatience));
+
+  const std::size_t before = s.rig.events.size();
+  lister.request({{"method", "profiles"}});
+  const auto line = lister.line(s.rig, kPatience + 4 * scan);
+  ASSERT_TRUE(line) << "no reply to profiles (the folder takes " << scan.count() << " ms to read)";
+  const json listed = json::parse(*line);
+  ASSERT_EQ(listed["ok"], true) << listed.dump();
+  EXPECT_EQ(listed["result"]["invalid"].size(), static_cast<std::size_t>(kFiles)) << "the folder was read";
+
+  std::vector<Nanoseconds> lateness;
+  for (std::size_t i = before; i < s.rig.events.size(); ++i) {
+    const Event& e = s.rig.events[i];
+    if (e.type == EventType::kPhaseChanged && e.lateness) lateness.push_back(*e.lateness);
+  }
+  EXPECT_GE(lateness.size(), 2u) << "steps while the folder was read (read: " << scan.count() << " ms, step "
+                                 << step.count() << " ms)";
+  for (const auto l : lateness) {
+    EXPECT_LT(l, scan / 2) << "a step late by " << l.count() << " ns; reading the folder took " << scan.count()
+                           << " ms";
+  }
+}
+
+// `apply` by name reads its one file on the file thread too, and gets what the folder holds.
+TEST(ControlServer, ApplyByNameReadsTheFolderAndRefusesAFifoUnopened) {
+  ServerRig s;
+  s.listen();
+  s.profiles.write("wifi.json", profile_json("wifi"));
+  ASSERT_EQ(::mkfifo(s.profiles.file("x.json").c_str(), 0644), 0);
+  Client c(s.path);
+  c.request({{"method", "apply"}, {"params", {{"interface", "veth0"}, {"profile", "wifi"}}}});
+  const json applied = c.reply(s.rig);
+  EXPECT_EQ(applied["ok"], true) << applied.dump();
+  EXPECT_EQ(applied["result"]["profile"], "wifi");
+  c.request({{"method", "apply"}, {"params", {{"interface", "veth1"}, {"profile", "x"}}}});
+  const json refused = c.reply(s.rig);
+  EXPECT_EQ(refused["error"]["code"], "invalid-params") << refused.dump();
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("is a FIFO, not a regular file"), std::string::npos)
+      << refused.dump();
+  c.request({{"method", "apply"}, {"params", {{"interface", "veth1"}, {"profile", "absent"}}}});
+  EXPECT_EQ(c.reply(s.rig)["error"]["code"], "not-found");
 }
 
 TEST(ControlServer, AClientThatHangsUpMidRequestIsForgotten) {
