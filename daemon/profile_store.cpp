@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 
 namespace jitterd {
@@ -40,8 +41,7 @@ fs::path resolved(int fd, const fs::path& file) {
 // A profile file's text, read only if it is a regular file inside `dir` and not larger than a profile
 // may be; otherwise `error` says which rule it broke and how to fix it. Nothing here blocks on what
 // is in the folder: the first open is O_PATH (it opens no device and waits for no FIFO writer), the
-// kind and size come from that descriptor, and only then is the same file opened for reading,
-// non-blocking, and checked to be the same inode.
+// kind and size come from that descriptor, and only then is the same inode opened for reading.
 std::optional<std::string> read_profile_text(const fs::path& file, const fs::path& dir, std::string* error,
                                              bool* missing) {
   const std::string name = file.string();
@@ -73,31 +73,16 @@ std::optional<std::string> read_profile_text(const fs::path& file, const fs::pat
              std::to_string(shaper::kMaxProfileBytes) + " (8 MiB)";
     return std::nullopt;
   }
-  const UniqueFd fd(::open(name.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  struct stat again {};
-  if (!fd || ::fstat(fd.get(), &again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
-    *error = name + " changed while jitterd read it; try again";
+  // The same inode again, for reading, through the descriptor (a regular file: the open does not
+  // wait). Without /proc, by its name: a swap in between is then not caught.
+  const std::string by_fd = "/proc/self/fd/" + std::to_string(path_fd.get());
+  try {
+    // A file that grew meanwhile is cut one byte past the limit: parse_profile refuses it by size.
+    return shaper::read_file_bounded(::access(by_fd.c_str(), F_OK) == 0 ? by_fd : name, shaper::kMaxProfileBytes);
+  } catch (const shaper::SystemError& e) {
+    *error = name + ": " + e.what();
     return std::nullopt;
   }
-  // A regular file that grew meanwhile is cut one byte past the limit: parse_profile refuses it by size.
-  std::string text;
-  constexpr std::size_t kChunk = 64 * 1024;
-  while (text.size() <= shaper::kMaxProfileBytes) {
-    const std::size_t old_size = text.size();
-    text.resize(old_size + std::min(kChunk, shaper::kMaxProfileBytes + 1 - old_size));
-    const ssize_t n = ::read(fd.get(), text.data() + old_size, text.size() - old_size);
-    if (n < 0 && errno == EINTR) {
-      text.resize(old_size);
-      continue;
-    }
-    if (n < 0) {
-      *error = name + ": read: " + std::strerror(errno);
-      return std::nullopt;
-    }
-    text.resize(old_size + static_cast<std::size_t>(n));
-    if (n == 0) break;
-  }
-  return text;
 }
 
 std::optional<StoredProfile> load_file(const std::string& name, const fs::path& file, const fs::path& dir,
