@@ -212,8 +212,8 @@ SessionStatus read_session_status(const Json& status) {
 }
 
 std::vector<SessionStatus> read_session_statuses(const Json& result) {
-  const Json* r = result.contains("result") ? &result["result"] : nullptr;
-  if (r && r->is_object() && r->contains("sessions")) return read_status_result(result);
+  // `result` is the reply's result member itself: several sessions come as {"sessions": [...]}.
+  if (result.is_object() && result.contains("sessions")) return read_status_result(result);
   return {read_session_status(result)};
 }
 

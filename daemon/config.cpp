@@ -5,6 +5,7 @@
 #include <net/if.h>
 #include <sstream>
 
+#include "interface_pattern.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/json_reader.hpp"
@@ -85,9 +86,20 @@ void read_interfaces(JsonReader& r, const json& j, Config& out) {
       continue;
     }
     const std::string pattern = e.get<std::string>();
-    if (pattern == "*") {
-      r.error(ep, "\"*\" would allow shaping every interface, including the one you manage this host through; "
-                  "list the test interfaces (\"veth*\", \"eth1\")");
+    // By what it matches, not how it is written: "?*", "**", "[!.]*" and "??*" are "*" too.
+    const PatternVerdict verdict = judge_interface_pattern(pattern);
+    if (verdict.kind == PatternVerdict::Kind::kEveryName) {
+      const std::string which = verdict.every_length
+                                    ? "every interface name"
+                                    : "every interface name of " + std::to_string(verdict.length) + " characters";
+      r.error(ep, "\"" + pattern + "\" matches " + which + ", so it would allow shaping every interface, including "
+                  "the one you manage this host through, whatever it is called (lo, eth0, enp0s3); list the test "
+                  "interfaces (\"veth*\", \"eth1\")");
+      continue;
+    }
+    if (verdict.kind == PatternVerdict::Kind::kTooIntricate) {
+      r.error(ep, "\"" + pattern + "\" is too intricate for jitterd to tell which interfaces it allows; list "
+                  "the test interfaces by name or prefix (\"veth*\", \"eth1\")");
       continue;
     }
     out.allow_interfaces.push_back(pattern);

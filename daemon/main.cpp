@@ -181,7 +181,7 @@ int run(const Options& options) {
   jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats);
   jitterd::AccessPolicy policy{static_cast<std::uint32_t>(::geteuid()), gid ? std::optional<std::uint32_t>(*gid)
                                                                              : std::optional<std::uint32_t>(::getegid())};
-  jitterd::ControlServer server(io, dispatcher, bus, config, policy, stats, log);
+  jitterd::ControlServer server(io, dispatcher, profiles, bus, config, policy, stats, log);
   if (!handed.empty()) {
     std::string path;
     if (handed.size() != 1 || !jitterd::is_unix_stream_listener(handed.front(), &path)) {

@@ -1,33 +1,95 @@
 #include "profile_store.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 
 namespace jitterd {
 namespace {
 
 namespace fs = std::filesystem;
+using shaper::UniqueFd;
 
-// Inside `dir` once both are resolved (symlinks followed)?
-bool inside(const fs::path& file, const fs::path& dir) {
-  std::error_code ec;
-  const fs::path real_file = fs::canonical(file, ec);
-  if (ec) return false;
-  const fs::path real_dir = fs::canonical(dir, ec);
-  if (ec) return false;
-  return real_file.parent_path() == real_dir;
+// What a file that is not a regular file is, for the diagnostic.
+const char* kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a folder";
+  return "not a regular file";
 }
 
-std::optional<StoredProfile> load_file(const std::string& name, const fs::path& file, std::string* error) {
-  shaper::ProfileLoad load;
-  try {
-    load = shaper::load_profile_file(file.string());
-  } catch (const shaper::SystemError& e) {
-    *error = e.what();
+// Where the opened file really is (symlinks resolved), from the descriptor rather than the name, so
+// that a link swapped after the open cannot send the check elsewhere. /proc may be absent (a
+// chroot): then from the name.
+fs::path resolved(int fd, const fs::path& file) {
+  std::error_code ec;
+  fs::path real = fs::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+  if (ec || real.empty() || real.native().front() != '/') real = fs::canonical(file, ec);
+  return ec ? fs::path() : real;
+}
+
+// A profile file's text, read only if it is a regular file inside `dir` and not larger than a profile
+// may be; otherwise `error` says which rule it broke and how to fix it. Nothing here blocks on what
+// is in the folder: the first open is O_PATH (it opens no device and waits for no FIFO writer), the
+// kind and size come from that descriptor, and only then is the same inode opened for reading.
+std::optional<std::string> read_profile_text(const fs::path& file, const fs::path& dir, std::string* error,
+                                             bool* missing) {
+  const std::string name = file.string();
+  const UniqueFd path_fd(::open(name.c_str(), O_PATH | O_CLOEXEC));
+  if (!path_fd) {
+    if (missing) *missing = errno == ENOENT;
+    *error = name + ": cannot open: " + std::strerror(errno);
     return std::nullopt;
   }
+  struct stat st {};
+  if (::fstat(path_fd.get(), &st) != 0) {
+    *error = name + ": cannot stat: " + std::strerror(errno);
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = name + " is " + kind_of(st.st_mode) +
+             ", not a regular file; jitterd reads only regular files as profiles (it never waits on a FIFO or "
+             "device): remove it from the profile folder or give it a name that does not end in .json";
+    return std::nullopt;
+  }
+  std::error_code ec;
+  const fs::path real_dir = fs::canonical(dir, ec);
+  if (ec || resolved(path_fd.get(), file).parent_path() != real_dir) {
+    *error = name + " resolves outside " + dir.string() + "; jitterd reads profiles only from its folders";
+    return std::nullopt;
+  }
+  if (static_cast<std::size_t>(st.st_size) > shaper::kMaxProfileBytes) {
+    *error = name + " has " + std::to_string(st.st_size) + " bytes; a profile file may have at most " +
+             std::to_string(shaper::kMaxProfileBytes) + " (8 MiB)";
+    return std::nullopt;
+  }
+  // The same inode again, for reading, through the descriptor (a regular file: the open does not
+  // wait). Without /proc, by its name: a swap in between is then not caught.
+  const std::string by_fd = "/proc/self/fd/" + std::to_string(path_fd.get());
+  try {
+    // A file that grew meanwhile is cut one byte past the limit: parse_profile refuses it by size.
+    return shaper::read_file_bounded(::access(by_fd.c_str(), F_OK) == 0 ? by_fd : name, shaper::kMaxProfileBytes);
+  } catch (const shaper::SystemError& e) {
+    *error = name + ": " + e.what();
+    return std::nullopt;
+  }
+}
+
+std::optional<StoredProfile> load_file(const std::string& name, const fs::path& file, const fs::path& dir,
+                                       std::string* error, bool* missing) {
+  const auto text = read_profile_text(file, dir, error, missing);
+  if (!text) return std::nullopt;
+  shaper::ProfileLoad load = shaper::parse_profile(*text);
   if (!load.profile) {
     *error = shaper::to_string(load.diagnostics, file.string());
     return std::nullopt;
@@ -47,6 +109,18 @@ bool ProfileStore::valid_name(const std::string& name) {
 }
 
 ProfileListing ProfileStore::list() const {
+  if (lent_ && lent_->listing) return *lent_->listing;
+  return scan();
+}
+
+std::optional<StoredProfile> ProfileStore::load(const std::string& name, std::string* error, bool* not_found) const {
+  const ProfileLookup found = lent_ && lent_->lookup && lent_->lookup->name == name ? *lent_->lookup : lookup(name);
+  *error = found.error;
+  *not_found = found.not_found;
+  return found.profile;
+}
+
+ProfileListing ProfileStore::scan() const {
   ProfileListing out;
   std::vector<std::string> seen;
   for (const auto& dir : dirs_) {
@@ -66,12 +140,8 @@ ProfileListing ProfileStore::list() const {
         continue;
       }
       seen.push_back(name);
-      if (!inside(file, dir)) {
-        out.invalid.push_back({file.string(), {"resolves outside " + dir + "; jitterd reads profiles only there"}});
-        continue;
-      }
       std::string error;
-      if (auto p = load_file(name, file, &error)) {
+      if (auto p = load_file(name, file, dir, &error, nullptr)) {
         out.profiles.push_back(std::move(*p));
       } else {
         out.invalid.push_back({file.string(), {error}});
@@ -81,28 +151,26 @@ ProfileListing ProfileStore::list() const {
   return out;
 }
 
-std::optional<StoredProfile> ProfileStore::load(const std::string& name, std::string* error, bool* not_found) const {
-  *not_found = false;
+ProfileLookup ProfileStore::lookup(const std::string& name) const {
+  ProfileLookup out;
+  out.name = name;
   if (!valid_name(name)) {
-    *error = "\"" + name + "\" is not a profile name: names are file stems of letters, digits, '.', '_' and '-' "
-                           "(not starting with '.'); to send a profile from elsewhere, send it inline";
-    return std::nullopt;
+    out.error = "\"" + name + "\" is not a profile name: names are file stems of letters, digits, '.', '_' and '-' "
+                              "(not starting with '.'); to send a profile from elsewhere, send it inline";
+    return out;
   }
   for (const auto& dir : dirs_) {
     const fs::path file = fs::path(dir) / (name + ".json");
-    std::error_code ec;
-    if (!fs::exists(file, ec)) continue;
-    if (!inside(file, dir)) {
-      *error = file.string() + " resolves outside " + dir + "; jitterd reads profiles only from its folders";
-      return std::nullopt;
-    }
-    return load_file(name, file, error);
+    bool missing = false;
+    out.profile = load_file(name, file, dir, &out.error, &missing);
+    if (out.profile || !missing) return out;
+    out.error.clear();
   }
-  *not_found = true;
+  out.not_found = true;
   std::string folders;
   for (const auto& d : dirs_) folders += (folders.empty() ? "" : ", ") + d;
-  *error = "no profile \"" + name + "\" in " + (folders.empty() ? "(no profile folders configured)" : folders);
-  return std::nullopt;
+  out.error = "no profile \"" + name + "\" in " + (folders.empty() ? "(no profile folders configured)" : folders);
+  return out;
 }
 
 }  // namespace jitterd

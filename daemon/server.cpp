@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <deque>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,42 @@ bool AccessPolicy::permits(const Peer& peer, const std::vector<std::uint32_t>& g
   if (peer.uid == 0 || peer.uid == daemon_uid) return true;
   if (!group) return false;
   return peer.gid == *group || std::find(groups.begin(), groups.end(), *group) != groups.end();
+}
+
+std::size_t ConnectionSlots::kept_for_admin() const {
+  return max_ > 1 ? 1 : 0;  // with a single slot there is nothing to keep
+}
+
+std::size_t ConnectionSlots::per_user() const {
+  return std::max<std::size_t>(1, max_ / 4);
+}
+
+std::optional<std::string> ConnectionSlots::refusal(std::uint32_t uid, bool admin) const {
+  const std::string limit = " (limits.max_connections " + std::to_string(max_) + ")";
+  if (held_ >= max_) return "jitterd has " + std::to_string(held_) + " connections open" + limit;
+  if (admin) return std::nullopt;
+  if (held_ >= max_ - kept_for_admin()) {
+    return "jitterd has " + std::to_string(held_) + " connections open; the last slot is kept for root" + limit;
+  }
+  const auto it = by_uid_.find(uid);
+  if (it != by_uid_.end() && it->second >= per_user()) {
+    return "uid " + std::to_string(uid) + " has " + std::to_string(it->second) +
+           " connections open, as many as one user may hold (a quarter of limits.max_connections " +
+           std::to_string(max_) + ")";
+  }
+  return std::nullopt;
+}
+
+void ConnectionSlots::take(std::uint32_t uid) {
+  ++held_;
+  ++by_uid_[uid];
+}
+
+void ConnectionSlots::release(std::uint32_t uid) {
+  const auto it = by_uid_.find(uid);
+  if (it == by_uid_.end() || held_ == 0) std::abort();  // released a slot never taken: a bug here
+  --held_;
+  if (--it->second == 0) by_uid_.erase(it);
 }
 
 namespace {
@@ -61,6 +98,25 @@ constexpr std::size_t kWriteBatchBytes = 64 * 1024;
 // lines keeps the helper busy), the loop, with every schedule and every other client, comes first:
 // nice 10 weighs a tenth of nice 0. Raising it needs no privilege.
 constexpr int kReaderNice = 10;
+
+// Which profile files a request reads: "" for the whole folders (`profiles`), a name for `apply` with
+// a profile by name, nothing for the rest (and for anything malformed: the dispatcher says what is
+// wrong with it, without files).
+std::optional<std::string> profiles_needed(const ReadRequest& read) {
+  const auto& r = read.request;
+  if (read.error || !r.is_object()) return std::nullopt;
+  const auto method = r.find("method");
+  if (method == r.end() || !method->is_string()) return std::nullopt;
+  if (*method == "profiles") return std::string();
+  if (*method != "apply") return std::nullopt;
+  const auto params = r.find("params");
+  if (params == r.end() || !params->is_object()) return std::nullopt;
+  const auto profile = params->find("profile");
+  if (profile == params->end() || !profile->is_string()) return std::nullopt;
+  const std::string name = profile->get<std::string>();
+  if (name.empty()) return std::nullopt;
+  return name;
+}
 
 Peer peer_of(int fd, std::vector<std::uint32_t>* groups) {
   ucred cred{};
@@ -125,18 +181,13 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   };
 
  public:
-  Connection(ControlServer& server, stream::socket socket)
-      : server_(server), socket_(std::move(socket)), wake_(socket_.get_executor()), idle_(socket_.get_executor()) {}
+  // `peer` is permitted (the server refuses others before a connection is made) and holds a slot
+  // until close().
+  Connection(ControlServer& server, stream::socket socket, Peer peer)
+      : server_(server), socket_(std::move(socket)), wake_(socket_.get_executor()), idle_(socket_.get_executor()),
+        peer_(std::move(peer)) {}
 
   void start() {
-    std::vector<std::uint32_t> groups;
-    peer_ = peer_of(socket_.native_handle(), &groups);
-    authorized_ = server_.policy_.permits(peer_, groups);
-    if (!authorized_) {
-      ++server_.stats_.connections_refused;
-      server_.log_.warning("refused a control connection from uid " + std::to_string(peer_.uid) + " pid " +
-                           std::to_string(peer_.pid) + " (" + peer_.command + "): not in the socket's group");
-    }
     auto self = shared_from_this();
     asio::co_spawn(socket_.get_executor(), [self]() { return self->read_loop(); }, asio::detached);
     asio::co_spawn(socket_.get_executor(), [self]() { return self->write_loop(); }, asio::detached);
@@ -173,6 +224,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     wake_.cancel();
     idle_.cancel();
     server_.connections_.erase(shared_from_this());
+    server_.slots_.release(peer_.uid);
     --server_.stats_.connections_open;
     if (server_.connections_.empty() && server_.finished_) std::exchange(server_.finished_, nullptr)();
   }
@@ -191,14 +243,6 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     close_after_write_ = true;
     wake_.cancel();
     idle_.cancel();
-  }
-
-  // Answers nothing but `line` (too many connections), then closes.
-  void refuse(std::string line) {
-    outgoing_.push_back(Outgoing{std::move(line), nullptr});
-    close_after_write_ = true;
-    auto self = shared_from_this();
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->write_loop(); }, asio::detached);
   }
 
  private:
@@ -246,19 +290,48 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
             "send one request per line; limits.max_request_bytes sets the limit"));
         co_return;
       }
-      Reply reply;
+      ReadRequest read;
       if (next.line.size() <= kReadOnLoopBytes) {
-        reply = server_.dispatcher_.handle(next.line, peer_, authorized_);
+        read = Dispatcher::read(next.line);
       } else {
         // The line stays where it is (the framer is not fed until this coroutine goes on).
         const std::string_view line = next.line;
-        ReadRequest read = co_await asio::co_spawn(
+        read = co_await asio::co_spawn(
             server_.reader_.get_executor(),
             [line]() -> asio::awaitable<ReadRequest> { co_return Dispatcher::read(line); },
             asio::use_awaitable);
         if (closed_ || close_after_write_) co_return;  // closing meanwhile: nothing more is answered
         turn_start = MonotonicClock::now();  // the wait for the helper was a turn of its own
-        reply = server_.dispatcher_.handle(read, peer_, authorized_);
+      }
+      // The profile files a request needs are read on the file thread, the loop serving everyone
+      // else meanwhile (a folder of thousands of files, a slow disk), then lent to the dispatcher.
+      ProfileStore::Prefetch prefetch;
+      if (const auto need = profiles_needed(read)) {
+        // By reference: both live in this coroutine's frame, which waits for the helper. (A
+        // coroutine lambda's own captures are not safe to use after its first suspension.)
+        const ProfileStore& store = server_.profiles_;
+        const std::string& name = *need;
+        prefetch = co_await asio::co_spawn(
+            server_.files_.get_executor(),
+            [&store, &name]() -> asio::awaitable<ProfileStore::Prefetch> {
+              ProfileStore::Prefetch p;
+              if (name.empty()) {
+                p.listing = store.scan();
+              } else {
+                p.lookup = store.lookup(name);
+              }
+              co_return p;
+            },
+            asio::use_awaitable);
+        if (closed_ || close_after_write_) co_return;
+        turn_start = MonotonicClock::now();
+      }
+      Reply reply;
+      {
+        const ProfileStore::Lend lend(server_.profiles_, prefetch);
+        reply = server_.dispatcher_.handle(read, peer_, true);
+      }
+      if (next.line.size() > kReadOnLoopBytes) {
         // Taking a large document apart takes long too: the helper does it.
         asio::post(server_.reader_, [document = std::move(read)] {});
       }
@@ -340,24 +413,25 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   asio::steady_timer idle_;
   std::deque<Outgoing> outgoing_;
   Peer peer_;
-  bool authorized_ = false;
   bool closed_ = false;
   bool close_after_write_ = false;
   std::optional<std::uint64_t> subscription_;
   MonotonicTime last_activity_ = MonotonicClock::now();
 };
 
-ControlServer::ControlServer(asio::io_context& io, Dispatcher& dispatcher, EventBus& bus,
-                             const Config& config, AccessPolicy policy, ServerStats& stats,
+ControlServer::ControlServer(asio::io_context& io, Dispatcher& dispatcher, const ProfileStore& profiles,
+                             EventBus& bus, const Config& config, AccessPolicy policy, ServerStats& stats,
                              Logger& log)
     : io_(io),
       dispatcher_(dispatcher),
+      profiles_(profiles),
       bus_(bus),
       config_(config),
       policy_(policy),
       stats_(stats),
       log_(log),
-      acceptor_(io) {
+      acceptor_(io),
+      slots_(config.limits.max_connections) {
   // Best effort: a helper at the loop's priority reads the same lines, only with less grace.
   asio::post(reader_,
              [] { (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kReaderNice); });
@@ -451,23 +525,51 @@ asio::awaitable<void> ControlServer::accept_loop() {
       continue;
     }
     ++stats_.connections_total;
-    ++stats_.connections_open;
-    auto connection = std::make_shared<Connection>(*this, std::move(socket));
-    connections_.insert(connection);
-    if (connections_.size() > config_.limits.max_connections) {
-      ++stats_.connections_refused;
-      connection->refuse(Dispatcher::error_line(
-          "busy", "jitterd has " + std::to_string(config_.limits.max_connections) + " connections open",
-          "close idle connections, or raise limits.max_connections"));
-      continue;
-    }
+    // Who it is decides everything else, before the peer holds anything: a refused peer is answered
+    // and closed at once, so that no number of refused connections keeps anyone out.
+    Peer peer;
+    std::vector<std::uint32_t> groups;
     try {
-      connection->start();
+      peer = peer_of(socket.native_handle(), &groups);
     } catch (const std::exception& e) {
       log_.error(std::string("control connection: ") + e.what());
-      connection->close();
+      continue;  // the socket closes as it goes out of scope
     }
+    if (!policy_.permits(peer, groups)) {
+      ++stats_.connections_refused;
+      log_.warning("refused a control connection from uid " + std::to_string(peer.uid) + " pid " +
+                   std::to_string(peer.pid) + " (" + peer.command + "): not in the socket's group");
+      refuse_at_once(std::move(socket),
+                     Dispatcher::error_line("permission-denied",
+                                            "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
+                                                ") may not use jitterd",
+                                            "ask an administrator to add you to the socket's group" +
+                                                (config_.socket.group.empty()
+                                                     ? std::string()
+                                                     : " (" + config_.socket.group + ")")));
+      continue;
+    }
+    if (const auto why = slots_.refusal(peer.uid, policy_.is_admin(peer))) {
+      ++stats_.connections_refused;
+      refuse_at_once(std::move(socket),
+                     Dispatcher::error_line("busy", *why, "close idle connections, or raise limits.max_connections"));
+      continue;
+    }
+    slots_.take(peer.uid);
+    ++stats_.connections_open;
+    auto connection = std::make_shared<Connection>(*this, std::move(socket), std::move(peer));
+    connections_.insert(connection);
+    connection->start();
   }
+}
+
+void ControlServer::refuse_at_once(stream_socket socket, const std::string& line) {
+  const std::string text = line + "\n";
+  // Non-blocking: a fresh socket's buffer (net.core.wmem_default, ~200 KiB) takes a line of a few
+  // hundred bytes whole; if it somehow does not, the peer loses a reply it was refused anyway.
+  (void)::send(socket.native_handle(), text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  boost::system::error_code ignored;
+  socket.close(ignored);
 }
 
 void ControlServer::stop() {

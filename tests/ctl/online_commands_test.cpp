@@ -369,6 +369,27 @@ TEST_F(OnlineCommands, MutatingCommandsPrintTheSessionsStatus) {
   }
 }
 
+// `apply --direction both` makes two sessions and jitterd answers {"sessions": [egress, ingress]}
+// (docs/protocol.md, apply). The table once read that object as one status and printed a blank row.
+TEST_F(OnlineCommands, ApplyBothDirectionsShowsBothLanes) {
+  FakeJitterd server([](const Json& r) {
+    Json ingress = held_entry("veth0");
+    ingress["direction"] = "ingress";
+    Json egress = status_entry("veth0");
+    egress["direction"] = "egress";
+    return FakeJitterd::reply(r, {{"sessions", {egress, ingress}}});
+  });
+  const CommandRun r = run(server, {"apply", "veth0", "wifi", "--direction", "both"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(
+      r.out,
+      "INTERFACE      STATE   PROFILE  PHASE  IN-PHASE  NEXT           LEASE  SENT  DROPS  LATE-MAX\n"
+      "veth0          active  wifi     high     812 ms  low in 1.19 s   29 s  1520      3    210 µs\n"
+      "veth0 ingress  active  lte      good      95 µs  held               -     7      0         -\n");
+  const CommandRun j = run(server, {"--json", "apply", "veth0", "wifi", "--direction", "both"});
+  EXPECT_EQ(Json::parse(j.out)["sessions"].size(), 2u);
+}
+
 TEST_F(OnlineCommands, InterfacesTable) {
   FakeJitterd server(canned_reply);
   EXPECT_EQ(run(server, {"interfaces"}).out,

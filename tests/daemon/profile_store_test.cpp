@@ -7,8 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "test_files.hpp"
 
@@ -216,6 +221,102 @@ TEST(ProfileStore, ListAndLoadAgreeWhenTheFirstFolderRefusesAName) {
     }
   }
   EXPECT_TRUE(invalid_file(listing, root.file("first/wifi.json")));
+}
+
+// Whether anyone opens a FIFO for reading while it lives: a writer polls it without blocking (an
+// open for writing fails with ENXIO while there is no reader). If someone does (jitterd before issue
+// 21 §2 opened x.json for reading and waited there for a writer), the writer gives it "{}" and closes,
+// so that the test ends instead of hanging.
+class FifoWatch {
+ public:
+  explicit FifoWatch(const std::string& path) : path_(path) {
+    if (::mkfifo(path.c_str(), 0644) != 0) ADD_FAILURE() << "mkfifo " << path;
+    writer_ = std::thread([this] {
+      while (!stop_) {
+        const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+          opened_by_reader_ = true;
+          (void)::write(fd, "{}", 2);
+          ::close(fd);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  }
+  FifoWatch(const FifoWatch&) = delete;
+  FifoWatch& operator=(const FifoWatch&) = delete;
+  ~FifoWatch() {
+    stop_ = true;
+    writer_.join();
+  }
+  bool opened_by_reader() const { return opened_by_reader_; }
+
+ private:
+  std::string path_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> opened_by_reader_{false};
+  std::thread writer_;
+};
+
+TEST(ProfileStore, AFifoIsReportedAndNeverOpenedForReading) {
+  TempDir dir;
+  dir.write("wifi.json", profile_json("wifi"));
+  FifoWatch fifo(dir.file("x.json"));
+  const ProfileListing listing = ProfileStore({dir.path()}).list();
+  EXPECT_EQ(names(listing), (std::vector<std::string>{"wifi"}));
+  const InvalidProfile* bad = invalid_file(listing, dir.file("x.json"));
+  ASSERT_TRUE(bad);
+  ASSERT_EQ(bad->errors.size(), 1u);
+  EXPECT_NE(bad->errors[0].find("is a FIFO, not a regular file"), std::string::npos) << bad->errors[0];
+
+  std::string error;
+  bool not_found = true;
+  EXPECT_FALSE(ProfileStore({dir.path()}).load("x", &error, &not_found));
+  EXPECT_FALSE(not_found) << "it is there, and broken";
+  EXPECT_NE(error.find("is a FIFO"), std::string::npos) << error;
+  EXPECT_FALSE(fifo.opened_by_reader()) << "the FIFO was opened for reading: a reader would wait for a writer";
+}
+
+TEST(ProfileStore, DevicesFoldersAndOversizedFilesAreRefusedUnread) {
+  TempDir dir;
+  // A link to /dev/zero would be read as 8 MiB of zeros; it is a device, and outside the folder.
+  symlink_or_fail("/dev/zero", dir.file("zero.json"));
+  ASSERT_EQ(::mkdir(dir.file("folder.json").c_str(), 0755), 0);
+  // One byte over the limit, sparse: refused by its size, not read.
+  const std::string huge = dir.write("huge.json", "");
+  ASSERT_EQ(::truncate(huge.c_str(), static_cast<off_t>(shaper::kMaxProfileBytes + 1)), 0);
+  const ProfileListing listing = ProfileStore({dir.path()}).list();
+  EXPECT_TRUE(listing.profiles.empty());
+  ASSERT_EQ(listing.invalid.size(), 3u);
+  const auto error_of = [&](const std::string& file) {
+    const InvalidProfile* bad = invalid_file(listing, dir.file(file));
+    return bad && !bad->errors.empty() ? bad->errors[0] : std::string("(not listed)");
+  };
+  EXPECT_NE(error_of("zero.json").find("is a character device"), std::string::npos) << error_of("zero.json");
+  EXPECT_NE(error_of("folder.json").find("is a folder"), std::string::npos) << error_of("folder.json");
+  EXPECT_NE(error_of("huge.json").find("has 8388609 bytes; a profile file may have at most 8388608"),
+            std::string::npos)
+      << error_of("huge.json");
+}
+
+TEST(ProfileStore, ALoanAnswersInsteadOfTheFolders) {
+  TempDir dir;
+  dir.write("wifi.json", profile_json("wifi"));
+  const ProfileStore store({dir.path()});
+  ProfileStore::Prefetch prefetch;
+  prefetch.listing = store.scan();
+  prefetch.lookup = store.lookup("wifi");
+  std::filesystem::remove(dir.file("wifi.json"));
+  {
+    const ProfileStore::Lend lend(store, prefetch);
+    EXPECT_EQ(names(store.list()), (std::vector<std::string>{"wifi"}));
+    std::string error;
+    bool not_found = false;
+    EXPECT_TRUE(store.load("wifi", &error, &not_found)) << error;
+    EXPECT_FALSE(store.load("lte", &error, &not_found)) << "a name the loan does not have is read";
+    EXPECT_TRUE(not_found);
+  }
+  EXPECT_TRUE(store.list().profiles.empty()) << "after the loan, the folders again";
 }
 
 }  // namespace
