@@ -8,6 +8,7 @@
 
 #include "shaper/compiler.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "shaper/profile.hpp"
 #include "shaper/sha256.hpp"
 #include "shaper/trace.hpp"
@@ -23,19 +24,6 @@ using namespace shaper;
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-void write_file(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw SystemError("create", temporary, errno);
-    out << text;
-    out.flush();
-    if (!out) throw SystemError("write", temporary, errno);
-  }
-  // Write then rename: a reader never sees half a profile.
-  check_syscall(std::rename(temporary.c_str(), path.c_str()), "rename", temporary + " to " + path);
-}
 
 std::string file_sha256(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -225,7 +213,7 @@ int compile_command(const std::vector<std::string>& raw) {
     const CompileResult result = compile_profile(captures, options);
     for (const auto& d : result.diagnostics) std::cerr << "compile: " << d.to_string() << '\n';
     if (!result.profile) return kExitBadInput;
-    write_file(output, profile_to_json(*result.profile));
+    write_file_atomically(output, profile_to_json(*result.profile));
     const CompileReport& r = result.report;
     std::printf("%s: %zu probes (%zu delivered), baseline %s subtracted%s\n", output.c_str(), r.probes, r.delivered,
                 format_duration(r.baseline).c_str(), options.split == DirectionSplit::kHalves ? ", halved" : "");
@@ -429,7 +417,7 @@ int validate_command(const std::vector<std::string>& raw) {
       if (!profile_s.phase.empty()) profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
       std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
       if (shaped_s) series.push_back(&*shaped_s);
-      write_file(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
+      write_file_atomically(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
       if (!json) std::printf("plot: %s\n", plot_path.c_str());
     }
     return report.pass ? kExitOk : kExitVerdictFail;
