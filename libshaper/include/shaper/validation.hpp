@@ -60,6 +60,10 @@ DelaySeries capture_series(const Trace& capture, const Profile& profile);
 // followed (looped as needed). With `copies` > 1, `like`'s probes are sent that many times over, each
 // copy starting one interval after the previous one's last probe or, with a looped schedule, at the
 // next start of the schedule after that. Seeded: the same seed gives the same series.
+// Memory follows the probes simulated, never the copies times the schedule's length: the simulator
+// runs in bounded pieces and only over the spans where probes are (docs/validation.md). A schedule
+// so dense that the copies would take more than 4 million phase changes gets fewer copies (at least
+// one): the series is then shorter than `copies` times `like`.
 DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
                              std::uint64_t seed = 1, std::size_t copies = 1);
 
