@@ -91,11 +91,6 @@ namespace {
 // simulation's memory is that of one run plus the series it fills (~56 bytes a probe).
 constexpr std::size_t kRunPackets = std::size_t{1} << 16;
 constexpr std::size_t kRunPhases = 1024;
-// Time, not memory: a phase costs the simulator about what a probe does (a netem change), so a
-// schedule of 1 ms steps met by a capture of a few probes would make each copy thousands of changes
-// for a handful of probes. Copies stop once this many phases were simulated (the first copy always
-// runs); the series is then shorter than asked, which the caller sees in its size.
-constexpr std::size_t kMaxSimulatedPhases = 4 * kValidationProbes;
 
 // The profile's timeline as the probes meet it: which phase is in force from `from` (on the
 // profile's own clock) for `length`, one call of `piece(phase index, duration)` per step met, in
