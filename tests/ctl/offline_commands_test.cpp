@@ -3,8 +3,6 @@
 // (a symlink planted at the old "X.tmp" is not followed, a failure leaves nothing); every command
 // answers --help; integer options are parsed as integers, with their range.
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_jitterctl.hpp"
+#include "test_files.hpp"
 
 namespace {
 
@@ -26,29 +25,11 @@ using jitterctl_test::run;
 const std::string kSource = JITTERD_SOURCE_DIR;
 const std::string kCapture = kSource + "/tests/fixtures/captures/regimes.txt";
 
-std::string contents(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::vector<std::string> names_in(const fs::path& folder) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(folder)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::string contents(const fs::path& path) { return jitterd::testing::read_file(path.string()); }
+std::vector<std::string> names_in(const fs::path& folder) { return jitterd::testing::names_in(folder.string()); }
 
 class OfflineCommands : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir[] = "/tmp/jitterctl-offline-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    dir_ = dir;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A ping capture of six probes a second apart (20 to 25 ms), as ping -D prints them.
   std::string tiny_capture() {
     const fs::path path = dir_ / "tiny.txt";
@@ -61,7 +42,8 @@ class OfflineCommands : public ::testing::Test {
     return path.string();
   }
 
-  fs::path dir_;
+  jitterd::testing::TempDir temp_;
+  fs::path dir_ = temp_.path();
 };
 
 // --- validate's memory (§3) ---------------------------------------------------------------------

@@ -13,43 +13,25 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "shaper/errors.hpp"
+#include "test_files.hpp"
 
 namespace shaper {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string contents(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 void put(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// What a folder holds, by name, sorted.
-std::vector<std::string> names_in(const fs::path& folder) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(folder)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::string contents(const fs::path& path) { return jitterd::testing::read_file(path.string()); }
+std::vector<std::string> names_in(const fs::path& folder) { return jitterd::testing::names_in(folder.string()); }
 
 class OutputFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char dir[] = "/tmp/shaper-files-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    dir_ = dir;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  jitterd::testing::TempDir temp_;
+  fs::path dir_ = temp_.path();
 };
 
 TEST_F(OutputFileTest, WritesTheWholeTextAndLeavesOnlyTheFile) {
