@@ -1,13 +1,16 @@
 #include "offline_commands.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "shaper/compiler.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "shaper/profile.hpp"
 #include "shaper/sha256.hpp"
 #include "shaper/trace.hpp"
@@ -23,19 +26,6 @@ using namespace shaper;
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-void write_file(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw SystemError("create", temporary, errno);
-    out << text;
-    out.flush();
-    if (!out) throw SystemError("write", temporary, errno);
-  }
-  // Write then rename: a reader never sees half a profile.
-  check_syscall(std::rename(temporary.c_str(), path.c_str()), "rename", temporary + " to " + path);
-}
 
 std::string file_sha256(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -77,6 +67,49 @@ double number_value(const std::string& option, const std::string& text) {
   if (ec != std::errc() || p != text.data() + text.size()) throw UsageError(option + ": \"" + text + "\" is not a number");
   return v;
 }
+
+// A whole number from `lo` to `hi`, parsed as one: never through a double, which rounds above 2^53
+// and whose cast of a negative or too large value to an unsigned type is undefined behaviour.
+std::uint64_t integer_value(const std::string& option, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
+  std::uint64_t v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v < lo || v > hi) {
+    throw UsageError(option + ": \"" + text + "\" is not a whole number from " + std::to_string(lo) + " to " +
+                     std::to_string(hi));
+  }
+  return v;
+}
+
+// compile_profile's own limits, checked here too so that the command line is refused with the
+// option's name rather than the compiler's field name.
+constexpr std::uint64_t kMaxRegimes = 16;
+// A spike of more probes than this lasts longer than any `every` worth giving (a million probes at
+// 1 ms is 17 min); the bound keeps packets x interval far from overflowing.
+constexpr std::uint64_t kMaxSpikePackets = 1'000'000;
+// validate --probes: a hundred million probes is ~6 GiB of series; the default is a million.
+constexpr std::uint64_t kMaxValidationProbes = 100'000'000;
+
+// Any "--help" or "-h" among a command's words asks for its usage, as for jitterd's commands.
+bool wants_help(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
+constexpr const char* kCompileUsage =
+    "usage: jitterctl compile TRACE... -o PROFILE.json [options]\n"
+    "  compile captures into a profile\n"
+    "  [--format ping|fping|epoch-rtt|csv|...] [--interval 100ms] [--host TARGET] [--name NAME]\n"
+    "  [--description TEXT] [--baseline min|none|pNN|DURATION] [--halves]\n"
+    "  [--regimes single|percentiles|K (1 to 16)] [--window 10s] [--step 30s]\n"
+    "  [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N (1 to 16384)]\n";
+constexpr const char* kInspectUsage =
+    "usage: jitterctl inspect PROFILE [--json]\n"
+    "  show a profile's phases, schedule and digest\n";
+constexpr const char* kValidateUsage =
+    "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--phase P]\n"
+    "                          [--json] [--plot FILE.svg] [--log] [--seed N] [--probes N]\n"
+    "  compare capture, profile (simulated) and shaped link\n"
+    "  --seed N    the simulation's seed, 0 to 18446744073709551615 (default 1)\n"
+    "  --probes N  probes to simulate, 1 to 100000000 (default 1000000)\n";
 
 // Parses a capture, printing its diagnostics. Returns nullopt when it has nothing usable.
 std::optional<Trace> load_trace(const std::string& path, const ParseOptions& options) {
@@ -151,6 +184,10 @@ void print_phase_table(const Profile& profile) {
 }  // namespace
 
 int compile_command(const std::vector<std::string>& raw) {
+  if (wants_help(raw)) {
+    std::cout << kCompileUsage;
+    return kExitOk;
+  }
   try {
     Args a(raw);
     std::vector<std::string> traces;
@@ -189,7 +226,7 @@ int compile_command(const std::vector<std::string>& raw) {
           options.regimes = RegimeMode::kPercentiles;
         } else {
           options.regimes = RegimeMode::kClusters;
-          options.clusters = static_cast<std::size_t>(number_value(arg, v));
+          options.clusters = static_cast<std::size_t>(integer_value(arg, v, 1, kMaxRegimes));
         }
       } else if (arg == "--window") {
         options.window = duration_value(arg, a.value(arg));
@@ -201,21 +238,25 @@ int compile_command(const std::vector<std::string>& raw) {
         const auto c1 = v.find(':'), c2 = v.rfind(':');
         if (c1 == std::string::npos || c1 == c2) throw UsageError("--spike: expected EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s");
         options.spikes = PeriodicSpikes{duration_value(arg, v.substr(0, c1)),
-                                        static_cast<std::size_t>(number_value(arg, v.substr(c1 + 1, c2 - c1 - 1))),
+                                        static_cast<std::size_t>(integer_value(arg, v.substr(c1 + 1, c2 - c1 - 1), 1, kMaxSpikePackets)),
                                         duration_value(arg, v.substr(c2 + 1))};
       } else if (arg == "--no-reorder") {
         options.reorder = false;
       } else if (arg == "--packet-rate") {
-        options.packet_rate = number_value(arg, a.value(arg));
+        const std::string v = a.value(arg);
+        options.packet_rate = number_value(arg, v);
+        if (!(options.packet_rate > 0) || !std::isfinite(options.packet_rate)) {
+          throw UsageError(arg + ": \"" + v + "\" is not a packet rate; give packets per second above 0");
+        }
       } else if (arg == "--entries") {
-        options.table_entries = static_cast<std::size_t>(number_value(arg, a.value(arg)));
+        options.table_entries = static_cast<std::size_t>(integer_value(arg, a.value(arg), 1, kMaxTableEntries));
       } else if (!arg.empty() && arg[0] == '-') {
         throw UsageError("compile: unknown option " + arg);
       } else {
         traces.push_back(arg);
       }
     }
-    if (traces.empty() || output.empty()) throw UsageError("usage: jitterctl compile TRACE... -o PROFILE.json [options]");
+    if (traces.empty() || output.empty()) throw UsageError("give at least one TRACE and -o PROFILE.json\n" + std::string(kCompileUsage));
     std::vector<CaptureInput> captures;
     for (const auto& path : traces) {
       auto trace = load_trace(path, parse);
@@ -225,7 +266,7 @@ int compile_command(const std::vector<std::string>& raw) {
     const CompileResult result = compile_profile(captures, options);
     for (const auto& d : result.diagnostics) std::cerr << "compile: " << d.to_string() << '\n';
     if (!result.profile) return kExitBadInput;
-    write_file(output, profile_to_json(*result.profile));
+    write_file_atomically(output, profile_to_json(*result.profile));
     const CompileReport& r = result.report;
     std::printf("%s: %zu probes (%zu delivered), baseline %s subtracted%s\n", output.c_str(), r.probes, r.delivered,
                 format_duration(r.baseline).c_str(), options.split == DirectionSplit::kHalves ? ", halved" : "");
@@ -244,6 +285,10 @@ int compile_command(const std::vector<std::string>& raw) {
 }
 
 int inspect_command(const std::vector<std::string>& raw) {
+  if (wants_help(raw)) {
+    std::cout << kInspectUsage;
+    return kExitOk;
+  }
   try {
     bool json = false;
     std::string path;
@@ -253,10 +298,10 @@ int inspect_command(const std::vector<std::string>& raw) {
       } else if (path.empty() && !arg.empty() && arg[0] != '-') {
         path = arg;
       } else {
-        throw UsageError("usage: jitterctl inspect PROFILE [--json]");
+        throw UsageError(kInspectUsage);
       }
     }
-    if (path.empty()) throw UsageError("usage: jitterctl inspect PROFILE [--json]");
+    if (path.empty()) throw UsageError(kInspectUsage);
     const ProfileLoad load = load_profile_file(path);
     for (const auto& d : load.diagnostics) std::cerr << d.in_file(path) << '\n';
     if (!load.profile) return kExitBadInput;
@@ -294,6 +339,10 @@ int inspect_command(const std::vector<std::string>& raw) {
 }
 
 int validate_command(const std::vector<std::string>& raw) {
+  if (wants_help(raw)) {
+    std::cout << kValidateUsage;
+    return kExitOk;
+  }
   try {
     Args a(raw);
     std::string profile_path, trace_path, shaped_path, plot_path, calibration_path, phase;
@@ -317,16 +366,11 @@ int validate_command(const std::vector<std::string>& raw) {
       } else if (arg == "--log") {
         log_scale = true;
       } else if (arg == "--seed") {
-        seed = static_cast<std::uint64_t>(number_value(arg, a.value(arg)));
+        seed = integer_value(arg, a.value(arg), 0, std::numeric_limits<std::uint64_t>::max());
       } else if (arg == "--phase") {
         phase = a.value(arg);
       } else if (arg == "--probes") {
-        const double v = number_value(arg, a.value(arg));
-        if (!(v >= 1 && v <= 100'000'000) || v != std::floor(v)) {
-          throw UsageError("validate: --probes is how many probes to simulate, a whole number from 1 to 100000000 "
-                           "(default " + std::to_string(kValidationProbes) + ")");
-        }
-        probes = static_cast<std::size_t>(v);
+        probes = static_cast<std::size_t>(integer_value(arg, a.value(arg), 1, kMaxValidationProbes));
       } else if (!arg.empty() && arg[0] == '-') {
         throw UsageError("validate: unknown option " + arg);
       } else if (profile_path.empty()) {
@@ -338,9 +382,7 @@ int validate_command(const std::vector<std::string>& raw) {
       }
     }
     if (profile_path.empty() || (trace_path.empty() && shaped_path.empty())) {
-      throw UsageError(
-          "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--phase P] "
-          "[--json] [--plot FILE.svg] [--log] [--seed N] [--probes N]");
+      throw UsageError("give PROFILE and a TRACE, or --shaped SHAPED_TRACE\n" + std::string(kValidateUsage));
     }
     if (!calibration_path.empty() && shaped_path.empty()) {
       throw UsageError("validate: --link-calibration describes the link of --shaped; give both");
@@ -374,8 +416,8 @@ int validate_command(const std::vector<std::string>& raw) {
     const Nanoseconds interval = capture ? capture->interval : shaped->interval;
     // The profile is simulated for the capture's probes, as many times over as reach `probes` (at
     // least once): the verdict is then on the profile, not on one draw as short as the capture.
-    DelaySeries profile_s =
-        simulate_profile(*profile, capture_s, interval, seed, simulation_copies(capture_s.delay.size(), probes));
+    const std::size_t copies = simulation_copies(capture_s.delay.size(), probes);
+    DelaySeries profile_s = simulate_profile(*profile, capture_s, interval, seed, copies);
     std::optional<LinkNoise> noise;
     if (!calibration_path.empty()) {
       const auto calibration = load_trace(calibration_path, parse);
@@ -393,9 +435,15 @@ int validate_command(const std::vector<std::string>& raw) {
     if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved, noise_p);
     if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
     // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
-    const ValidationReport report =
+    ValidationReport report =
         capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p)
                 : validate_shaped_only(capture_s, profile_s, noise_p);
+    if (profile_s.delay.size() < capture_s.delay.size() * copies) {
+      report.notes.push_back("the profile was simulated for " + std::to_string(profile_s.delay.size()) +
+                             " probes, not " + std::to_string(capture_s.delay.size() * copies) +
+                             ": its schedule changes phase so often that more copies would take more than " +
+                             std::to_string(kMaxSimulatedPhases) + " phase changes (docs/validation.md)");
+    }
     if (json) {
       std::cout << validation_json(report) << '\n';
     } else {
@@ -429,7 +477,7 @@ int validate_command(const std::vector<std::string>& raw) {
       if (!profile_s.phase.empty()) profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
       std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
       if (shaped_s) series.push_back(&*shaped_s);
-      write_file(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
+      write_file_atomically(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
       if (!json) std::printf("plot: %s\n", plot_path.c_str());
     }
     return report.pass ? kExitOk : kExitVerdictFail;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "unix_peer.hpp"
 
 namespace jitterd {
@@ -234,27 +235,18 @@ void Ledger::write() {
     }
   }
   const std::string text = j.dump(2) + "\n";
-  const std::string tmp = path() + ".tmp";
-  // errno first, then the temporary file goes: half of a ledger helps nobody, and on a full disk it
-  // holds the room the next attempt needs.
-  auto failure = [&](const char* operation, const std::string& object) {
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    return shaper::SystemError(operation, object, error, state_folder_hint(error, state_dir_));
-  };
-  {
-    const shaper::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd) throw failure("open the ledger", tmp);
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const long n = ::write(fd.get(), text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw failure("write the ledger", tmp);
-      done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd.get()) != 0) throw failure("fsync the ledger", tmp);
+  // Through a private temporary renamed into place (shaper::OutputFile): a reader, or jitterd after a
+  // crash, finds the old ledger or the whole new one; on failure the temporary goes, since half of a
+  // ledger helps nobody and on a full disk it holds the room the next attempt needs.
+  try {
+    shaper::OutputFile out(path(), 0644);
+    out.write(text);
+    out.commit();
+  } catch (const shaper::SystemError& e) {
+    // Named by the ledger's own path: the temporary's random name would tell an operator nothing.
+    throw shaper::SystemError(e.operation() + " the ledger", path(), e.error_number(),
+                              state_folder_hint(e.error_number(), state_dir_));
   }
-  if (::rename(tmp.c_str(), path().c_str()) != 0) throw failure("rename the ledger", tmp + " -> " + path());
   dirty_ = false;
   ++writes_;
 }

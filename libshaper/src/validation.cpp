@@ -83,66 +83,174 @@ std::size_t simulation_copies(std::size_t probes, std::size_t at_least) {
   return std::max<std::size_t>(1, (at_least + probes - 1) / probes);
 }
 
+namespace {
+
+// What one simulator run holds at most: its packets and outcomes (~100 bytes a probe) and its
+// phases (each a copy of a NetemSpec, distribution table included: up to 32 KiB). 64 Ki probes and
+// 1024 phases keep a run within ~40 MiB whatever the profile; runs follow one another, so the
+// simulation's memory is that of one run plus the series it fills (~56 bytes a probe).
+constexpr std::size_t kRunPackets = std::size_t{1} << 16;
+constexpr std::size_t kRunPhases = 1024;
+
+// The profile's timeline as the probes meet it: which phase is in force from `from` (on the
+// profile's own clock) for `length`, one call of `piece(phase index, duration)` per step met, in
+// order. A looped schedule starts over after its last step, one that is not holds its last step
+// (netem keeps its last configuration), and a profile without one holds its first phase.
+template <typename Piece>
+void for_each_piece(const Profile& profile, Nanoseconds from, Nanoseconds length, Piece&& piece) {
+  auto index_of = [&](const std::string& name) {
+    return static_cast<std::size_t>(profile.find_phase(name) - profile.phases.data());
+  };
+  if (!profile.schedule || profile.schedule->steps.empty()) {
+    piece(std::size_t{0}, length);
+    return;
+  }
+  const auto& steps = profile.schedule->steps;
+  Nanoseconds period{0};
+  for (const auto& step : steps) period += std::max(step.duration, 0ns);
+  if (period <= 0ns) {
+    piece(index_of(steps.front().phase), length);
+    return;
+  }
+  if (profile.schedule->loop) from %= period;
+  // The step in force at `from`, and how much of it is left.
+  std::size_t i = 0;
+  Nanoseconds left{0};
+  for (Nanoseconds start{0}; i < steps.size(); ++i) {
+    start += std::max(steps[i].duration, 0ns);
+    if (start > from) {
+      left = start - from;
+      break;
+    }
+  }
+  while (length > 0ns) {
+    if (i == steps.size()) {  // past the end of a schedule that does not loop
+      piece(index_of(steps.back().phase), length);
+      return;
+    }
+    const Nanoseconds d = std::min(left, length);
+    if (d > 0ns) piece(index_of(steps[i].phase), d);
+    length -= d;
+    ++i;
+    if (i == steps.size() && profile.schedule->loop) i = 0;
+    if (i < steps.size()) left = steps[i].duration;
+  }
+}
+
+// Seeds of the runs after the first (splitmix64's finaliser): the first run keeps `seed`, so a
+// simulation that fits one run draws exactly what it drew before runs were bounded.
+std::uint64_t run_seed(std::uint64_t seed, std::uint64_t run) {
+  if (run == 0) return seed;
+  std::uint64_t z = seed + run * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
 DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
                              std::uint64_t seed, std::size_t copies) {
   DelaySeries out;
   out.label = "profile";
+  if (profile.phases.empty() || like.delay.empty()) return out;
   copies = std::max<std::size_t>(copies, 1);
-  const std::size_t count = like.delay.size() * copies;
   if (interval.count() <= 0) interval = 10ms;
   // Ping-sized packets: 56 bytes of data, 28 of ICMP and IP headers, 14 of Ethernet.
   constexpr std::uint32_t kProbeBytes = 98;
-  std::vector<SimPacket> packets;
-  if (like.sent.size() == like.delay.size() && count > 0) {
-    // Sent when the capture's probes were: a schedule then meets the probes the capture had in each
-    // regime. ping does not send evenly (iputils spaces probes by 3-15 ms when asked for 2 ms and
-    // waits longer while replies are outstanding), so at a fixed interval the regimes' shares of the
-    // probes would be their shares of the time instead. Inferred send times may step back; they are
-    // held at the previous one. Each copy starts an interval after the previous one ended or, with a
-    // looped schedule, where the schedule next starts again, so that every copy meets the schedule as
-    // the first one did.
-    Nanoseconds period{0};
-    if (profile.schedule && profile.schedule->loop) {
-      for (const auto& step : profile.schedule->steps) period += step.duration;
-    }
-    packets.reserve(count);
-    Nanoseconds at{0}, copy_start{0};
-    for (std::size_t copy = 0; copy < copies; ++copy) {
-      for (const auto sent : like.sent) {
-        at = std::max(at, copy_start + (sent - like.sent.front()));
-        packets.push_back({at, kProbeBytes});
-      }
-      copy_start = at + interval;
-      if (period > 0ns) copy_start = (copy_start + period - 1ns) / period * period;
+
+  // One copy's send times, from its start. Sent when the capture's probes were: a schedule then
+  // meets the probes the capture had in each regime. ping does not send evenly (iputils spaces
+  // probes by 3-15 ms when asked for 2 ms and waits longer while replies are outstanding), so at a
+  // fixed interval the regimes' shares of the probes would be their shares of the time instead.
+  // Inferred send times may step back; they are held at the previous one. Without send times, one
+  // probe every `interval`, all copies as one.
+  std::vector<Nanoseconds> offsets;
+  if (like.sent.size() == like.delay.size()) {
+    offsets.reserve(like.sent.size());
+    for (const auto sent : like.sent) {
+      offsets.push_back(std::max(offsets.empty() ? 0ns : offsets.back(), sent - like.sent.front()));
     }
   } else {
-    packets = periodic_packets(count, interval, kProbeBytes);
+    offsets.reserve(like.delay.size() * copies);
+    for (std::size_t i = 0; i < like.delay.size() * copies; ++i) offsets.push_back(interval * static_cast<std::int64_t>(i));
+    copies = 1;
   }
+  // Each copy starts an interval after the previous one's last probe or, with a looped schedule,
+  // where the schedule next starts again, so that every copy meets the schedule as the first one
+  // did. On that clock (the series' `sent`) a short capture against a long loop spends most of its
+  // time between copies, where no probe is; the simulator is not run there. It runs on a clock
+  // without those gaps: each copy takes its own span plus an interval, and meets the phases the
+  // profile has in force over that span. (The gaps only drained netem's queue and moved it through
+  // phases no probe saw; each copy still starts from the schedule's first step.)
+  Nanoseconds period{0};
+  if (profile.schedule && profile.schedule->loop) {
+    for (const auto& step : profile.schedule->steps) period += std::max(step.duration, 0ns);
+  }
+  const Nanoseconds span = offsets.back() + interval;
+
+  // Runs of the simulator, each of at most kRunPackets probes and kRunPhases phases, one after the
+  // other: memory follows the probes compared, not the copies times the schedule's length.
   std::vector<SimPhase> schedule;
-  const Nanoseconds total = (packets.empty() ? 0ns : packets.back().send_time) + interval;
-  if (profile.schedule && !profile.schedule->steps.empty()) {
-    Nanoseconds covered{0};
-    do {
-      for (const auto& step : profile.schedule->steps) {
-        schedule.push_back({step.duration, profile.find_phase(step.phase)->spec, step.phase});
-        covered += step.duration;
-      }
-    } while (profile.schedule->loop && covered < total && schedule.size() < 10'000'000);
-  } else if (!profile.phases.empty()) {
-    schedule.push_back({total, profile.phases.front().spec, profile.phases.front().name});
-  }
-  SimOptions options;
-  options.seed = seed;
-  const SimResult sim = simulate(schedule, packets, options);
+  std::vector<SimPacket> packets;
+  std::size_t first = 0;       // the run's first probe, as an index into `out`
+  Nanoseconds origin{0};       // the run's start on the simulator's clock
+  std::uint64_t runs = 0;
+  auto flush = [&] {
+    if (packets.empty()) return;
+    SimOptions options;
+    options.seed = run_seed(seed, runs++);
+    const SimResult sim = simulate(schedule, packets, options);
+    for (const auto& o : sim.outcomes) {
+      if (o.duplicate) continue;
+      out.phase[first + o.packet] = schedule[o.phase].name;
+      if (o.delivered()) out.delay[first + o.packet] = o.departure - o.sent;
+    }
+    first += packets.size();
+    packets.clear();
+    schedule.clear();
+  };
+
+  const std::size_t count = offsets.size() * copies;
   out.sent.reserve(count);
   out.delay.assign(count, std::nullopt);
   out.phase.assign(count, "");
-  for (std::size_t i = 0; i < count; ++i) out.sent.push_back(packets[i].send_time);
-  for (const auto& o : sim.outcomes) {
-    if (o.duplicate || o.packet >= count) continue;
-    out.phase[o.packet] = schedule.empty() ? "" : schedule[o.phase].name;
-    if (o.delivered()) out.delay[o.packet] = o.departure - o.sent;
+  Nanoseconds copy_start{0}, at{0};  // on the series' clock
+  Nanoseconds sim_copy_start{0};     // on the simulator's clock
+  std::size_t phases = 0;
+  for (std::size_t copy = 0; copy < copies && (copy == 0 || phases < kMaxSimulatedPhases); ++copy) {
+    std::size_t next = 0;  // the copy's next probe
+    Nanoseconds piece_start{0};
+    for_each_piece(profile, copy_start, span, [&](std::size_t phase, Nanoseconds duration) {
+      if (schedule.size() >= kRunPhases) {
+        flush();
+        origin = sim_copy_start + piece_start;
+      }
+      const Phase& p = profile.phases[phase];
+      schedule.push_back({duration, p.spec, p.name});
+      ++phases;
+      const Nanoseconds piece_end = piece_start + duration;
+      for (; next < offsets.size() && offsets[next] < piece_end; ++next) {
+        const Nanoseconds sim_at = sim_copy_start + offsets[next];
+        if (packets.size() >= kRunPackets) {
+          // A new run from this probe on, in the same phase for what is left of it.
+          flush();
+          origin = sim_at;
+          schedule.push_back({piece_end - offsets[next], p.spec, p.name});
+        }
+        packets.push_back({sim_at - origin, kProbeBytes});
+        at = std::max(at, copy_start + offsets[next]);
+        out.sent.push_back(at);
+      }
+      piece_start = piece_end;
+    });
+    sim_copy_start += span;
+    copy_start = at + interval;
+    if (period > 0ns) copy_start = (copy_start + period - 1ns) / period * period;
   }
+  flush();
+  out.delay.resize(out.sent.size());
+  out.phase.resize(out.sent.size());
   return out;
 }
 

@@ -11,24 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_jitterctl.hpp"
+
 namespace {
 
-struct Completed {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
-
-Completed run(const std::string& args) {
-  const std::string command = std::string(JITTERCTL_BINARY) + " " + args + " 2>&1";
-  Completed r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) r.out += buf;
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using jitterctl_test::Completed;
+using jitterctl_test::run;
 
 class ValidatePhase : public ::testing::Test {
  protected:

@@ -245,8 +245,7 @@ TEST(LedgerFirst, ARequestThatCannotBeRecordedNeverReachesTheKernel) {
   std::filesystem::remove_all(r.rig.state.path());  // the state folder vanished
   const json e =
       r.error(r.call("switch", {{"interface", "veth0"}, {"phase", "b"}}), "system-error");
-  EXPECT_EQ(e["message"],
-            "open the ledger (" + r.rig.ledger.path() + ".tmp): No such file or directory");
+  EXPECT_EQ(e["message"], "create the ledger (" + r.rig.ledger.path() + "): No such file or directory");
   EXPECT_NE(e.value("hint", "").find("check " + r.rig.state.path() + ", or set state_dir"),
             std::string::npos)
       << e.dump();

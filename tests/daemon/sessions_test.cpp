@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -1154,8 +1155,11 @@ TEST(Sessions, TheLedgerFollowsInstallsTransitionsAndRemovals) {
   ledger = ledger_json(rig);
   ASSERT_EQ(ledger["interfaces"].size(), 1u);
   EXPECT_EQ(ledger["interfaces"][0]["interface"], "veth1");
-  // Written atomically: no temporary file stays behind.
-  EXPECT_FALSE(std::filesystem::exists(rig.ledger.path() + ".tmp"));
+  // Written atomically: no temporary file stays behind, nothing but the ledger.
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::directory_iterator(rig.state.path())) files.push_back(f.path().filename());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, std::vector<std::string>{"state.json"});
 }
 
 // The phase each lane's entry in the ledger file names ("" when the file has no entry for it).

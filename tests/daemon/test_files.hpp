@@ -28,6 +28,9 @@ class TempDir {
 
 std::string read_file(const std::string& path);
 
+// The names of what `folder` holds (files, folders, links), sorted.
+std::vector<std::string> names_in(const std::string& folder);
+
 // Test profiles. Phases "a", "b", "c" differ only in latency (10, 20, 30 ms), so the spec the fake
 // backend received says which phase was installed. `steps` are (phase, duration) pairs; none: no
 // schedule.

@@ -60,6 +60,10 @@ DelaySeries capture_series(const Trace& capture, const Profile& profile);
 // followed (looped as needed). With `copies` > 1, `like`'s probes are sent that many times over, each
 // copy starting one interval after the previous one's last probe or, with a looped schedule, at the
 // next start of the schedule after that. Seeded: the same seed gives the same series.
+// Memory follows the probes simulated, never the copies times the schedule's length: the simulator
+// runs in bounded pieces and only over the spans where probes are (docs/validation.md). A schedule
+// so dense that the copies would take more than kMaxSimulatedPhases phase changes gets fewer copies
+// (at least one): the series is then shorter than `copies` times `like`.
 DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
                              std::uint64_t seed = 1, std::size_t copies = 1);
 
@@ -68,6 +72,12 @@ DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Na
 // has the same sampling noise again, and its verdict would be a verdict on that draw. A million probes
 // make the simulation's own noise small beside the capture's (docs/validation.md).
 inline constexpr std::size_t kValidationProbes = 1'000'000;
+
+// Time, not memory: a phase costs the simulator about what a probe does (a netem change), so a
+// schedule of 1 ms steps met by a capture of a few probes would make each copy thousands of changes
+// for a handful of probes. simulate_profile stops starting copies once this many phases were
+// simulated (the first copy always runs).
+inline constexpr std::size_t kMaxSimulatedPhases = 4 * kValidationProbes;
 
 // How many copies of a series of `probes` probes reach `at_least` probes (at least one copy).
 std::size_t simulation_copies(std::size_t probes, std::size_t at_least = kValidationProbes);
