@@ -243,8 +243,9 @@ std::uint64_t SeriesBuilder::unwrap(std::uint64_t raw) const {
 void SeriesBuilder::apply(std::size_t index, const Observation& observation) {
   RttSample& sample = samples_[index];
   if (observation.unreadable) {
-    // A duplicate's probe has (or will have) its own reply; a slot with a readable reply keeps it.
-    if (!observation.duplicate && !sample.rtt) unreadable_.push_back(index);
+    // A slot with a readable reply keeps it; one without (even if this was marked DUP!) was
+    // answered, so it is not lost.
+    if (!sample.rtt) unreadable_.push_back(index);
     return;
   }
   if (observation.duplicate && sample.rtt) {

@@ -443,3 +443,15 @@ TEST(PingTrace, UnreadableRepliesDoNotBecomeALossModel) {
     EXPECT_TRUE(std::holds_alternative<std::monostate>(phase.spec.loss)) << phase.name;
   }
 }
+
+TEST(PingTrace, AnUnreadableDuplicateOfAnUnansweredProbeIsNotALoss) {
+  // Found by the fuzz oracle's reasoning: DUP! on a reply whose RTT cannot be read, for a probe with
+  // no other reply, left that probe lost.
+  const Trace t = parse_trace_text(
+      "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=12.3 ms\n"
+      "64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=x ms (DUP!)\n"
+      "64 bytes from 192.0.2.7: icmp_seq=3 ttl=57 time=12.5 ms\n",
+      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, 12500}));
+}
