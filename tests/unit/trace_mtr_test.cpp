@@ -261,6 +261,7 @@ TEST(MtrJson, AHugeStringIsRefusedInBoundedMemory) {
                t.host == "10.0.0.9";
       });
   EXPECT_TRUE(outcome.child_ok);
+  RecordProperty("peak_rss_mib", std::to_string(outcome.peak_rss_mib));
   EXPECT_LT(outcome.peak_rss_mib, 96.0);
   EXPECT_LT(outcome.bytes_written, kStringBytes);  // the child stopped reading
 }

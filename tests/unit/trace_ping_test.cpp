@@ -397,9 +397,12 @@ TEST(PingTrace, AReplyWithoutTimeIsNotALoss) {
   const Trace t = parse_trace_text(
       "PING 127.0.0.1 (127.0.0.1) 8(36) bytes of data.\n"
       "16 bytes from 127.0.0.1: icmp_seq=1 ttl=64\n"
-      "16 bytes from 127.0.0.1: icmp_seq=2 ttl=64\n",
+      "16 bytes from 127.0.0.1: icmp_seq=2 ttl=64\n"
+      "64 bytes from 127.0.0.1: icmp_seq=3 ttl=64 time=0.050 ms\n",
       "capture.txt");
-  EXPECT_TRUE(t.samples.empty());
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{50}));
+  EXPECT_EQ(t.samples[0].seq, 2u);
   EXPECT_EQ(t.unreadable_records, 2u);
 }
 
