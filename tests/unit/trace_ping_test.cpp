@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "shaper/compiler.hpp"
@@ -333,16 +334,24 @@ TEST(PingTrace, MalformedLinesAreReportedWithLineAndColumn) {
 
 // --- replies that cannot be read (issue 21 §7) ---------------------------------------------------
 
+namespace {
+
+// One iputils reply to 192.0.2.7, as printed: the fields the tests vary are the sequence number and
+// what follows time=.
+std::string reply(std::string_view seq, std::string_view time, std::string_view suffix = "") {
+  return "64 bytes from 192.0.2.7: icmp_seq=" + std::string(seq) + " ttl=57 time=" +
+         std::string(time) + " ms" + std::string(suffix) + "\n";
+}
+
+}  // namespace
+
 TEST(PingTrace, UnreadableRepliesAreReportedAndNeverLost) {
   // No probe of this run was lost (the summary says so): the values of two replies cannot be read.
   const Trace t = parse_trace_text(
-      "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n"
-      "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=12.3 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=9999999999999.5 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=3 ttl=57 time=1.234,5 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=4 ttl=57 time=12.5 ms\n"
-      "--- 192.0.2.7 ping statistics ---\n"
-      "4 packets transmitted, 4 received, 0% packet loss, time 3004ms\n",
+      "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n" + reply("1", "12.3") +
+          reply("2", "9999999999999.5") + reply("3", "1.234,5") + reply("4", "12.5") +
+          "--- 192.0.2.7 ping statistics ---\n"
+          "4 packets transmitted, 4 received, 0% packet loss, time 3004ms\n",
       "capture.txt");
   EXPECT_EQ(t.lost(), 0u);
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, 12500}));
@@ -366,7 +375,7 @@ TEST(PingTrace, UnreadableRepliesAreReportedAndNeverLost) {
 TEST(PingTrace, TheCountOfUnreadableRepliesOutlivesTheDiagnosticsLimit) {
   std::string text = "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n";
   for (int seq = 1; seq <= 30; ++seq) {
-    text += "64 bytes from 192.0.2.7: icmp_seq=" + std::to_string(seq) + " ttl=57 time=x ms\n";
+    text += reply(std::to_string(seq), "x");
   }
   ParseOptions options;
   options.max_diagnostics = 3;
@@ -384,9 +393,7 @@ TEST(PingTrace, TheCountOfUnreadableRepliesOutlivesTheDiagnosticsLimit) {
 TEST(PingTrace, DecimalCommaOfALocaleIsRead) {
   // ping under a locale whose decimal mark is a comma (de_DE): "time=1,5 ms".
   const Trace t = parse_trace_text(
-      "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=1,5 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=12,25 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=3 ttl=57 time=100 ms\n",
+      reply("1", "1,5") + reply("2", "12,25") + reply("3", "100"),
       "capture.txt", trace_test::with_format(TraceFormat::kPing));
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{1500, 12250, 100000}));
   EXPECT_TRUE(t.diagnostics.empty()) << to_string(t.diagnostics);
@@ -409,9 +416,7 @@ TEST(PingTrace, AReplyWithoutTimeIsNotALoss) {
 TEST(PingTrace, AReplyWithoutAReadableSequenceTakesTheNextMissingProbe) {
   // The line after icmp_seq=1 is a reply whose number is garbled; then 3 follows: 2 was that reply.
   const Trace first = parse_trace_text(
-      "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=12.3 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=?? ttl=57 time=12.4 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=3 ttl=57 time=12.5 ms\n",
+      reply("1", "12.3") + reply("??", "12.4") + reply("3", "12.5"),
       "capture.txt", trace_test::with_format(TraceFormat::kPing));
   EXPECT_EQ(first.lost(), 0u);
   EXPECT_EQ(rtts_us(first), (std::vector<long long>{12300, 12500}));
@@ -419,10 +424,7 @@ TEST(PingTrace, AReplyWithoutAReadableSequenceTakesTheNextMissingProbe) {
   // When the next reply leaves no gap the garbled one named no missing probe, and a later gap is
   // a loss as usual.
   const Trace second = parse_trace_text(
-      "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=12.3 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=?? ttl=57 time=12.4 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=12.5 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=4 ttl=57 time=12.6 ms\n",
+      reply("1", "12.3") + reply("??", "12.4") + reply("2", "12.5") + reply("4", "12.6"),
       "capture.txt", trace_test::with_format(TraceFormat::kPing));
   EXPECT_EQ(rtts_us(second), (std::vector<long long>{12300, 12500, -1, 12600}));
   EXPECT_EQ(second.unreadable_records, 1u);
@@ -451,9 +453,7 @@ TEST(PingTrace, AnUnreadableDuplicateOfAnUnansweredProbeIsNotALoss) {
   // Found by the fuzz oracle's reasoning: DUP! on a reply whose RTT cannot be read, for a probe with
   // no other reply, left that probe lost.
   const Trace t = parse_trace_text(
-      "64 bytes from 192.0.2.7: icmp_seq=1 ttl=57 time=12.3 ms\n"
-      "64 bytes from 192.0.2.7: icmp_seq=2 ttl=57 time=x ms (DUP!)\n"
-      "64 bytes from 192.0.2.7: icmp_seq=3 ttl=57 time=12.5 ms\n",
+      reply("1", "12.3") + reply("2", "x", " (DUP!)") + reply("3", "12.5"),
       "capture.txt", trace_test::with_format(TraceFormat::kPing));
   EXPECT_EQ(t.lost(), 0u);
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, 12500}));
