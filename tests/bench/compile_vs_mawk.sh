@@ -4,10 +4,12 @@
 # that both see the same machine load; prints every run and the medians. Wall time and peak RSS from
 # /usr/bin/time. Figures: docs/benchmarks.md, "Trace parsing".
 #
-#   tests/bench/compile_vs_mawk.sh --build build/rel [--runs 5] [--probes 2592000]
+#   tests/bench/compile_vs_mawk.sh --build build/rel [--runs 5] [--probes 2592000] [--jitterctl PATH]
+# (--jitterctl times another jitterctl, e.g. an older build, on the same capture.)
 set -euo pipefail
 
 build=build/rel
+jitterctl=
 runs=5
 probes=2592000
 while (($#)); do
@@ -15,10 +17,11 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --probes) probes=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--runs N] [--probes N]" >&2; exit 2 ;;
+    --jitterctl) jitterctl=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--runs N] [--probes N] [--jitterctl PATH]" >&2; exit 2 ;;
   esac
 done
-jitterctl=$build/ctl/jitterctl
+jitterctl=${jitterctl:-$build/ctl/jitterctl}
 make_capture=$build/tests/bench/make_capture
 for tool in "$jitterctl" "$make_capture" /usr/bin/time mawk; do
   command -v "$tool" >/dev/null || { echo "$0: $tool is missing (build jitterctl and make_capture)" >&2; exit 1; }
