@@ -38,6 +38,10 @@ void DiagnosticSink::general(std::string_view message) {
   out_.push_back(Diagnostic{source_, std::string(message)});
 }
 
+void DiagnosticSink::summary(std::string_view message) {
+  out_.push_back(Diagnostic{source_, std::string(message)});
+}
+
 void DiagnosticSink::finish() {
   if (held_back_ == 0) return;
   out_.push_back(Diagnostic{source_, "and " + std::to_string(held_back_) + " more"});
@@ -52,6 +56,11 @@ void ParseContext::unrecognised(std::uint64_t line, std::string_view text, std::
 void ParseContext::malformed(std::uint64_t line, std::size_t column, std::string_view message) {
   ++trace.unrecognised_lines;
   diagnostics.at(line, column, message);
+}
+
+void ParseContext::unreadable(std::uint64_t line, std::size_t column, std::string_view message) {
+  ++trace.unreadable_records;
+  malformed(line, column, message);
 }
 
 }  // namespace trace_detail
@@ -203,6 +212,36 @@ void count_lines(ChunkSource& source, std::string_view first, Trace& trace) {
   trace.unrecognised_lines = trace.lines;
 }
 
+// The count of unreadable records, past the diagnostics limit: a reader who sees only the first 20
+// lines must still learn how many replies were left out.
+void summarise_unreadable(const Trace& trace, DiagnosticSink& diagnostics) {
+  const std::size_t count = trace.unreadable_records;
+  if (count == 0) return;
+  const std::string n = std::to_string(count);
+  switch (trace.format) {
+    case TraceFormat::kMtrReport:
+    case TraceFormat::kMtrJson:
+      diagnostics.summary(n + (count == 1 ? " hop has" : " hops have") +
+                          " values that could not be read; they are left out of the hop");
+      break;
+    case TraceFormat::kIperf3Json:
+      diagnostics.summary(n + (count == 1 ? " interval has" : " intervals have") +
+                          " values that could not be read; they are left out of the interval");
+      break;
+    case TraceFormat::kEpochRtt:
+    case TraceFormat::kCsv:
+      diagnostics.summary(n + (count == 1 ? " row" : " rows") +
+                          " could not be read; left out of the samples: neither delivered nor "
+                          "lost");
+      break;
+    default:
+      diagnostics.summary(n + (count == 1 ? " reply" : " replies") +
+                          " could not be read; left out of the samples: neither delivered nor "
+                          "lost");
+      break;
+  }
+}
+
 std::unique_ptr<LineParser> make_line_parser(TraceFormat format, ParseContext& context) {
   switch (format) {
     case TraceFormat::kPing:
@@ -266,6 +305,7 @@ Trace parse_source(ChunkSource& source, std::string_view source_name, const Pars
     splitter.finish();
     parser->finish();
   }
+  summarise_unreadable(trace, diagnostics);
   diagnostics.finish();
   return trace;
 }

@@ -199,6 +199,14 @@ char separator_of(std::string_view header) {
   return ',';
 }
 
+// An RTT column's value in 10^-scale seconds (either decimal mark: in a comma-separated row a comma
+// can only be inside quotes), from 0 to kMaxMeasuredRtt.
+std::optional<Nanoseconds> parse_rtt(std::string_view text, int scale) {
+  const auto value = parse_fixed(text, scale, DecimalMark::kPointOrComma);
+  if (!value || *value < 0 || Nanoseconds{*value} > kMaxMeasuredRtt) return std::nullopt;
+  return Nanoseconds{*value};
+}
+
 bool is_comment_or_blank(std::string_view line) {
   const std::string_view trimmed = trim(line);
   return trimmed.empty() || trimmed.front() == '#';
@@ -226,32 +234,37 @@ class EpochRttParser final : public LineParser {
       fields[count++] = Field{position, text.substr(position, end - position)};
       position = end;
     }
-    const auto epoch = parse_fixed(fields[0].text, 9);
+    const auto epoch = parse_fixed(fields[0].text, 9, DecimalMark::kPointOrComma);
     if (!epoch || *epoch < 0) {
       const char first = fields[0].text.front();
       if (!seen_row_ && ((first >= 'a' && first <= 'z') || (first >= 'A' && first <= 'Z'))) {
         seen_row_ = true;  // a header of words: "epoch rtt_ms"
         return;
       }
-      context_.malformed(number, fields[0].at + 1, "expected \"<epoch seconds> <rtt ms>\"");
+      // A row without a readable send time: no probe number either, so leaving it out moves no
+      // other probe.
+      context_.unreadable(number, fields[0].at + 1,
+                          "expected \"<epoch seconds> <rtt ms>\"" + std::string(kReplyLeftOut));
       return;
     }
     seen_row_ = true;
-    Observation observation;
-    observation.send_time = Nanoseconds{*epoch};
-    if (count >= 2 && !is_lost_word(fields[1].text)) {
-      const auto rtt = parse_fixed(fields[1].text, 6);
-      if (!rtt || *rtt < 0) {
-        context_.malformed(number, fields[1].at + 1,
-                           "expected an RTT in ms (0 or more), or -1 for a lost probe");
-        return;
-      }
-      observation.rtt = Nanoseconds{*rtt};
-    }
     if (count == 3) {
       context_.malformed(number, fields[2].at + 1,
                          "expected two columns, \"<epoch seconds> <rtt ms>\"");
       return;
+    }
+    Observation observation;
+    observation.send_time = Nanoseconds{*epoch};
+    if (count >= 2 && !is_lost_word(fields[1].text)) {
+      const auto rtt = parse_rtt(fields[1].text, 6);
+      if (!rtt) {
+        context_.unreadable(number, fields[1].at + 1,
+                            "expected an RTT in ms (0 to 24 h), or -1 for a lost probe" +
+                                std::string(kReplyLeftOut));
+        observation.unreadable = true;
+      } else {
+        observation.rtt = *rtt;
+      }
     }
     series_.observe(observation, number);
   }
@@ -346,48 +359,53 @@ class CsvParser final : public LineParser {
       if (!bound || bound->index >= fields.size()) return std::nullopt;
       return fields[bound->index];
     };
+    // A row is one probe: a value that cannot be read makes it an unreadable record (reported,
+    // neither delivered nor lost), never a gap in the sequence, which would be a loss.
     Observation observation;
-    if (const auto time = field(time_); time && !time->text.empty()) {
-      std::optional<std::int64_t> ns = parse_fixed(time->text, time_->scale);
-      if (!ns && time_->scale == 9) {
-        const auto civil = scan_civil_time(time->text, context_.options.utc_offset);
-        if (civil && civil->length == time->text.size()) ns = civil->since_epoch.count();
-      }
-      if (!ns) {
-        context_.malformed(number, time->at + 1,
-                           "expected " + time_->name + " as " + unit_words(time_->scale, true));
-        return;
-      }
-      observation.send_time = Nanoseconds{*ns};
-    }
+    const auto unreadable = [&](std::size_t at, const std::string& expected) {
+      context_.unreadable(number, at + 1, "expected " + expected + std::string(kReplyLeftOut));
+      observation.unreadable = true;
+    };
     if (const auto seq = field(seq_); seq && !seq->text.empty()) {
       const auto value = parse_unsigned(seq->text);
       if (!value) {
-        context_.malformed(number, seq->at + 1, "expected " + seq_->name + " as a whole number");
+        unreadable(seq->at, seq_->name + " as a whole number");
+        series_.unplaced_reply();
         return;
       }
       observation.seq = value;
     }
-    bool lost = false;
-    if (const auto flag_field = field(lost_)) {
-      const auto flag = parse_flag(flag_field->text);
-      if (!flag) {
-        context_.malformed(number, flag_field->at + 1,
-                           "expected " + lost_->name + " as 1/0, true/false or yes/no");
-        return;
+    if (const auto time = field(time_); time && !time->text.empty()) {
+      std::optional<std::int64_t> ns =
+          parse_fixed(time->text, time_->scale, DecimalMark::kPointOrComma);
+      if (!ns && time_->scale == 9) {
+        const auto civil = scan_civil_time(time->text, context_.options.utc_offset);
+        if (civil && civil->length == time->text.size()) ns = civil->since_epoch.count();
       }
-      lost = *flag;
+      if (ns) {
+        observation.send_time = Nanoseconds{*ns};
+      } else {
+        unreadable(time->at, time_->name + " as " + unit_words(time_->scale, true));
+      }
+    }
+    bool lost = false;
+    if (const auto flag_field = field(lost_); flag_field && !observation.unreadable) {
+      const auto flag = parse_flag(flag_field->text);
+      if (flag) {
+        lost = *flag;
+      } else {
+        unreadable(flag_field->at, lost_->name + " as 1/0, true/false or yes/no");
+      }
     }
     const auto rtt = field(rtt_);
-    if (!lost && rtt && !rtt->text.empty() && !is_lost_word(rtt->text)) {
-      const auto ns = parse_fixed(rtt->text, rtt_->scale);
-      if (!ns || *ns < 0) {
-        context_.malformed(number, rtt->at + 1,
-                           "expected " + rtt_->name + " as " + unit_words(rtt_->scale, false) +
-                               ", or empty or -1 for a lost probe");
-        return;
+    if (!lost && !observation.unreadable && rtt && !rtt->text.empty() &&
+        !is_lost_word(rtt->text)) {
+      if (const auto ns = parse_rtt(rtt->text, rtt_->scale)) {
+        observation.rtt = *ns;
+      } else {
+        unreadable(rtt->at, rtt_->name + " as " + unit_words(rtt_->scale, false) +
+                                " (0 to 24 h), or empty or -1 for a lost probe");
       }
-      observation.rtt = Nanoseconds{*ns};
     }
     series_.observe(observation, number);
   }

@@ -12,6 +12,7 @@
 // recognised, counted and named in one diagnostic.
 #include <map>
 #include <string>
+#include <utility>
 
 #include "trace_parser.hpp"
 #include "trace_scan.hpp"
@@ -80,12 +81,16 @@ void FpingParser::line(std::string_view text, std::uint64_t number) {
       if (!keep(trim(body.substr(0, alive)))) return;
       const std::size_t open = body.find('(', alive);
       if (open == std::string_view::npos) return;  // without -e fping prints no time
-      const auto rtt = scan_fixed(body.substr(open + 1), 6);
+      const auto rtt = scan_rtt_ms(body.substr(open + 1));
+      Observation observation;
       if (!rtt || !starts_with(body.substr(open + 1 + rtt->length), " ms)")) {
-        context_.malformed(number, at + open + 1, "expected \"(<ms> ms)\"");
+        context_.unreadable(number, at + open + 1,
+                            "expected \"(<ms> ms)\" with an RTT up to 24 h" +
+                                std::string(kReplyLeftOut));
+        observation.unreadable = true;
+        series_.observe(observation, number);
         return;
       }
-      Observation observation;
       observation.rtt = Nanoseconds{rtt->value};
       if (stamped.stamp) {
         observation.send_time = *stamped.stamp - *observation.rtt;
@@ -152,12 +157,19 @@ void FpingParser::probe(std::string_view text, std::size_t index_at, const Stamp
   // "[3], 64 bytes, 0.05 ms (...)" or "[3], timed out (...)"; index_at is just past '['.
   const auto index = scan_unsigned(text.substr(index_at));
   if (!index || !starts_with(text.substr(index_at + index->length), "], ")) {
-    context_.malformed(number, index_at + 1, "expected \"[<probe>], \"");
+    if (text.find("timed out", index_at) != std::string_view::npos) {
+      context_.malformed(number, index_at + 1, "expected \"[<probe>], \"");
+      return;  // a loss line whose probe cannot be told: its probe stays a gap, i.e. lost
+    }
+    context_.unreadable(number, index_at + 1,
+                        "expected \"[<probe>], \"" + std::string(kReplyLeftOut));
+    if (!duplicate) series_.unplaced_reply();
     return;
   }
   const std::size_t after = index_at + index->length + 3;
   Observation observation;
   observation.seq = static_cast<std::uint64_t>(index->value);
+  observation.duplicate = duplicate;
   probe_lines_ = true;
   if (starts_with(text.substr(after), "timed out")) {
     observation.hint =
@@ -166,15 +178,24 @@ void FpingParser::probe(std::string_view text, std::size_t index_at, const Stamp
     return;
   }
   // "<n> bytes, <ms> ms"
+  // Not "timed out": a reply, whose values may still be unreadable (then neither delivered nor
+  // lost).
   const auto bytes = scan_unsigned(text.substr(after));
   if (!bytes || !starts_with(text.substr(after + bytes->length), " bytes, ")) {
-    context_.malformed(number, after + 1, "expected \"<n> bytes, <ms> ms\" or \"timed out\"");
+    context_.unreadable(number, after + 1,
+                        "expected \"<n> bytes, <ms> ms\" or \"timed out\"" +
+                            std::string(kReplyLeftOut));
+    observation.unreadable = true;
+    series_.observe(observation, number);
     return;
   }
   const std::size_t rtt_at = after + bytes->length + 8;
-  const auto rtt = scan_fixed(text.substr(rtt_at), 6);
+  const auto rtt = scan_rtt_ms(text.substr(rtt_at));
   if (!rtt || !starts_with(text.substr(rtt_at + rtt->length), " ms")) {
-    context_.malformed(number, rtt_at + 1, "expected \"<ms> ms\"");
+    context_.unreadable(number, rtt_at + 1,
+                        "expected \"<ms> ms\" with an RTT up to 24 h" + std::string(kReplyLeftOut));
+    observation.unreadable = true;
+    series_.observe(observation, number);
     return;
   }
   observation.rtt = Nanoseconds{rtt->value};
@@ -182,7 +203,6 @@ void FpingParser::probe(std::string_view text, std::size_t index_at, const Stamp
     observation.send_time = *stamped.stamp - *observation.rtt;
     observation.time_resolution = stamped.resolution;
   }  // stamped on reception
-  observation.duplicate = duplicate;
   series_.observe(observation, number);
 }
 
@@ -192,6 +212,7 @@ void FpingParser::list(std::string_view text, std::size_t at, std::uint64_t numb
   std::size_t position = at;
   std::uint64_t probe = 0;
   const bool take = !probe_lines_;
+  bool line_reported = false;
   while (position < text.size()) {
     while (position < text.size() && is_blank(text[position])) ++position;
     if (position >= text.size()) break;
@@ -201,12 +222,22 @@ void FpingParser::list(std::string_view text, std::size_t at, std::uint64_t numb
     Observation observation;
     observation.seq = probe;
     if (token != "-") {
-      const auto rtt = scan_fixed(token, 6);
+      const auto rtt = scan_rtt_ms(token);
       if (!rtt || rtt->length != token.size()) {
-        context_.malformed(number, position + 1, "expected \"<ms>\" or \"-\" (fping -C list)");
-        return;
+        // One unreadable entry: its probe is left out; the entries after it keep their places.
+        // The line counts once in unrecognised_lines, each entry in unreadable_records.
+        const std::string message = "expected \"<ms>\" up to 24 h or \"-\" (fping -C list)" +
+                                    std::string(take ? kReplyLeftOut : "");
+        if (std::exchange(line_reported, true)) {
+          context_.diagnostics.at(number, position + 1, message);
+        } else {
+          context_.malformed(number, position + 1, message);
+        }
+        if (take) ++context_.trace.unreadable_records;
+        observation.unreadable = true;
+      } else {
+        observation.rtt = Nanoseconds{rtt->value};
       }
-      observation.rtt = Nanoseconds{rtt->value};
     }
     if (take) series_.observe(observation, number);
     ++probe;

@@ -25,32 +25,50 @@ constexpr double kMaxJitterMs = 86400e3;
 
 enum Field : unsigned { kStart = 1, kEnd = 2 };
 
+// iperf3 runs at most 86400 s (MAX_TIME) plus 600 s of -O (MAX_OMIT_TIME) at intervals of at least
+// 0.1 s (MIN_INTERVAL): 870 000 intervals. Beyond 2^20 a document is not an iperf3 run, and reading
+// on would let a few GB of JSON hold that many IntervalSummary values (issue 21: 3.25 GB RSS).
+constexpr std::size_t kMaxIntervals = std::size_t{1} << 20;
+
+// iperf3's "error" is one sentence; a longer one is quoted up to here in the diagnostic.
+constexpr std::size_t kMaxQuotedErrorBytes = 512;
+
 class Iperf3Visitor final : public JsonVisitor {
  public:
-  explicit Iperf3Visitor(ParseContext& context) : context_(context) {}
+  explicit Iperf3Visitor(ParseContext& context) : context_(context), unreadable_(context.trace) {}
 
-  void scalar(JsonPath path, const JsonScalar& value) override {
+  bool scalar(JsonPath path, const JsonScalar& value) override {
     if (path.size() == 1 && path[0].is("error") && value.kind == JsonScalar::Kind::kString) {
-      context_.diagnostics.at_pointer("/error", "iperf3 reported: " + std::string(value.string));
-      return;
+      std::string text(value.string.substr(0, kMaxQuotedErrorBytes));
+      if (value.string.size() > kMaxQuotedErrorBytes) text += "...";
+      context_.diagnostics.at_pointer("/error", "iperf3 reported: " + text);
+      return true;
     }
     if (path.size() == 3 && path[0].is("start") && path[1].is("test_start") &&
         path[2].is("protocol") && value.kind == JsonScalar::Kind::kString) {
       protocol_ = std::string(value.string);
-      return;
+      return true;
     }
     if (path.size() == 3 && path[0].is("start") && path[1].is("connecting_to") &&
         path[2].is("host") && value.kind == JsonScalar::Kind::kString) {
       context_.trace.host = std::string(value.string);
-      return;
+      return true;
     }
     if (path.size() != 4 || !path[0].is("intervals") || !path[1].is_index || !path[2].is("sum") ||
         path[3].is_index) {
-      return;
+      return true;
     }
     auto& intervals = context_.trace.intervals;
     const std::size_t index = path[1].index;
-    if (index > intervals.size()) return;  // cannot happen in JSON: indices grow one at a time
+    if (index > intervals.size()) return true;  // cannot happen in JSON: indices grow one at a time
+    if (index == kMaxIntervals) {
+      context_.diagnostics.at_pointer(json_pointer(path.first(2)),
+                                      "more than " + std::to_string(kMaxIntervals) +
+                                          " intervals (iperf3 runs at most 86400 s at 0.1 s "
+                                          "intervals); read the first " +
+                                          std::to_string(kMaxIntervals));
+      return false;
+    }
     if (index == intervals.size()) {
       intervals.emplace_back();
       seen_.push_back(0);
@@ -58,7 +76,10 @@ class Iperf3Visitor final : public JsonVisitor {
     IntervalSummary& interval = intervals[index];
     const std::string_view key = path[3].key;
     const auto bad = [&](std::string_view expected) {
-      context_.diagnostics.at_pointer(json_pointer(path), "expected " + std::string(expected));
+      context_.diagnostics.at_pointer(json_pointer(path), "expected " + std::string(expected) +
+                                                              "; left out of this interval");
+      unreadable_.mark(index);
+      return true;
     };
     const auto number = value.as_number();
     if (key == "start" || key == "end") {
@@ -85,6 +106,7 @@ class Iperf3Visitor final : public JsonVisitor {
       if (value.kind != JsonScalar::Kind::kBool) return bad("true or false");
       (key == "omitted" ? interval.omitted : interval.sender) = value.boolean;
     }
+    return true;
   }
 
   void finish() {
@@ -114,6 +136,7 @@ class Iperf3Visitor final : public JsonVisitor {
   ParseContext& context_;
   std::string protocol_;
   std::vector<unsigned> seen_;  // Field bits per interval
+  UnreadableRecords unreadable_;
 };
 
 }  // namespace

@@ -14,12 +14,21 @@ namespace {
 // Deeper nesting than this is not an mtr or iperf3 document; refusing it bounds the path stack.
 constexpr std::size_t kMaxJsonDepth = 64;
 
+// The longest string or number read. nlohmann's lexer holds the token being read whole (twice: its
+// value and its text for error messages), so one endless string would cost twice the file in
+// memory; the longest strings in mtr and iperf3 documents are host names, cookies and error texts,
+// far below this (it matches kMaxLineBytes of the text formats).
+constexpr std::size_t kMaxJsonTokenBytes = 64 * 1024;
+
 // The bytes of the capture, pulled one at a time by nlohmann's lexer, counting lines on the way.
+// It follows strings and bare tokens (numbers, literals) as they pass, and ends the input when one
+// grows beyond kMaxJsonTokenBytes, so the lexer's token buffer stays bounded whatever the file.
 class JsonInput {
  public:
   JsonInput(ChunkSource& source, std::string_view first) : source_(source), chunk_(first) {}
 
   bool at_end() {
+    if (overlong_) return true;
     while (position_ == chunk_.size()) {
       if (exhausted_) return true;
       chunk_ = source_.next();
@@ -34,13 +43,60 @@ class JsonInput {
     const char c = chunk_[position_++];
     if (c == '\n') {
       ++newlines_;
+      column_ = 0;
       open_line_ = false;
     } else {
+      ++column_;
       open_line_ = true;
     }
+    follow_token(c);
   }
   // Lines read so far, counting an unterminated last one.
   std::size_t lines() const { return newlines_ + (open_line_ ? 1 : 0); }
+  // The input was cut because a string or number passed kMaxJsonTokenBytes; where it started.
+  bool overlong() const { return overlong_; }
+  std::uint64_t overlong_line() const { return token_line_; }
+  std::size_t overlong_column() const { return token_column_; }
+  // Reads the rest without keeping it, counting lines (not after an overlong token: a hostile
+  // document is not read further than that).
+  void drain() {
+    while (!at_end()) {
+      const char c = chunk_[position_++];
+      newlines_ += c == '\n';
+      open_line_ = c != '\n';
+    }
+  }
+
+ private:
+  void follow_token(char c) {
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+        token_bytes_ = 0;
+        return;
+      }
+    } else if (c == '"') {
+      in_string_ = true;
+      token_bytes_ = 0;
+      mark_token_start();
+      return;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':' ||
+               c == '[' || c == ']' || c == '{' || c == '}') {
+      token_bytes_ = 0;
+      return;
+    } else if (token_bytes_ == 0) {
+      mark_token_start();
+    }
+    if (++token_bytes_ > kMaxJsonTokenBytes) overlong_ = true;
+  }
+  void mark_token_start() {
+    token_line_ = newlines_ + 1;
+    token_column_ = column_;
+  }
 
  private:
   ChunkSource& source_;
@@ -48,7 +104,14 @@ class JsonInput {
   std::size_t position_ = 0;
   bool exhausted_ = false;
   std::size_t newlines_ = 0;
+  std::size_t column_ = 0;  // bytes of the current line read so far
   bool open_line_ = false;
+  bool in_string_ = false;
+  bool escaped_ = false;
+  std::size_t token_bytes_ = 0;
+  std::uint64_t token_line_ = 0;
+  std::size_t token_column_ = 0;
+  bool overlong_ = false;
 };
 
 class JsonByteIterator {
@@ -165,6 +228,14 @@ class PathSax {
 
   bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
                    const nlohmann::detail::exception& error) {
+    if (input_.overlong()) {
+      // The lexer saw the input end inside the token JsonInput cut: say why instead.
+      context_.diagnostics.at(input_.overlong_line(), input_.overlong_column(),
+                              "a JSON string or number longer than " +
+                                  std::to_string(kMaxJsonTokenBytes) +
+                                  " bytes; not an mtr or iperf3 document (read up to here)");
+      return false;
+    }
     const JsonErrorPlace place = place_of(error.what());
     if (place.line > 0) {
       context_.diagnostics.at(place.line, place.column, "invalid JSON: " + place.message);
@@ -175,6 +246,7 @@ class PathSax {
   }
 
   bool too_deep() const { return too_deep_; }
+  bool stopped() const { return stopped_; }
 
  private:
   struct Frame {
@@ -212,8 +284,8 @@ class PathSax {
       }
       steps_.push_back(step);
     }
-    visitor_.scalar(JsonPath(steps_), value);
-    return true;
+    if (!visitor_.scalar(JsonPath(steps_), value)) stopped_ = true;
+    return !stopped_;
   }
 
   JsonVisitor& visitor_;
@@ -222,6 +294,7 @@ class PathSax {
   std::vector<Frame> frames_;
   std::vector<JsonStep> steps_;
   bool too_deep_ = false;
+  bool stopped_ = false;  // the visitor had read enough
 };
 
 }  // namespace
@@ -267,10 +340,11 @@ bool parse_json(ChunkSource& source, std::string_view first, ParseContext& conte
   JsonInput input(source, first);
   PathSax sax(visitor, context, input);
   const bool ok = nlohmann::json::sax_parse(JsonByteIterator(input), JsonByteIterator(), &sax);
-  // Count the lines of whatever the parser left unread too, so that `lines` means the document.
-  while (!input.at_end()) input.advance();
+  // Count the lines of whatever the parser left unread too, so that `lines` means the document
+  // (up to an overlong token, where reading stopped).
+  input.drain();
   context.trace.lines = input.lines();
-  return ok && !sax.too_deep();
+  return sax.stopped() || (ok && !sax.too_deep());
 }
 
 }  // namespace shaper::trace_detail

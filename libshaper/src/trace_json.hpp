@@ -40,14 +40,34 @@ struct JsonScalar {
 class JsonVisitor {
  public:
   virtual ~JsonVisitor() = default;
-  virtual void scalar(JsonPath path, const JsonScalar& value) = 0;
+  // False stops the parse: the visitor has read all it will keep (a bound on records was met).
+  virtual bool scalar(JsonPath path, const JsonScalar& value) = 0;
+};
+
+// Counts a JSON record (an mtr hop, an iperf3 interval) once in Trace::unreadable_records however
+// many of its values cannot be read; records arrive in index order.
+class UnreadableRecords {
+ public:
+  explicit UnreadableRecords(Trace& trace) : trace_(trace) {}
+  void mark(std::size_t index) {
+    if (last_ == index) return;
+    last_ = index;
+    ++trace_.unreadable_records;
+  }
+
+ private:
+  Trace& trace_;
+  std::optional<std::size_t> last_;
 };
 
 // "/report/hubs/0/Avg".
 std::string json_pointer(JsonPath path);
 
 // Parses the whole source (starting with `first`), handing every scalar to `visitor`; counts the
-// lines into context.trace.lines. Returns false after a syntax error (already reported).
+// lines into context.trace.lines. Strings and numbers longer than 64 KiB and nesting deeper than
+// 64 levels end the parse with a diagnostic, so memory stays bounded whatever the document. Returns
+// false after such an error or a syntax error (already reported); true when the document was read
+// or the visitor stopped it.
 bool parse_json(ChunkSource& source, std::string_view first, ParseContext& context,
                 JsonVisitor& visitor);
 

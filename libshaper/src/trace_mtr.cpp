@@ -269,6 +269,13 @@ void MtrReportParser::hop(std::string_view text, std::size_t at, std::uint64_t n
       text.substr(tokens[host_begin].at,
                   last_host_token.at + last_host_token.text.size() - tokens[host_begin].at));
 
+  // A value that cannot be read is left out of the hop (nullopt, as a column mtr did not print),
+  // never the hop itself: the hops after it keep their places and a missing Loss% is not 100 %.
+  bool unreadable = false;
+  const auto bad_value = [&](std::size_t column_number, const std::string& message) {
+    context_.diagnostics.at(number, column_number, message + "; left out of this hop");
+    unreadable = true;
+  };
   for (std::size_t i = 0; i < values; ++i) {
     const Token& token = tokens[host_tokens + i];
     const Column column = columns_[i];
@@ -276,37 +283,41 @@ void MtrReportParser::hop(std::string_view text, std::size_t at, std::uint64_t n
     if (column == Column::kLoss) {
       std::string_view percent = token.text;
       if (!percent.empty() && percent.back() == '%') percent.remove_suffix(1);
-      const auto value = parse_double(percent);
-      const auto loss = value ? Probability::make(*value / 100.0) : std::nullopt;
+      // Percent with up to 6 decimals, in millionths: "1,5" under a decimal-comma locale too.
+      const auto millionths = parse_fixed(percent, 6, DecimalMark::kPointOrComma);
+      const auto loss =
+          millionths ? Probability::make(static_cast<double>(*millionths) / 1e8) : std::nullopt;
       if (!loss) {
-        context_.malformed(number, column_number, "expected Loss% from 0 to 100");
-        return;
+        bad_value(column_number, "expected Loss% from 0 to 100");
+        continue;
       }
       summary.loss = loss;
     } else if (auto* count = count_field(summary, column)) {
       const auto value = parse_unsigned(token.text);
       if (!value) {
-        context_.malformed(number, column_number,
-                           "expected " + std::string(title_of(column)) + " as a count of probes");
-        return;
+        bad_value(column_number,
+                  "expected " + std::string(title_of(column)) + " as a count of probes");
+        continue;
       }
       *count = value;
     } else if (auto* time = time_field(summary, column)) {
       std::string_view digits = token.text;
-      if (digits.size() > 1 && digits.back() == '.') digits.remove_suffix(1);
-      const auto ns = parse_fixed(digits, 6);
-      if (!ns || *ns < 0) {
-        context_.malformed(number, column_number,
-                           "expected " + std::string(title_of(column)) + " in ms (\"12.3\")");
-        return;
+      const bool cut_decimal =
+          digits.size() > 1 && (digits.back() == '.' || digits.back() == ',');
+      if (cut_decimal) digits.remove_suffix(1);
+      const auto ns = parse_fixed(digits, 6, DecimalMark::kPointOrComma);
+      if (!ns || *ns < 0 || Nanoseconds{*ns} > kMaxMeasuredRtt) {
+        bad_value(column_number,
+                  "expected " + std::string(title_of(column)) + " in ms (\"12.3\") up to 24 h");
+        continue;
       }
       const std::string title(title_of(column));
-      if (token.text.back() == '.') {
+      if (cut_decimal) {
         // "3055.": the decimal was overwritten, the whole milliseconds are all there.
         context_.diagnostics.at(number, column_number,
                                 title + " \"" + std::string(token.text) +
                                     "\" lost its decimal to mtr's column width; read as whole ms");
-      } else if (token.text.find('.') == std::string_view::npos && i + 1 < values) {
+      } else if (token.text.find_first_of(".,") == std::string_view::npos && i + 1 < values) {
         // No decimal point left: the next column overwrote an unknown number of digits.
         context_.diagnostics.at(number, column_number,
                                 title + " \"" + std::string(token.text) +
@@ -317,6 +328,7 @@ void MtrReportParser::hop(std::string_view text, std::size_t at, std::uint64_t n
       *time = Nanoseconds{*ns};
     }
   }
+  if (unreadable) ++context_.trace.unreadable_records;
   context_.trace.hops.push_back(std::move(summary));
 }
 
@@ -331,26 +343,38 @@ Nanoseconds from_ms(double ms) {
   return Nanoseconds{std::llround(ms * 1e6)};
 }
 
-// A time in ms that fits Nanoseconds with room to spare (a day).
+// A time in ms that fits Nanoseconds with room to spare (a day, kMaxMeasuredRtt).
 constexpr double kMaxHopMs = 86400e3;
+
+// mtr probes at most 255 TTLs (its MaxHost - 1): more hubs is not an mtr report, and reading them
+// all would let a document of a few GB hold that many HopSummary values.
+constexpr std::size_t kMaxJsonHops = 256;
 
 class MtrJsonVisitor final : public JsonVisitor {
  public:
-  explicit MtrJsonVisitor(ParseContext& context) : context_(context) {}
+  explicit MtrJsonVisitor(ParseContext& context)
+      : context_(context), unreadable_(context.trace) {}
 
-  void scalar(JsonPath path, const JsonScalar& value) override {
+  bool scalar(JsonPath path, const JsonScalar& value) override {
     if (path.size() == 3 && path[0].is("report") && path[1].is("mtr") && path[2].is("dst") &&
         value.kind == JsonScalar::Kind::kString) {
       context_.trace.host = std::string(value.string);
-      return;
+      return true;
     }
     if (path.size() != 4 || !path[0].is("report") || !path[1].is("hubs") || !path[2].is_index ||
         path[3].is_index) {
-      return;
+      return true;
     }
     auto& hops = context_.trace.hops;
     const std::size_t index = path[2].index;
-    if (index > hops.size()) return;  // cannot happen in JSON: indices grow one at a time
+    if (index > hops.size()) return true;  // cannot happen in JSON: indices grow one at a time
+    if (index == kMaxJsonHops) {
+      context_.diagnostics.at_pointer(json_pointer(path.first(3)),
+                                      "more than " + std::to_string(kMaxJsonHops) +
+                                          " hubs (mtr probes at most 255 TTLs); read the first " +
+                                          std::to_string(kMaxJsonHops));
+      return false;
+    }
     if (index == hops.size()) {
       hops.emplace_back();
       hops.back().hop = index + 1;
@@ -358,7 +382,10 @@ class MtrJsonVisitor final : public JsonVisitor {
     HopSummary& hop = hops[index];
     const std::string_view key = path[3].key;
     const auto bad = [&](std::string_view expected) {
-      context_.diagnostics.at_pointer(json_pointer(path), "expected " + std::string(expected));
+      context_.diagnostics.at_pointer(json_pointer(path),
+                                      "expected " + std::string(expected) + "; left out of this hop");
+      unreadable_.mark(index);
+      return true;
     };
     if (key == "host") {
       if (value.kind != JsonScalar::Kind::kString) return bad("a string");
@@ -381,14 +408,16 @@ class MtrJsonVisitor final : public JsonVisitor {
         *count = value_count;
       } else if (auto* time = time_field(hop, *column)) {
         const auto ms = value.as_number();
-        if (!ms || *ms < 0 || *ms > kMaxHopMs) return bad("a time in ms");
+        if (!ms || *ms < 0 || *ms > kMaxHopMs) return bad("a time in ms up to 24 h");
         *time = from_ms(*ms);
       }
     }
+    return true;
   }
 
  private:
   ParseContext& context_;
+  UnreadableRecords unreadable_;
 };
 
 }  // namespace

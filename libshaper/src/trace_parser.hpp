@@ -26,6 +26,8 @@ class DiagnosticSink {
   void at_pointer(std::string_view pointer, std::string_view message);
   // "source: message", for what concerns the whole capture.
   void general(std::string_view message);
+  // Like general(), but never held back: totals the reader must see even after many diagnostics.
+  void summary(std::string_view message);
   // Appends "and K more" when some were held back.
   void finish();
 
@@ -60,6 +62,10 @@ struct ParseContext {
   // A line that starts like a known form but breaks it at `column` (1-based): counted as
   // unrecognised and reported as "expected ...".
   void malformed(std::uint64_t line, std::size_t column, std::string_view message);
+  // A record shaped like a reply (hop, interval) whose value cannot be read or is out of range:
+  // reported like malformed() and counted in Trace::unreadable_records. What it says about its
+  // probe is decided by the caller (never a loss).
+  void unreadable(std::uint64_t line, std::size_t column, std::string_view message);
 };
 
 // Line formats get one line at a time, without its terminator (LF, CRLF), at most kMaxLineBytes.

@@ -170,25 +170,38 @@ void PingParser::reply(std::string_view text, std::size_t from, const StampedLin
     }
     const std::size_t colon = text.find(": ", from);
     const std::size_t column = colon == std::string_view::npos ? text.size() + 1 : colon + 3;
-    context_.malformed(number, column, "expected \"icmp_seq=<n>\"");
+    context_.unreadable(number, column,
+                        std::string("expected \"icmp_seq=<n>\"") + std::string(kReplyLeftOut));
+    series_.unplaced_reply();
     return;
   }
-  const auto seq = sequence(text, seq_key + 4, number, "\"icmp_seq=<n>\"");
-  if (!seq) return;
-
-  const std::size_t time_key = text.find("time=", seq_key + 4);
-  if (time_key == std::string_view::npos) {
-    context_.malformed(number, text.size() + 1, "expected \"time=<ms> ms\"");
-    return;
-  }
-  const auto rtt = scan_fixed(text.substr(time_key + 5), 6);
-  const std::size_t unit = time_key + 5 + (rtt ? rtt->length : 0);
-  if (!rtt || !starts_with(text.substr(unit), " ms")) {
-    context_.malformed(number, time_key + 1, "expected \"time=<ms> ms\"");
+  // From here on the line is a reply: a value that cannot be read makes it an unreadable reply
+  // (reported, neither delivered nor lost), never a gap in the sequence, which would be a loss.
+  const auto seq = scan_unsigned(text.substr(seq_key + 4));
+  if (!seq || static_cast<std::uint64_t>(seq->value) >= kIcmpSeqModulus) {
+    context_.unreadable(number, seq_key + 5,
+                        std::string("expected \"icmp_seq=<n>\" with n from 0 to 65535") +
+                            std::string(kReplyLeftOut));
+    series_.unplaced_reply();
     return;
   }
   Observation observation;
-  observation.seq = *seq;
+  observation.seq = static_cast<std::uint64_t>(seq->value);
+  observation.duplicate = text.find("DUP!", seq_key) != std::string_view::npos;
+
+  const std::size_t time_key = text.find("time=", seq_key + 4);
+  const auto rtt = time_key == std::string_view::npos ? std::nullopt
+                                                      : scan_rtt_ms(text.substr(time_key + 5));
+  const std::size_t unit = time_key + 5 + (rtt ? rtt->length : 0);
+  if (!rtt || !starts_with(text.substr(unit), " ms")) {
+    // No time= at all: ping -s below 16 bytes has no room for the send time in the packet.
+    context_.unreadable(number, time_key == std::string_view::npos ? text.size() + 1 : time_key + 1,
+                        std::string("expected \"time=<ms> ms\" with an RTT up to 24 h") +
+                            std::string(kReplyLeftOut));
+    observation.unreadable = true;
+    series_.observe(observation, number);
+    return;
+  }
   observation.rtt = Nanoseconds{rtt->value};
   // A -D or prefix stamp is when the reply was printed, i.e. received: the probe left one RTT
   // earlier.
@@ -196,7 +209,6 @@ void PingParser::reply(std::string_view text, std::size_t from, const StampedLin
     observation.send_time = *stamped.stamp - *observation.rtt;
     observation.time_resolution = stamped.resolution;
   }
-  observation.duplicate = text.find("DUP!", unit) != std::string_view::npos;
   series_.observe(observation, number);
 }
 

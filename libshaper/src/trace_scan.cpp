@@ -79,7 +79,7 @@ std::string_view trim(std::string_view text) {
   return text.substr(begin, end - begin);
 }
 
-std::optional<Scanned> scan_fixed(std::string_view text, int scale) {
+std::optional<Scanned> scan_fixed(std::string_view text, int scale, DecimalMark mark) {
   if (scale < 0 || scale > 18) return std::nullopt;
   const std::int64_t unit = kPow10[scale];
   std::size_t i = 0;
@@ -93,7 +93,9 @@ std::optional<Scanned> scan_fixed(std::string_view text, int scale) {
   std::int64_t fraction = 0;
   int fraction_digits = 0;
   bool round_up = false;
-  if (i + 1 < text.size() && text[i] == '.' && is_digit(text[i + 1])) {
+  const bool decimal_mark =
+      i < text.size() && (text[i] == '.' || (text[i] == ',' && mark == DecimalMark::kPointOrComma));
+  if (decimal_mark && i + 1 < text.size() && is_digit(text[i + 1])) {
     ++i;
     for (; i < text.size() && is_digit(text[i]); ++i) {
       if (fraction_digits < scale) {
@@ -114,16 +116,22 @@ std::optional<Scanned> scan_fixed(std::string_view text, int scale) {
   return Scanned{value, i};
 }
 
-std::optional<std::int64_t> parse_fixed(std::string_view text, int scale) {
+std::optional<std::int64_t> parse_fixed(std::string_view text, int scale, DecimalMark mark) {
   text = trim(text);
   bool negative = false;
   if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
     negative = text.front() == '-';
     text.remove_prefix(1);
   }
-  const auto scanned = scan_fixed(text, scale);
+  const auto scanned = scan_fixed(text, scale, mark);
   if (!scanned || scanned->length != text.size()) return std::nullopt;
   return negative ? -scanned->value : scanned->value;
+}
+
+std::optional<Scanned> scan_rtt_ms(std::string_view text) {
+  const auto scanned = scan_fixed(text, 6, DecimalMark::kPointOrComma);
+  if (!scanned || Nanoseconds{scanned->value} > kMaxMeasuredRtt) return std::nullopt;
+  return scanned;
 }
 
 std::optional<Scanned> scan_unsigned(std::string_view text) {

@@ -36,13 +36,31 @@ struct Scanned {
   std::size_t length = 0;
 };
 
+// Which characters may separate a number's integer digits from its fraction. Tools that print
+// with printf("%f") under a locale with a decimal comma (de_DE, fr_FR...) write "time=1,5 ms";
+// where a value stands alone in its field (ping's time=, an RTT column, mtr's columns) a comma
+// followed by digits cannot be anything else and is read. Where a comma may separate fields
+// (stamps, summaries) only the point is. A number with both ("1.234,5") is never read.
+enum class DecimalMark { kPoint, kPointOrComma };
+
 // An unsigned decimal ("12", "12.345", ".5") at the front of `text`, as an integer count of
 // 10^-scale units: scale 6 reads milliseconds into nanoseconds, scale 9 seconds into nanoseconds.
 // Digits beyond `scale` round half up. nullopt when there is no digit or the value overflows.
-std::optional<Scanned> scan_fixed(std::string_view text, int scale);
+std::optional<Scanned> scan_fixed(std::string_view text, int scale,
+                                  DecimalMark mark = DecimalMark::kPoint);
 
 // The whole of `text` (trimmed) as scan_fixed, with an optional leading '-'.
-std::optional<std::int64_t> parse_fixed(std::string_view text, int scale);
+std::optional<std::int64_t> parse_fixed(std::string_view text, int scale,
+                                        DecimalMark mark = DecimalMark::kPoint);
+
+// The longest RTT (or per-hop time, jitter) read as a measurement: a day. iputils prints a reply
+// whenever it arrives, but a value beyond this is a corrupt line, not a network's delay, and
+// keeps send_time = stamp - RTT far from overflowing. The JSON formats use the same bound.
+inline constexpr Nanoseconds kMaxMeasuredRtt{std::chrono::hours{24}};
+
+// An RTT in milliseconds at the front of `text` ("12.3", "123", "1,5"), read with either decimal
+// mark; nullopt when there is none or it exceeds kMaxMeasuredRtt.
+std::optional<Scanned> scan_rtt_ms(std::string_view text);
 
 // Unsigned decimal integer at the front of `text` (at most 19 digits).
 std::optional<Scanned> scan_unsigned(std::string_view text);

@@ -95,6 +95,7 @@ void SeriesBuilder::end_session(std::optional<std::uint64_t> transmitted, std::u
       }
     }
   }
+  unplaced_ = 0;
   if (session_.started) session_.closed = true;
   session_.declared_first.reset();
 }
@@ -116,7 +117,9 @@ void SeriesBuilder::observe(const Observation& observation, std::uint64_t line) 
   if (observation.seq) {
     const std::uint64_t raw =
         rules_.seq_modulus != 0 ? *observation.seq % rules_.seq_modulus : *observation.seq;
-    index = slot_for(raw, observation.duplicate, observation.rtt.has_value(), line);
+    index = slot_for(raw, observation.duplicate,
+                     observation.rtt.has_value() || observation.unreadable, line);
+    unplaced_ = 0;
     if (index == kIgnore) return;
   } else if (!session_.started || session_.closed) {
     const std::uint64_t first = session_.declared_first.value_or(0);
@@ -126,6 +129,7 @@ void SeriesBuilder::observe(const Observation& observation, std::uint64_t line) 
     index = append_slot();
     ++session_.high;
   }
+  unplaced_ = 0;
   apply(index, observation);
 }
 
@@ -208,7 +212,14 @@ std::size_t SeriesBuilder::append_slot() {
 }
 
 void SeriesBuilder::append_lost(std::uint64_t count) {
-  for (std::uint64_t i = 0; i < count; ++i) append_slot();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::size_t index = append_slot();
+    // The first missing probes after an unplaced reply are that reply's: not lost.
+    if (unplaced_ > 0) {
+      --unplaced_;
+      unreadable_.push_back(index);
+    }
+  }
 }
 
 void SeriesBuilder::new_session() {
@@ -231,6 +242,12 @@ std::uint64_t SeriesBuilder::unwrap(std::uint64_t raw) const {
 
 void SeriesBuilder::apply(std::size_t index, const Observation& observation) {
   RttSample& sample = samples_[index];
+  if (observation.unreadable) {
+    // A slot with a readable reply keeps it; one without (even if this was marked DUP!) was
+    // answered, so it is not lost.
+    if (!sample.rtt) unreadable_.push_back(index);
+    return;
+  }
   if (observation.duplicate && sample.rtt) {
     RttSample duplicate;
     duplicate.seq = sample.seq;
@@ -267,8 +284,33 @@ void SeriesBuilder::finish() {
     duplicate.send_time = original.send_time;
     duplicate.send_time_inferred = original.send_time_inferred;
   }
+  drop_unreadable();
   trace.session_starts = session_starts_;
   trace.sessions = session_starts_.size();
+}
+
+void SeriesBuilder::drop_unreadable() {
+  // After the send times are filled in: an unreadable reply's slot still held its place in the
+  // sequence (it is not a gap) and in the interval's arithmetic. Session starts move with the
+  // samples; a session left without samples is dropped.
+  if (unreadable_.empty()) return;
+  std::vector<bool> drop(samples_.size(), false);
+  for (const std::size_t index : unreadable_) drop[index] = !samples_[index].rtt;
+  std::vector<std::size_t> starts;
+  std::size_t kept = 0;
+  for (std::size_t s = 0; s < session_starts_.size(); ++s) {
+    const std::size_t begin = s == 0 ? 0 : session_starts_[s];
+    const std::size_t end =
+        s + 1 < session_starts_.size() ? session_starts_[s + 1] : samples_.size();
+    const std::size_t first_kept = kept;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (!drop[i]) samples_[kept++] = samples_[i];
+    }
+    if (kept > first_kept) starts.push_back(first_kept);
+  }
+  samples_.resize(kept);
+  session_starts_ = std::move(starts);
+  unreadable_.clear();
 }
 
 std::optional<Nanoseconds> SeriesBuilder::interval_from_hints() const {

@@ -13,11 +13,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "trace_parser.hpp"
 
 namespace shaper::trace_detail {
+
+// Ends the diagnostic of a reply whose value cannot be read (Observation::unreadable).
+inline constexpr std::string_view kReplyLeftOut = "; this probe is left out: neither delivered nor lost";
 
 // What one line said about one probe.
 struct Observation {
@@ -32,6 +36,10 @@ struct Observation {
   std::uint8_t hint_intervals = 0;
   bool duplicate = false;   // the tool marked it DUP!
   bool icmp_error = false;  // an ICMP error came back instead of a reply
+  // A reply whose RTT (or another of its values) could not be read: the probe was answered, so it
+  // is not lost, but it has no RTT to use. Its slot is left out of the samples at the end (unless
+  // a readable reply fills it), so it is neither delivered nor lost.
+  bool unreadable = false;
 };
 
 struct SeriesRules {
@@ -55,6 +63,12 @@ class SeriesBuilder {
   void summary_duration(std::uint64_t transmitted, Nanoseconds elapsed);
 
   void observe(const Observation& observation, std::uint64_t line);
+
+  // A reply whose probe number could not be read ("icmp_seq=7x"). Replies arrive in probe order
+  // but for reordering, so it is taken to be the probe after the newest one: when the next
+  // observation leaves a gap, the gap's first slot is that unreadable reply, not a loss. When the
+  // next observation leaves no gap the reply named no missing probe and nothing changes.
+  void unplaced_reply() { ++unplaced_; }
 
   // Chooses the interval, fills in send times, records the sessions.
   void finish();
@@ -90,6 +104,7 @@ class SeriesBuilder {
   Nanoseconds choose_interval();
   std::optional<Nanoseconds> interval_from_hints() const;
   void fill_send_times();
+  void drop_unreadable();
 
   ParseContext& context_;
   SeriesRules rules_;
@@ -101,6 +116,8 @@ class SeriesBuilder {
   Nanoseconds summary_elapsed_{0};
   std::uint64_t summary_gaps_ = 0;
   bool reserved_ = false;
+  std::vector<std::size_t> unreadable_;  // slots whose reply could not be read
+  std::uint64_t unplaced_ = 0;           // unplaced_reply() calls since the last observation
 };
 
 }  // namespace shaper::trace_detail

@@ -40,10 +40,15 @@ TEST(EpochRttTrace, HeaderAndMalformedRows) {
   EXPECT_EQ(diagnostics_of(t),
             (std::vector<std::string>{
                 "rows.txt:3:19: expected two columns, \"<epoch seconds> <rtt ms>\"",
-                "rows.txt:4:14: expected an RTT in ms (0 or more), or -1 for a lost probe",
-                "rows.txt:5:1: expected \"<epoch seconds> <rtt ms>\"",
+                "rows.txt:4:14: expected an RTT in ms (0 to 24 h), or -1 for a lost probe; this "
+                "probe is left out: neither delivered nor lost",
+                "rows.txt:5:1: expected \"<epoch seconds> <rtt ms>\"; this probe is left out: "
+                "neither delivered nor lost",
+                "rows.txt: 2 rows could not be read; left out of the samples: neither delivered "
+                "nor lost",
             }));
   EXPECT_EQ(t.unrecognised_lines, 3u);
+  EXPECT_EQ(t.unreadable_records, 2u);
 }
 
 TEST(CsvTrace, HeaderNamesUnitsSequenceAndLostFlag) {
@@ -89,17 +94,20 @@ TEST(CsvTrace, SemicolonsQuotesAndBadValues) {
       ";1732971238;lost\n",
       "semi.csv");
   EXPECT_EQ(t.format, TraceFormat::kCsv);
-  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12500, -1}));
-  EXPECT_EQ(t.samples[1].send_time, 1732971238s);
+  // "12,5" in a semicolon-separated file is a decimal comma (docs/capture-formats.md).
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12500, 12500, -1}));
+  EXPECT_EQ(t.samples[2].send_time, 1732971238s);
   EXPECT_EQ(diagnostics_of(t),
             (std::vector<std::string>{
-                "semi.csv:2:2: expected Latency (ms) as milliseconds, or empty or -1 for a lost "
-                "probe",
-                "semi.csv:4:6: expected time as seconds since the epoch or an ISO 8601 time",
-                "semi.csv:5:1: expected Latency (ms) as milliseconds, or empty or -1 for a lost "
-                "probe",
+                "semi.csv:4:6: expected time as seconds since the epoch or an ISO 8601 time; this "
+                "probe is left out: neither delivered nor lost",
+                "semi.csv:5:1: expected Latency (ms) as milliseconds (0 to 24 h), or empty or -1 "
+                "for a lost probe; this probe is left out: neither delivered nor lost",
+                "semi.csv: 2 rows could not be read; left out of the samples: neither delivered "
+                "nor lost",
             }));
-  EXPECT_EQ(t.unrecognised_lines, 3u);
+  EXPECT_EQ(t.unrecognised_lines, 2u);
+  EXPECT_EQ(t.unreadable_records, 2u);
 }
 
 TEST(CsvTrace, HeaderWithoutAnRttColumn) {
@@ -117,4 +125,40 @@ TEST(CsvTrace, SequenceColumnRestartsASession) {
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{10000, 11000, -1, 13000, 20000, 21000}));
   EXPECT_EQ(t.session_starts, (std::vector<std::size_t>{0, 4}));
   EXPECT_EQ(lost_indices(t), (std::vector<std::size_t>{2}));
+}
+
+TEST(CsvTrace, UnreadableRowsWithASequenceAreNeverLost) {
+  // With a seq column a row that cannot be read used to leave a gap, i.e. a loss (issue 21 §7).
+  const Trace t = parse_trace_text(
+      "seq,rtt_ms\n"
+      "1,12.1\n"
+      "2,abc\n"
+      "3,99999999999999\n"
+      "4,-7\n"
+      "5,12.5\n"
+      "x,12.6\n"
+      "7,12.7\n",
+      "rtt.csv");
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12100, 12500, 12700}));
+  EXPECT_EQ(t.unreadable_records, 4u);
+  EXPECT_EQ(t.unrecognised_lines, 4u);
+}
+
+TEST(CsvTrace, DecimalCommaInSemicolonAndTabSeparatedFiles) {
+  const Trace semicolons =
+      parse_trace_text("time;rtt_ms\n1732971234,5;12,5\n1732971235,5;13\n", "semi.csv");
+  EXPECT_EQ(rtts_us(semicolons), (std::vector<long long>{12500, 13000}));
+  EXPECT_EQ(semicolons.samples[0].send_time, 1732971234500ms);
+  EXPECT_TRUE(semicolons.diagnostics.empty()) << to_string(semicolons.diagnostics);
+  const Trace tabs = parse_trace_text("time\trtt_ms\n1732971234\t0,25\n", "tabs.tsv");
+  EXPECT_EQ(rtts_us(tabs), (std::vector<long long>{250}));
+}
+
+TEST(EpochRttTrace, DecimalCommaAndOutOfRangeRtt) {
+  const Trace t = parse_trace_text("1732971234,5 12,5\n1732971235,5 1e9999\n1732971236,5 -1\n",
+                                   "rows.txt", trace_test::with_format(TraceFormat::kEpochRtt));
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12500, -1}));
+  EXPECT_EQ(t.samples[0].send_time, 1732971234500ms);
+  EXPECT_EQ(t.unreadable_records, 1u);
 }

@@ -105,9 +105,14 @@ TEST(FpingTrace, DefaultModeAndMalformedLines) {
       "fping.txt", trace_test::with_format(TraceFormat::kFping));
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{41, 50}));
   EXPECT_EQ(diagnostics_of(t), (std::vector<std::string>{
-                                   "fping.txt:3:28: expected \"<ms> ms\"",
-                                   "fping.txt:4:18: expected \"<ms>\" or \"-\" (fping -C list)"}));
+                                   "fping.txt:3:28: expected \"<ms> ms\" with an RTT up to 24 h; "
+                                   "this probe is left out: neither delivered nor lost",
+                                   "fping.txt:4:18: expected \"<ms>\" up to 24 h or \"-\" (fping "
+                                   "-C list)",
+                                   "fping.txt: 1 reply could not be read; left out of the "
+                                   "samples: neither delivered nor lost"}));
   EXPECT_EQ(t.unrecognised_lines, 2u);
+  EXPECT_EQ(t.unreadable_records, 1u);  // the -C list repeats probe lines: not read
 }
 
 TEST(FpingTrace, StatisticsBlockIsRecognised) {
@@ -127,4 +132,35 @@ TEST(FpingTrace, SummariesOnlyHaveNoSeries) {
   EXPECT_EQ(diagnostics_of(t), (std::vector<std::string>{
                                    "fping_l_Q1.txt: only fping summaries (-q or -Q): no "
                                    "per-probe RTTs; capture with -C <count> or -c/-l without -q"}));
+}
+
+TEST(FpingTrace, UnreadableRepliesAreNeverLost) {
+  // fping -c 4 -D; probe 1's RTT is out of range, probe 2's in a decimal-comma locale: none lost.
+  const Trace t = parse_trace_text(
+      "[1732971234.10000] 192.0.2.7 : [0], 64 bytes, 12.1 ms (12.1 avg, 0% loss)\n"
+      "[1732971235.10000] 192.0.2.7 : [1], 64 bytes, 99999999999 ms (12.1 avg, 0% loss)\n"
+      "[1732971236.10000] 192.0.2.7 : [2], 64 bytes, 12,3 ms (12.2 avg, 0% loss)\n"
+      "[1732971237.10000] 192.0.2.7 : [3], 64 bytes, 12.4 ms (12.3 avg, 0% loss)\n"
+      "192.0.2.7 : xmt/rcv/%loss = 4/4/0%, min/avg/max = 12.1/12.3/12.4\n",
+      "fping.txt", trace_test::with_format(TraceFormat::kFping));
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12100, 12300, 12400}));
+  EXPECT_EQ(t.unreadable_records, 1u);
+  EXPECT_EQ(diagnostics_of(t),
+            (std::vector<std::string>{
+                "fping.txt:2:47: expected \"<ms> ms\" with an RTT up to 24 h; this probe is left "
+                "out: neither delivered nor lost",
+                "fping.txt: 1 reply could not be read; left out of the samples: neither delivered "
+                "nor lost"}));
+}
+
+TEST(FpingTrace, AnUnreadableEntryOfACountListKeepsTheOthersInPlace) {
+  // fping -C 4 -q: the third entry is garbled; the fourth is still probe 3, and nothing is lost.
+  const Trace t = parse_trace_text("192.0.2.7 : 12.1 12.2 1.2.3 12.4\n", "fping.txt",
+                                   trace_test::with_format(TraceFormat::kFping));
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12100, 12200, 12400}));
+  ASSERT_EQ(t.samples.size(), 3u);
+  EXPECT_EQ(t.samples[2].seq, 3u);
+  EXPECT_EQ(t.unreadable_records, 1u);
 }

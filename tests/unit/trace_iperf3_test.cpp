@@ -82,12 +82,17 @@ TEST(Iperf3Trace, TcpTestAndBadFields) {
   EXPECT_EQ(t.intervals[0].bytes, 1000u);
   EXPECT_EQ(diagnostics_of(t),
             (std::vector<std::string>{
-                "tcp.json#/intervals/1/sum/start: expected seconds since the start",
-                "tcp.json#/intervals/1/sum/bytes: expected a byte count",
-                "tcp.json#/intervals/1/sum/lost_percent: expected a loss percentage from 0 to 100",
+                "tcp.json#/intervals/1/sum/start: expected seconds since the start; left out of "
+                "this interval",
+                "tcp.json#/intervals/1/sum/bytes: expected a byte count; left out of this interval",
+                "tcp.json#/intervals/1/sum/lost_percent: expected a loss percentage from 0 to 100; "
+                "left out of this interval",
                 "tcp.json#/intervals/1/sum: expected \"start\" and \"end\" (seconds)",
                 "tcp.json#/start/test_start/protocol: a TCP test: its intervals have no jitter or "
-                "loss (run iperf3 with -u)"}));
+                "loss (run iperf3 with -u)",
+                "tcp.json: 1 interval has values that could not be read; they are left out of the "
+                "interval"}));
+  EXPECT_EQ(t.unreadable_records, 1u);  // one interval, however many of its values
 }
 
 TEST(Iperf3Trace, HostileJsonIsADiagnostic) {
@@ -107,4 +112,29 @@ TEST(Iperf3Trace, HostileJsonIsADiagnostic) {
                        trace_test::with_format(TraceFormat::kIperf3Json));
   ASSERT_FALSE(binary.diagnostics.empty());
   EXPECT_EQ(binary.diagnostics[0].where, "bin.json:1:13");
+}
+
+TEST(Iperf3Trace, IntervalsAreBoundedByTheLongestRun) {
+  // issue 21 §8: a 1 GB "intervals" array cost 3.25 GB of RSS. More than 2^20 intervals is not an
+  // iperf3 run (870 000 at most): the first 2^20 are read, then the parse stops.
+  constexpr std::size_t kLimit = std::size_t{1} << 20;
+  std::string json = "{\"intervals\": [";
+  json.reserve((kLimit + 10) * 20);
+  for (std::size_t i = 0; i < kLimit + 10; ++i) json += "{\"sum\":{\"end\":1}},";
+  json += "{}]}";
+  const Trace t = parse_trace_text(json, "run.json");
+  EXPECT_EQ(t.intervals.size(), kLimit);
+  ASSERT_FALSE(t.diagnostics.empty());
+  EXPECT_EQ(t.diagnostics[0].to_string(),
+            "run.json#/intervals/1048576: more than 1048576 intervals (iperf3 runs at most 86400 s "
+            "at 0.1 s intervals); read the first 1048576");
+}
+
+TEST(Iperf3Trace, ALongErrorIsQuotedInPart) {
+  const Trace t =
+      parse_trace_text("{\"error\": \"" + std::string(4000, 'e') + "\"}", "run.json",
+                       trace_test::with_format(TraceFormat::kIperf3Json));
+  ASSERT_FALSE(t.diagnostics.empty());
+  EXPECT_EQ(t.diagnostics[0].to_string(),
+            "run.json#/error: iperf3 reported: " + std::string(512, 'e') + "...");
 }

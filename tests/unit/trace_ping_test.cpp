@@ -2,6 +2,11 @@
 // text by hand (tests/fixtures/traces/README.md says how each capture was made).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "shaper/compiler.hpp"
 #include "shaper/trace.hpp"
 #include "trace_test_support.hpp"
 
@@ -304,14 +309,152 @@ TEST(PingTrace, MalformedLinesAreReportedWithLineAndColumn) {
   const Trace t = parse_fixture("ping_malformed.txt");
   EXPECT_EQ(diagnostics_of(t),
             (std::vector<std::string>{
-                "ping_malformed.txt:3:44: expected \"time=<ms> ms\"",
-                "ping_malformed.txt:4:43: expected \"time=<ms> ms\"",
-                "ping_malformed.txt:5:35: expected \"icmp_seq=<n>\" with n from 0 to 65535",
-                "ping_malformed.txt:6:26: expected \"icmp_seq=<n>\"",
+                "ping_malformed.txt:3:44: expected \"time=<ms> ms\" with an RTT up to 24 h; this "
+                "probe is left out: neither delivered nor lost",
+                "ping_malformed.txt:4:43: expected \"time=<ms> ms\" with an RTT up to 24 h; this "
+                "probe is left out: neither delivered nor lost",
+                "ping_malformed.txt:5:35: expected \"icmp_seq=<n>\" with n from 0 to 65535; this "
+                "probe is left out: neither delivered nor lost",
+                "ping_malformed.txt:6:26: expected \"icmp_seq=<n>\"; this probe is left out: "
+                "neither delivered nor lost",
                 "ping_malformed.txt:7:1: unrecognised ping line: \"this line is not ping output\"",
+                "ping_malformed.txt: 4 replies could not be read; left out of the samples: neither "
+                "delivered nor lost",
             }));
   EXPECT_EQ(t.unrecognised_lines, 5u);
+  EXPECT_EQ(t.unreadable_records, 4u);
   EXPECT_EQ(t.lines, 8u);
-  // icmp_seq 2 and 3 could not be read, so they stay gaps.
-  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, -1, -1, 12400}));
+  // icmp_seq 2 and 3 are replies whose RTT could not be read: left out, not lost. The replies
+  // without a readable icmp_seq (lines 5 and 6) name no missing probe: icmp_seq 4 follows 3.
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, 12400}));
+  EXPECT_EQ(t.samples[0].seq, 0u);
+  EXPECT_EQ(t.samples[1].seq, 3u);
+  EXPECT_EQ(t.lost(), 0u);
+}
+
+// --- replies that cannot be read (issue 21 §7) ---------------------------------------------------
+
+namespace {
+
+// One iputils reply to 192.0.2.7, as printed: the fields the tests vary are the sequence number and
+// what follows time=.
+std::string reply(std::string_view seq, std::string_view time, std::string_view suffix = "") {
+  return "64 bytes from 192.0.2.7: icmp_seq=" + std::string(seq) + " ttl=57 time=" +
+         std::string(time) + " ms" + std::string(suffix) + "\n";
+}
+
+}  // namespace
+
+TEST(PingTrace, UnreadableRepliesAreReportedAndNeverLost) {
+  // No probe of this run was lost (the summary says so): the values of two replies cannot be read.
+  const Trace t = parse_trace_text(
+      "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n" + reply("1", "12.3") +
+          reply("2", "9999999999999.5") + reply("3", "1.234,5") + reply("4", "12.5") +
+          "--- 192.0.2.7 ping statistics ---\n"
+          "4 packets transmitted, 4 received, 0% packet loss, time 3004ms\n",
+      "capture.txt");
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, 12500}));
+  ASSERT_EQ(t.samples.size(), 2u);
+  EXPECT_EQ(t.samples[1].seq, 3u);  // the probe numbers of the left-out replies are skipped
+  EXPECT_EQ(t.unreadable_records, 2u);
+  EXPECT_EQ(t.unrecognised_lines, 2u);
+  EXPECT_EQ(diagnostics_of(t),
+            (std::vector<std::string>{
+                "capture.txt:3:44: expected \"time=<ms> ms\" with an RTT up to 24 h; this probe is "
+                "left out: neither delivered nor lost",
+                "capture.txt:4:44: expected \"time=<ms> ms\" with an RTT up to 24 h; this probe is "
+                "left out: neither delivered nor lost",
+                "capture.txt: 2 replies could not be read; left out of the samples: neither "
+                "delivered nor lost",
+            }));
+  EXPECT_EQ(t.sessions, 1u);
+  EXPECT_EQ(t.session_starts, std::vector<std::size_t>{0});
+}
+
+TEST(PingTrace, TheCountOfUnreadableRepliesOutlivesTheDiagnosticsLimit) {
+  std::string text = "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n";
+  for (int seq = 1; seq <= 30; ++seq) {
+    text += reply(std::to_string(seq), "x");
+  }
+  ParseOptions options;
+  options.max_diagnostics = 3;
+  const Trace t = parse_trace_text(text, "capture.txt", options);
+  EXPECT_TRUE(t.samples.empty());
+  EXPECT_EQ(t.lost(), 0u);
+  const std::vector<std::string> diagnostics = diagnostics_of(t);
+  ASSERT_EQ(diagnostics.size(), 5u);
+  EXPECT_EQ(diagnostics[3],
+            "capture.txt: 30 replies could not be read; left out of the samples: neither "
+            "delivered nor lost");
+  EXPECT_EQ(diagnostics[4], "capture.txt: and 27 more");
+}
+
+TEST(PingTrace, DecimalCommaOfALocaleIsRead) {
+  // ping under a locale whose decimal mark is a comma (de_DE): "time=1,5 ms".
+  const Trace t = parse_trace_text(
+      reply("1", "1,5") + reply("2", "12,25") + reply("3", "100"),
+      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{1500, 12250, 100000}));
+  EXPECT_TRUE(t.diagnostics.empty()) << to_string(t.diagnostics);
+}
+
+TEST(PingTrace, AReplyWithoutTimeIsNotALoss) {
+  // ping -s 8: a payload too small for the send time, so iputils prints no time=.
+  const Trace t = parse_trace_text(
+      "PING 127.0.0.1 (127.0.0.1) 8(36) bytes of data.\n"
+      "16 bytes from 127.0.0.1: icmp_seq=1 ttl=64\n"
+      "16 bytes from 127.0.0.1: icmp_seq=2 ttl=64\n"
+      "64 bytes from 127.0.0.1: icmp_seq=3 ttl=64 time=0.050 ms\n",
+      "capture.txt");
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{50}));
+  EXPECT_EQ(t.samples[0].seq, 2u);
+  EXPECT_EQ(t.unreadable_records, 2u);
+}
+
+TEST(PingTrace, AReplyWithoutAReadableSequenceTakesTheNextMissingProbe) {
+  // The line after icmp_seq=1 is a reply whose number is garbled; then 3 follows: 2 was that reply.
+  const Trace first = parse_trace_text(
+      reply("1", "12.3") + reply("??", "12.4") + reply("3", "12.5"),
+      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  EXPECT_EQ(first.lost(), 0u);
+  EXPECT_EQ(rtts_us(first), (std::vector<long long>{12300, 12500}));
+  EXPECT_EQ(first.samples[1].seq, 2u);
+  // When the next reply leaves no gap the garbled one named no missing probe, and a later gap is
+  // a loss as usual.
+  const Trace second = parse_trace_text(
+      reply("1", "12.3") + reply("??", "12.4") + reply("2", "12.5") + reply("4", "12.6"),
+      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  EXPECT_EQ(rtts_us(second), (std::vector<long long>{12300, 12500, -1, 12600}));
+  EXPECT_EQ(second.unreadable_records, 1u);
+}
+
+TEST(PingTrace, UnreadableRepliesDoNotBecomeALossModel) {
+  // The symptom of issue 21 §7: 1 reply in 10 unreadable, none lost, compiled to "loss gilbert".
+  std::string text = "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n";
+  for (int seq = 1; seq <= 400; ++seq) {
+    const std::string time = seq % 10 == 0 ? "9999999999999.5" : std::to_string(20 + seq % 7);
+    text += "[" + std::to_string(1732971234 + seq) + ".000000] 64 bytes from 192.0.2.7: icmp_seq=" +
+            std::to_string(seq) + " ttl=57 time=" + time + " ms\n";
+  }
+  CaptureInput capture{"capture.txt", "", parse_trace_text(text, "capture.txt")};
+  EXPECT_EQ(capture.trace.lost(), 0u);
+  const CompileResult result = compile_profile({capture}, CompileOptions{});
+  ASSERT_TRUE(result.profile) << to_string(result.diagnostics);
+  EXPECT_EQ(result.report.probes, 360u);
+  EXPECT_EQ(result.report.delivered, 360u);
+  for (const auto& phase : result.profile->phases) {
+    EXPECT_TRUE(std::holds_alternative<std::monostate>(phase.spec.loss)) << phase.name;
+  }
+}
+
+TEST(PingTrace, AnUnreadableDuplicateOfAnUnansweredProbeIsNotALoss) {
+  // Found by the fuzz oracle's reasoning: DUP! on a reply whose RTT cannot be read, for a probe with
+  // no other reply, left that probe lost.
+  const Trace t = parse_trace_text(
+      reply("1", "12.3") + reply("2", "x", " (DUP!)") + reply("3", "12.5"),
+      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  EXPECT_EQ(t.lost(), 0u);
+  EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, 12500}));
 }

@@ -2,7 +2,14 @@
 // Shared by the trace parser tests: where the fixtures are (tests/fixtures/traces, provenance in
 // its README.md) and compact views of a Trace for assertions.
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +70,67 @@ inline bool dense(const shaper::Trace& trace) {
     if (trace.samples[i].seq != i) return false;
   }
   return true;
+}
+
+// What a child process that parsed a streamed capture reported.
+struct StreamedParse {
+  bool child_ok = false;          // exited 0: `check` held for the trace it parsed
+  double peak_rss_mib = 0;        // the child's ru_maxrss
+  std::size_t bytes_written = 0;  // of the capture, before the child stopped reading
+};
+
+// Parses `head`, `filler_bytes` copies of `filler`, then `tail` in a forked child that reads them
+// from a pipe through parse_trace_file (so the capture is never whole in this process or on disk),
+// and measures the child's peak RSS. The child exits 0 when `check(trace)` holds. Writing stops
+// when the child stops reading.
+inline StreamedParse parse_streamed_in_child(const std::string& head, char filler,
+                                             std::size_t filler_bytes, const std::string& tail,
+                                             const shaper::ParseOptions& options,
+                                             const std::function<bool(const shaper::Trace&)>& check) {
+  StreamedParse result;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return result;
+  const pid_t child = ::fork();
+  if (child < 0) return result;
+  if (child == 0) {
+    ::close(fds[1]);
+    const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+    bool ok = false;
+    try {
+      ok = check(shaper::parse_trace_file(path, options));
+    } catch (...) {
+    }
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[0]);
+  // A reader that stops early makes write() fail with EPIPE instead of killing this process.
+  const auto previous = std::signal(SIGPIPE, SIG_IGN);
+  const auto write_all = [&](const char* data, std::size_t size) {
+    while (size > 0) {
+      const ssize_t n = ::write(fds[1], data, size);
+      if (n <= 0) return false;
+      data += n;
+      size -= static_cast<std::size_t>(n);
+      result.bytes_written += static_cast<std::size_t>(n);
+    }
+    return true;
+  };
+  const std::string block(std::size_t{1} << 20, filler);
+  bool open = write_all(head.data(), head.size());
+  for (std::size_t left = filler_bytes; open && left > 0;) {
+    const std::size_t n = left < block.size() ? left : block.size();
+    open = write_all(block.data(), n);
+    left -= n;
+  }
+  if (open) write_all(tail.data(), tail.size());
+  ::close(fds[1]);
+  std::signal(SIGPIPE, previous);
+  int status = 0;
+  rusage usage{};
+  if (::wait4(child, &status, 0, &usage) != child) return result;
+  result.child_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  result.peak_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
+  return result;
 }
 
 }  // namespace trace_test

@@ -27,7 +27,8 @@ std::optional<TraceFormat> trace_format_from_name(std::string_view name);
 
 // One probe of an RTT series, in probe order (not arrival order: a late reply fills its own slot).
 struct RttSample {
-  // 0-based index of the probe in the trace. The tool's own sequence numbers (icmp_seq, fping's
+  // 0-based index of the probe in the trace (samples[i].seq == i, except that a probe whose reply
+  // line could not be read is left out, so its number is skipped). The tool's own sequence numbers (icmp_seq, fping's
   // [n], a seq column) are unwrapped across 65535 -> 0 and stitched across sessions, so that a
   // probe missing from the sequence is a lost sample at its own index.
   std::uint64_t seq = 0;
@@ -115,6 +116,11 @@ struct Trace {
   std::size_t icmp_errors = 0;              // ICMP error lines (unreachable, TTL exceeded...)
   std::size_t lines = 0;                    // lines read (JSON: lines of the document)
   std::size_t unrecognised_lines = 0;       // lines not used: unknown or malformed; reported
+  // Records shaped like a reply, hop or interval with a value that could not be read or is out of
+  // range ("time=1.2.3 ms", "time=9999999999999.5 ms", a reply without time=). Each is a
+  // diagnostic and counted here (and in unrecognised_lines when its line is not used); a probe
+  // whose reply could not be read is left out of `samples`: neither delivered nor lost.
+  std::size_t unreadable_records = 0;
   // "capture.txt:812:17: expected \"time=<ms> ms\"": the first ParseOptions::max_diagnostics, then
   // one "and K more" line.
   Diagnostics diagnostics;
