@@ -311,7 +311,8 @@ std::optional<double> ks_critical_value_effective(double n, double m, double alp
   return c * std::sqrt((n + m) / (n * m));
 }
 
-std::optional<double> ks_distance_of_counts(std::span<const std::uint64_t> a, std::span<const std::uint64_t> b) {
+std::optional<double> ks_distance_of_counts(std::span<const std::uint64_t> a,
+                                            std::span<const std::uint64_t> b) {
   std::uint64_t total_a = 0, total_b = 0;
   for (const auto c : a) total_a += c;
   for (const auto c : b) total_b += c;
@@ -325,7 +326,8 @@ std::optional<double> ks_distance_of_counts(std::span<const std::uint64_t> a, st
     const std::uint64_t gj = j * total_a;
     largest = std::max(largest, fi > gj ? fi - gj : gj - fi);
   }
-  return static_cast<double>(largest) / (static_cast<double>(total_a) * static_cast<double>(total_b));
+  return static_cast<double>(largest) /
+         (static_cast<double>(total_a) * static_cast<double>(total_b));
 }
 
 std::optional<double> normal_quantile(double p) {

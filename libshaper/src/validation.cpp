@@ -22,8 +22,9 @@ constexpr std::uint64_t kProfileNoiseSeed = 2;
 
 // Thresholds (docs/validation.md), all of them here. Each figure passes within the larger of a
 // tolerance (a difference not worth failing on) and the interval its sampling noise allows at the
-// comparison's level (kVerdictAlpha over the judged figures). Profile vs capture is arithmetic against
-// arithmetic: tight tolerances. A shaped link adds the kernel's timer and softirq noise: looser.
+// comparison's level (kVerdictAlpha over the judged figures). Profile vs capture is arithmetic
+// against arithmetic: tight tolerances. A shaped link adds the kernel's timer and softirq noise:
+// looser.
 struct Thresholds {
   double ks_floor;             // KS limit never below this (the critical value may be larger)
   double quantile_error;       // p99 and p99.9, relative
@@ -197,7 +198,8 @@ std::vector<bool> stalled(const DelaySeries& series, Nanoseconds threshold) {
   return out;
 }
 
-SeriesStats stats_of(const DelaySeries& series, const SortedSamples& sorted, const LossStatistics& loss) {
+SeriesStats stats_of(const DelaySeries& series, const SortedSamples& sorted,
+                     const LossStatistics& loss) {
   SeriesStats out;
   out.samples = series.delay.size();
   out.loss_rate = loss.loss_rate.value_or(0);
@@ -224,8 +226,12 @@ SeriesStats series_stats(const DelaySeries& series) {
 }
 
 PreparedSeries::PreparedSeries(DelaySeries s)
-    : series(std::move(s)), delivered(series.delivered()), lost(series.lost()), loss(loss_statistics(lost)),
-      stats(stats_of(series, delivered, loss)), noise(loss_noise(lost)),
+    : series(std::move(s)),
+      delivered(series.delivered()),
+      lost(series.lost()),
+      loss(loss_statistics(lost)),
+      stats(stats_of(series, delivered, loss)),
+      noise(loss_noise(lost)),
       stall_threshold(quantile_inverse_ecdf(delivered, kStallQuantile).value_or(0ns)),
       stalls(loss_statistics(stalled(series, stall_threshold))) {}
 
@@ -235,7 +241,8 @@ namespace {
 // order statistics at ranks n·p ∓ z·√(n·p·(1−p)·n/n_eff) (normal approximation to the binomial, its
 // variance scaled up by n/n_eff for autocorrelated samples), in ms. A bound beyond the sample is
 // infinite: the sample cannot rule out values there.
-std::pair<double, double> quantile_interval_ms(const SortedSamples& sorted, double p, double z, double n_eff) {
+std::pair<double, double> quantile_interval_ms(const SortedSamples& sorted, double p, double z,
+                                               double n_eff) {
   const double n = static_cast<double>(sorted.size());
   const double half = z * std::sqrt(n * p * (1 - p) * n / std::max(n_eff, 1.0));
   const double lo_rank = std::floor(n * p - half), hi_rank = std::ceil(n * p + half) + 1;  // 1-based
@@ -261,16 +268,17 @@ std::string number(double v) {
 
 // The variance a law's figure has per unit (probe, or burst), estimated from the series that holds
 // more units of it (under the hypothesis both series share one law, the longer one knows it better;
-// a short trace's own estimate from a few dozen bursts would make the interval as noisy as the figure,
-// and narrower exactly when the trace happened to lose less), or else from the other.
-std::optional<double> law_variance(std::optional<double> a, double units_a, std::optional<double> b, double units_b) {
+// a short trace's own estimate from a few dozen bursts would make the interval as noisy as the
+// figure, and narrower exactly when the trace happened to lose less), or else from the other.
+std::optional<double> law_variance(std::optional<double> a, double units_a, std::optional<double> b,
+                                   double units_b) {
   if (units_a >= units_b) return a ? a : b;
   return b ? b : a;
 }
 
 // A figure whose difference b - a passes within ±half.
-Figure symmetric_figure(const char* name, std::optional<double> a, std::optional<double> b, double half,
-                        std::string basis, bool judged) {
+Figure symmetric_figure(const char* name, std::optional<double> a, std::optional<double> b,
+                        double half, std::string basis, bool judged) {
   Figure f;
   f.name = name;
   f.a = a;
@@ -303,11 +311,13 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
 
   // Which figures are judged is settled first: each one's level depends on how many there are.
   const bool judge_p999 = da.size() >= kMinSamplesForP999 && db.size() >= kMinSamplesForP999;
-  const bool judge_burst = la.bursts >= kMinBurstsToJudge && sa.mean_loss_burst && sb.mean_loss_burst;
+  const bool judge_burst =
+      la.bursts >= kMinBurstsToJudge && sa.mean_loss_burst && sb.mean_loss_burst;
   const bool judge_lag1 = options.judge_timeline && sa.lag1_autocorr && sb.lag1_autocorr;
-  const bool judge_stalls =
-      options.judge_timeline && stall_a.bursts >= kMinStallsToJudge && stall_b.bursts >= kMinStallsToJudge;
-  const int judged = 3 + judge_p999 + judge_burst + judge_lag1 + judge_stalls;  // KS, p99, loss rate always
+  const bool judge_stalls = options.judge_timeline && stall_a.bursts >= kMinStallsToJudge &&
+                            stall_b.bursts >= kMinStallsToJudge;
+  const int judged =
+      3 + judge_p999 + judge_burst + judge_lag1 + judge_stalls;  // KS, p99, loss rate always
 
   // Everything that does not depend on the level.
   const double neff_a = effective_sample_size(da.size(), sa.lag1_autocorr);
@@ -329,124 +339,157 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
   c.loss_rate_error = sa.loss_rate >= 0.001 ? loss_diff / sa.loss_rate : loss_diff;
   const double loss_tolerance = std::max(t.loss_floor, t.loss_error * sa.loss_rate);
   const double bursts_a = static_cast<double>(la.bursts), bursts_b = static_cast<double>(lb.bursts);
-  const double burst_var = law_variance(noise_a.burst_variance, bursts_a, noise_b.burst_variance, bursts_b).value_or(0);
-  const double burst_se = bursts_a > 0 && bursts_b > 0 ? std::sqrt(burst_var * (1 / bursts_a + 1 / bursts_b)) : 0;
-  if (sa.mean_loss_burst && sb.mean_loss_burst) c.burst_error = relative(*sb.mean_loss_burst, *sa.mean_loss_burst);
+  const double burst_var =
+      law_variance(noise_a.burst_variance, bursts_a, noise_b.burst_variance, bursts_b).value_or(0);
+  const double burst_se =
+      bursts_a > 0 && bursts_b > 0 ? std::sqrt(burst_var * (1 / bursts_a + 1 / bursts_b)) : 0;
+  if (sa.mean_loss_burst && sb.mean_loss_burst)
+    c.burst_error = relative(*sb.mean_loss_burst, *sa.mean_loss_burst);
   const double burst_tolerance = t.burst_error * sa.mean_loss_burst.value_or(0);
-  const double delivered_a = static_cast<double>(da.size()), delivered_b = static_cast<double>(db.size());
-  auto bartlett = [](std::optional<double> r, double n) { return (1 - r.value_or(0) * r.value_or(0)) / n; };
-  const double lag1_se = std::sqrt(bartlett(sa.lag1_autocorr, delivered_a) + bartlett(sb.lag1_autocorr, delivered_b));
-  const double stall_ks = ks_distance_of_counts(stall_a.burst_lengths, stall_b.burst_lengths).value_or(0);
+  const double delivered_a = static_cast<double>(da.size()),
+               delivered_b = static_cast<double>(db.size());
+  auto bartlett = [](std::optional<double> r, double n) {
+    return (1 - r.value_or(0) * r.value_or(0)) / n;
+  };
+  const double lag1_se =
+      std::sqrt(bartlett(sa.lag1_autocorr, delivered_a) + bartlett(sb.lag1_autocorr, delivered_b));
+  const double stall_ks =
+      ks_distance_of_counts(stall_a.burst_lengths, stall_b.burst_lengths).value_or(0);
 
   // The figures at `level` each; `spending` counts the judged ones whose limit is their sampling
   // interval rather than a tolerance wider than it.
   auto build = [&](double level, int& spending) {
-  c.figures.clear();
-  c.level = level;
-  spending = 0;
-  const double z = normal_quantile(1 - level / 2).value_or(HUGE_VAL);
-  const std::string level_pct = format("%.3g %%", 100 * (1 - level));
+    c.figures.clear();
+    c.level = level;
+    spending = 0;
+    const double z = normal_quantile(1 - level / 2).value_or(HUGE_VAL);
+    const std::string level_pct = format("%.3g %%", 100 * (1 - level));
 
-  // KS, with each sample counted at its effective size under its own lag-1 autocorrelation.
-  const double critical = ks_critical_value_effective(neff_a, neff_b, level).value_or(1.0);
-  c.ks_limit = std::max(t.ks_floor, critical);
-  spending += critical > t.ks_floor;
-  {
-    Figure f;
-    f.name = "ks";
-    f.difference = c.ks;
-    f.low = 0;
-    f.high = c.ks_limit;
-    f.basis = format("the larger of %s and the %s critical value %s for effective sizes %.0f and %.0f "
-                     "(n (1 - r) / (1 + r), lag-1 r %s and %s)",
-                     number(t.ks_floor).c_str(), level_pct.c_str(), number(critical).c_str(), neff_a, neff_b,
-                     number(sa.lag1_autocorr.value_or(0)).c_str(), number(sb.lag1_autocorr.value_or(0)).c_str());
-    f.judged = true;
-    c.figures.push_back(std::move(f));
-  }
+    // KS, with each sample counted at its effective size under its own lag-1 autocorrelation.
+    const double critical = ks_critical_value_effective(neff_a, neff_b, level).value_or(1.0);
+    c.ks_limit = std::max(t.ks_floor, critical);
+    spending += critical > t.ks_floor;
+    {
+      Figure f;
+      f.name = "ks";
+      f.difference = c.ks;
+      f.low = 0;
+      f.high = c.ks_limit;
+      f.basis = format(
+          "the larger of %s and the %s critical value %s for effective sizes %.0f and %.0f "
+          "(n (1 - r) / (1 + r), lag-1 r %s and %s)",
+          number(t.ks_floor).c_str(), level_pct.c_str(), number(critical).c_str(), neff_a, neff_b,
+          number(sa.lag1_autocorr.value_or(0)).c_str(),
+          number(sb.lag1_autocorr.value_or(0)).c_str());
+      f.judged = true;
+      c.figures.push_back(std::move(f));
+    }
 
-  // p99 and p99.9: within the tolerance, or the steadier series' value inside the noisier one's
-  // interval for that quantile. Either suffices; the interval is not widened by the tolerance, which
-  // would make the figure all but unable to fail by chance and spend none of the level it is given.
-  auto quantile_figure = [&](double p, const char* name, const char* quantile, double a_ms, double b_ms, bool judge) {
-    Figure f;
-    f.name = name;
-    f.a = a_ms;
-    f.b = b_ms;
-    f.difference = b_ms - a_ms;
-    const double tolerance = std::max(std::fabs(a_ms) * t.quantile_error, slack_ms);
-    const bool b_noisier = neff_b <= neff_a;
-    const auto [lo, hi] = quantile_interval_ms(b_noisier ? db : da, p, z, b_noisier ? neff_b : neff_a);
-    // The steadier value inside [lo, hi], as a range of b - a.
-    const double interval_low = b_noisier ? b_ms - hi : lo - a_ms;
-    const double interval_high = b_noisier ? b_ms - lo : hi - a_ms;
-    f.low = std::min(-tolerance, interval_low);
-    f.high = std::max(tolerance, interval_high);
-    spending += judge && (interval_low < -tolerance || interval_high > tolerance);
-    f.basis = format("within %s %% or %s ms, or the %s value inside the %s %s's %s interval (%zu probes, "
-                     "effective %.0f: %s to %s ms)",
-                     number(100 * t.quantile_error).c_str(), number(slack_ms).c_str(),
-                     (b_noisier ? c.a : c.b).c_str(), (b_noisier ? c.b : c.a).c_str(), quantile, level_pct.c_str(),
-                     (b_noisier ? db : da).size(), b_noisier ? neff_b : neff_a, number(lo).c_str(),
-                     number(hi).c_str());
-    f.judged = judge;
-    return f;
-  };
-  c.figures.push_back(quantile_figure(0.99, "p99_ms", "p99", sa.p99_ms, sb.p99_ms, true));
-  c.figures.push_back(quantile_figure(0.999, "p999_ms", "p99.9", sa.p999_ms, sb.p999_ms, judge_p999));
+    // p99 and p99.9: within the tolerance, or the steadier series' value inside the noisier one's
+    // interval for that quantile. Either suffices; the interval is not widened by the tolerance,
+    // which would make the figure all but unable to fail by chance and spend none of the level it
+    // is given.
+    auto quantile_figure = [&](double p, const char* name, const char* quantile, double a_ms,
+                               double b_ms, bool judge) {
+      Figure f;
+      f.name = name;
+      f.a = a_ms;
+      f.b = b_ms;
+      f.difference = b_ms - a_ms;
+      const double tolerance = std::max(std::fabs(a_ms) * t.quantile_error, slack_ms);
+      const bool b_noisier = neff_b <= neff_a;
+      const auto [lo, hi] =
+          quantile_interval_ms(b_noisier ? db : da, p, z, b_noisier ? neff_b : neff_a);
+      // The steadier value inside [lo, hi], as a range of b - a.
+      const double interval_low = b_noisier ? b_ms - hi : lo - a_ms;
+      const double interval_high = b_noisier ? b_ms - lo : hi - a_ms;
+      f.low = std::min(-tolerance, interval_low);
+      f.high = std::max(tolerance, interval_high);
+      spending += judge && (interval_low < -tolerance || interval_high > tolerance);
+      f.basis = format(
+          "within %s %% or %s ms, or the %s value inside the %s %s's %s interval (%zu probes, "
+          "effective %.0f: %s to %s ms)",
+          number(100 * t.quantile_error).c_str(), number(slack_ms).c_str(),
+          (b_noisier ? c.a : c.b).c_str(), (b_noisier ? c.b : c.a).c_str(), quantile,
+          level_pct.c_str(), (b_noisier ? db : da).size(), b_noisier ? neff_b : neff_a,
+          number(lo).c_str(), number(hi).c_str());
+      f.judged = judge;
+      return f;
+    };
+    c.figures.push_back(quantile_figure(0.99, "p99_ms", "p99", sa.p99_ms, sb.p99_ms, true));
+    c.figures.push_back(
+        quantile_figure(0.999, "p999_ms", "p99.9", sa.p999_ms, sb.p999_ms, judge_p999));
 
-  // Loss rate: the ratio estimator's variance over bursts-and-gaps cycles (statistics.hpp, loss_noise).
-  spending += z * loss_se > loss_tolerance;
-  c.figures.push_back(symmetric_figure(
-      "loss_rate", sa.loss_rate, sb.loss_rate, std::max(loss_tolerance, z * loss_se),
-      format("the larger of the tolerance %s (%s absolute%s) and the %s interval %s (z %.3g, standard error %s "
-             "from the bursts and gaps of %zu and %zu probes)",
-             number(loss_tolerance).c_str(), number(t.loss_floor).c_str(),
-             t.loss_error > 0 ? format(" or %s %% relative", number(100 * t.loss_error).c_str()).c_str() : "",
-             level_pct.c_str(), number(z * loss_se).c_str(), z, number(loss_se).c_str(), lost_a.size(),
-             lost_b.size()),
-      true));
+    // Loss rate: the ratio estimator's variance over bursts-and-gaps cycles (statistics.hpp,
+    // loss_noise).
+    spending += z * loss_se > loss_tolerance;
+    c.figures.push_back(symmetric_figure(
+        "loss_rate", sa.loss_rate, sb.loss_rate, std::max(loss_tolerance, z * loss_se),
+        format("the larger of the tolerance %s (%s absolute%s) and the %s interval %s (z %.3g, "
+               "standard error %s "
+               "from the bursts and gaps of %zu and %zu probes)",
+               number(loss_tolerance).c_str(), number(t.loss_floor).c_str(),
+               t.loss_error > 0
+                   ? format(" or %s %% relative", number(100 * t.loss_error).c_str()).c_str()
+                   : "",
+               level_pct.c_str(), number(z * loss_se).c_str(), z, number(loss_se).c_str(),
+               lost_a.size(), lost_b.size()),
+        true));
 
-  // Mean burst: the bursts are the independent units.
-  spending += judge_burst && z * burst_se > burst_tolerance;
-  c.figures.push_back(symmetric_figure(
-      "mean_loss_burst", sa.mean_loss_burst, sb.mean_loss_burst, std::max(burst_tolerance, z * burst_se),
-      format("the larger of the tolerance %s (%s %% relative) and the %s interval %s (standard error %s over %llu "
-             "and %llu bursts)%s",
-             number(burst_tolerance).c_str(), number(100 * t.burst_error).c_str(), level_pct.c_str(),
-             number(z * burst_se).c_str(),
-             number(burst_se).c_str(), static_cast<unsigned long long>(la.bursts),
-             static_cast<unsigned long long>(lb.bursts),
-             judge_burst ? "" : format("; judged from %llu bursts in the %s", static_cast<unsigned long long>(kMinBurstsToJudge), c.a.c_str()).c_str()),
-      judge_burst));
+    // Mean burst: the bursts are the independent units.
+    spending += judge_burst && z * burst_se > burst_tolerance;
+    c.figures.push_back(symmetric_figure(
+        "mean_loss_burst", sa.mean_loss_burst, sb.mean_loss_burst,
+        std::max(burst_tolerance, z * burst_se),
+        format("the larger of the tolerance %s (%s %% relative) and the %s interval %s (standard "
+               "error %s over %llu "
+               "and %llu bursts)%s",
+               number(burst_tolerance).c_str(), number(100 * t.burst_error).c_str(),
+               level_pct.c_str(), number(z * burst_se).c_str(), number(burst_se).c_str(),
+               static_cast<unsigned long long>(la.bursts),
+               static_cast<unsigned long long>(lb.bursts),
+               judge_burst ? ""
+                           : format("; judged from %llu bursts in the %s",
+                                    static_cast<unsigned long long>(kMinBurstsToJudge), c.a.c_str())
+                                 .c_str()),
+        judge_burst));
 
-  // The timeline: lag-1 autocorrelation (Bartlett's variance for an AR(1), (1 - r^2) / n) and stalls.
-  const char* timeline_note = options.judge_timeline ? "" : "; reported only: the profile does not claim to replay in time";
-  spending += judge_lag1 && z * lag1_se > kLag1Tolerance;
-  c.figures.push_back(symmetric_figure(
-      "lag1_autocorr", sa.lag1_autocorr, sb.lag1_autocorr, std::max(kLag1Tolerance, z * lag1_se),
-      format("the larger of %s and the %s interval %s (standard error %s)%s", number(kLag1Tolerance).c_str(),
-             level_pct.c_str(), number(z * lag1_se).c_str(), number(lag1_se).c_str(), timeline_note),
-      judge_lag1));
-  {
-    Figure f;
-    f.name = "stall_ks";
-    if (stall_a.mean_burst) f.a = *stall_a.mean_burst;
-    if (stall_b.mean_burst) f.b = *stall_b.mean_burst;
-    f.difference = stall_ks;
-    const double stall_critical = ks_critical_value(stall_a.bursts, stall_b.bursts, level).value_or(1.0);
-    spending += judge_stalls;
-    f.low = 0;
-    f.high = stall_critical;
-    f.basis = format("KS distance between the stall lengths (runs of probes lost or above %s ms, the %s's p90; "
-                     "%llu and %llu stalls, mean length in probes as the values) against its %s critical value%s",
-                     number(ms(FractionalNanoseconds(stall_threshold))).c_str(), c.a.c_str(),
-                     static_cast<unsigned long long>(stall_a.bursts), static_cast<unsigned long long>(stall_b.bursts),
-                     level_pct.c_str(),
-                     options.judge_timeline ? (judge_stalls ? "" : "; too few stalls to judge") : timeline_note);
-    f.judged = judge_stalls;
-    c.figures.push_back(std::move(f));
-  }
+    // The timeline: lag-1 autocorrelation (Bartlett's variance for an AR(1), (1 - r^2) / n) and
+    // stalls.
+    const char* timeline_note =
+        options.judge_timeline ? ""
+                               : "; reported only: the profile does not claim to replay in time";
+    spending += judge_lag1 && z * lag1_se > kLag1Tolerance;
+    c.figures.push_back(symmetric_figure(
+        "lag1_autocorr", sa.lag1_autocorr, sb.lag1_autocorr, std::max(kLag1Tolerance, z * lag1_se),
+        format("the larger of %s and the %s interval %s (standard error %s)%s",
+               number(kLag1Tolerance).c_str(), level_pct.c_str(), number(z * lag1_se).c_str(),
+               number(lag1_se).c_str(), timeline_note),
+        judge_lag1));
+    {
+      Figure f;
+      f.name = "stall_ks";
+      if (stall_a.mean_burst) f.a = *stall_a.mean_burst;
+      if (stall_b.mean_burst) f.b = *stall_b.mean_burst;
+      f.difference = stall_ks;
+      const double stall_critical =
+          ks_critical_value(stall_a.bursts, stall_b.bursts, level).value_or(1.0);
+      spending += judge_stalls;
+      f.low = 0;
+      f.high = stall_critical;
+      f.basis = format(
+          "KS distance between the stall lengths (runs of probes lost or above %s ms, the %s's "
+          "p90; "
+          "%llu and %llu stalls, mean length in probes as the values) against its %s critical "
+          "value%s",
+          number(ms(FractionalNanoseconds(stall_threshold))).c_str(), c.a.c_str(),
+          static_cast<unsigned long long>(stall_a.bursts),
+          static_cast<unsigned long long>(stall_b.bursts), level_pct.c_str(),
+          options.judge_timeline ? (judge_stalls ? "" : "; too few stalls to judge")
+                                 : timeline_note);
+      f.judged = judge_stalls;
+      c.figures.push_back(std::move(f));
+    }
   };
 
   // The level is split (Bonferroni) among the figures sampling noise can fail. A figure held to a
@@ -477,8 +520,8 @@ std::string describe(const Figure& f) {
     out += (f.a ? number(*f.a) : "-") + " vs " + (f.b ? number(*f.b) : "-") + ": ";
   }
   out += format("%s %s %s to %s (%s)", number(f.difference).c_str(),
-                f.difference >= f.low && f.difference <= f.high ? "within" : "outside", number(f.low).c_str(),
-                number(f.high).c_str(), f.basis.c_str());
+                f.difference >= f.low && f.difference <= f.high ? "within" : "outside",
+                number(f.low).c_str(), number(f.high).c_str(), f.basis.c_str());
   out += !f.judged ? ": not judged" : f.pass ? ": pass" : ": FAIL";
   return out;
 }
@@ -535,8 +578,9 @@ std::string noise_note(const std::vector<Nanoseconds>& noise, const char* what) 
 
 }  // namespace
 
-ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile, const DelaySeries* shaped,
-                                 const LinkNoise* noise, const ValidationOptions& options) {
+ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile,
+                                 const DelaySeries* shaped, const LinkNoise* noise,
+                                 const ValidationOptions& options) {
   ValidationReport r;
   const PreparedSeries capture_p(capture), profile_p(profile);
   r.capture = capture_p.stats;
@@ -546,7 +590,8 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
     const PreparedSeries shaped_p(*shaped);
     r.shaped = shaped_p.stats;
     if (noise && !noise->samples.empty()) {
-      const PreparedSeries capture_n(add_link_noise(capture, noise->samples, noise->halved, kCaptureNoiseSeed));
+      const PreparedSeries capture_n(
+          add_link_noise(capture, noise->samples, noise->halved, kCaptureNoiseSeed));
       const PreparedSeries profile_n(noise->profile);
       r.comparisons.push_back(compare(capture_n, shaped_p, kShapedThresholds, options));
       r.comparisons.push_back(compare(profile_n, shaped_p, kShapedThresholds, options));
@@ -579,7 +624,8 @@ ValidationReport validate_shaped_only(const DelaySeries& shaped, const PreparedS
 
 ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
                                       const LinkNoise* noise, const ValidationOptions& options) {
-  if (!noise || noise->samples.empty()) return validate_shaped_only(shaped, PreparedSeries(profile), options);
+  if (!noise || noise->samples.empty())
+    return validate_shaped_only(shaped, PreparedSeries(profile), options);
   ValidationReport r = validate_shaped_only(shaped, PreparedSeries(noise->profile), options);
   r.profile = series_stats(profile);
   r.notes.insert(r.notes.begin(), noise_note(noise->samples, "the profile"));

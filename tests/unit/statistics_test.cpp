@@ -440,7 +440,8 @@ TEST(KolmogorovSmirnov, OfCountsIsTheDistanceOfTheSamplesTheyCount) {
   EXPECT_DOUBLE_EQ(ks_distance_of_counts(a, b).value(), ks_distance(sa, sb).value());
   EXPECT_DOUBLE_EQ(ks_distance_of_counts(a, b).value(), 0.55);  // at 2: 3/4 - 1/5
   EXPECT_FALSE(ks_distance_of_counts(a, std::vector<std::uint64_t>{0, 0}));
-  EXPECT_DOUBLE_EQ(ks_critical_value_effective(100, 100, 0.05).value(), ks_critical_value(100, 100, 0.05).value());
+  EXPECT_DOUBLE_EQ(ks_critical_value_effective(100, 100, 0.05).value(),
+                   ks_critical_value(100, 100, 0.05).value());
   EXPECT_FALSE(ks_critical_value_effective(0, 100, 0.05));
 }
 
@@ -459,7 +460,8 @@ TEST(LossNoise, CyclesByHand) {
 
 // For a Gilbert chain (loss_bad 1, loss_good 0) the loss indicator is a two-state Markov chain with
 // eigenvalue lambda = 1 - p - r, and the variance of its mean over n steps is pi (1 - pi)
-// (1 + lambda) / (1 - lambda) / n (pi = p / (p + r)): the per-probe V the cycle estimator must find.
+// (1 + lambda) / (1 - lambda) / n (pi = p / (p + r)): the per-probe V the cycle estimator must
+// find.
 TEST(LossNoise, FindsAGilbertChainsVarianceAndIndependentLossesBinomialOne) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);

@@ -145,7 +145,8 @@ std::optional<double> ks_critical_value_effective(double n, double m, double alp
 // The two-sample KS distance between two distributions over whole numbers given as counts:
 // counts[k] = how many draws were k (e.g. LossStatistics::burst_lengths). nullopt if either has no
 // draws.
-std::optional<double> ks_distance_of_counts(std::span<const std::uint64_t> a, std::span<const std::uint64_t> b);
+std::optional<double> ks_distance_of_counts(std::span<const std::uint64_t> a,
+                                            std::span<const std::uint64_t> b);
 
 // ---- Sampling noise ----------------------------------------------------------------------------
 // The standard normal quantile Phi^-1(p), to ~1e-12 (bisection on erfc): the z of a two-sided
@@ -203,9 +204,9 @@ LossStatistics loss_statistics(const std::vector<bool>& lost);
 // independent units (docs/validation.md derives it). The sequence is cut into cycles, each a burst
 // and the gap after it (deliveries before the first loss are a cycle without a burst); a cycle's
 // losses X_i and length Y_i are taken as independent draws from one law (exact for a Gilbert chain
-// with loss_good = 0 and loss_bad = 1, whose bursts and gaps are independent geometric runs). The loss
-// rate R = sum X / sum Y is a ratio estimator; by the delta method its variance over n probes is
-// V / n, with V = N s^2 / n, s^2 = sum (X_i - R Y_i)^2 / (N - 1) over the N cycles.
+// with loss_good = 0 and loss_bad = 1, whose bursts and gaps are independent geometric runs). The
+// loss rate R = sum X / sum Y is a ratio estimator; by the delta method its variance over n probes
+// is V / n, with V = N s^2 / n, s^2 = sum (X_i - R Y_i)^2 / (N - 1) over the N cycles.
 struct LossNoise {
   std::uint64_t cycles = 0;
   // V: the variance of the loss rate of n probes from this law is about V / n. nullopt for fewer

@@ -35,14 +35,17 @@ struct SeriesStats {
 // One figure of a comparison: its value in each series, and the limit it was judged against, with
 // the reason for that limit, so that a report shows why it passed or failed.
 struct Figure {
-  std::string name;          // "ks", "p99_ms", "p999_ms", "loss_rate", "mean_loss_burst", "lag1_autocorr", "stall_ks"
-  std::optional<double> a;   // the figure in the first series (none for a distance, such as KS)
-  std::optional<double> b;   // the figure in the second series
-  double difference = 0;     // b - a, or the distance
-  double low = 0, high = 0;  // the allowed difference: within [low, high] passes (+-inf where unbounded)
-  std::string basis;         // how the limit was set, in words
-  bool judged = false;       // false: reported only (too few samples, or a timeline figure not asked for)
-  bool pass = true;          // judged and within the limit, or not judged
+  std::string name;  // "ks", "p99_ms", "p999_ms", "loss_rate", "mean_loss_burst", "lag1_autocorr",
+                     // "stall_ks"
+  std::optional<double> a;  // the figure in the first series (none for a distance, such as KS)
+  std::optional<double> b;  // the figure in the second series
+  double difference = 0;    // b - a, or the distance
+  double low = 0,
+         high = 0;    // the allowed difference: within [low, high] passes (+-inf where unbounded)
+  std::string basis;  // how the limit was set, in words
+  bool judged =
+      false;         // false: reported only (too few samples, or a timeline figure not asked for)
+  bool pass = true;  // judged and within the limit, or not judged
 };
 
 struct Comparison {
@@ -54,9 +57,9 @@ struct Comparison {
   double p999_error = 0;
   double loss_rate_error = 0;   // relative, or absolute where the capture's rate is below 0.1 %
   std::optional<double> burst_error;
-  // The false-failure rate each judged figure is allowed: the verdict's (kVerdictAlpha) split evenly
-  // among the judged figures (Bonferroni), so that a faithful link fails the comparison at most that
-  // often.
+  // The false-failure rate each judged figure is allowed: the verdict's (kVerdictAlpha) split
+  // evenly among the judged figures (Bonferroni), so that a faithful link fails the comparison at
+  // most that often.
   double level = 0;
   std::vector<Figure> figures;        // every figure, judged or not, in a fixed order
   std::vector<std::string> failures;  // which thresholds were exceeded, in words
@@ -109,8 +112,8 @@ std::size_t simulation_copies(std::size_t probes, std::size_t at_least = kValida
 inline constexpr double kLinkAnchor = 0.01;
 
 // A series with what every comparison reads from it computed once: sorting and scanning a million
-// simulated probes is most of a comparison's cost, and one profile may be judged against many traces
-// (each phase's, or a calibration's thousand trials).
+// simulated probes is most of a comparison's cost, and one profile may be judged against many
+// traces (each phase's, or a calibration's thousand trials).
 struct PreparedSeries {
   explicit PreparedSeries(DelaySeries series);
   DelaySeries series;
@@ -169,7 +172,8 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
 // with the link's own noise added to the profile when `noise` is given. The report's `capture` slot
 // holds the shaped trace's statistics (its label says "shaped"); `shaped` stays empty.
 ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
-                                      const LinkNoise* noise = nullptr, const ValidationOptions& options = {});
+                                      const LinkNoise* noise = nullptr,
+                                      const ValidationOptions& options = {});
 
 // The same against a profile prepared once (with the link's noise already added, if it is to be).
 ValidationReport validate_shaped_only(const DelaySeries& shaped, const PreparedSeries& profile,
