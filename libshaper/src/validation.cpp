@@ -441,10 +441,12 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
     c.figures.push_back(symmetric_figure(
         "mean_loss_burst", sa.mean_loss_burst, sb.mean_loss_burst,
         std::max(burst_tolerance, z * burst_se),
-        format("the larger of the tolerance %s (%s %% relative) and the %s interval %s (standard "
-               "error %s over %llu "
-               "and %llu bursts)%s",
-               number(burst_tolerance).c_str(), number(100 * t.burst_error).c_str(),
+        format("%sthe %s interval %s (standard error %s over %llu and %llu bursts)%s",
+               t.burst_error > 0 ? format("the larger of the tolerance %s (%s %% relative) and ",
+                                          number(burst_tolerance).c_str(),
+                                          number(100 * t.burst_error).c_str())
+                                       .c_str()
+                                 : "",
                level_pct.c_str(), number(z * burst_se).c_str(), number(burst_se).c_str(),
                static_cast<unsigned long long>(la.bursts),
                static_cast<unsigned long long>(lb.bursts),
