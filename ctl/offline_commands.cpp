@@ -462,7 +462,13 @@ int validate_command(const std::vector<std::string>& raw) {
       for (const auto& c : report.comparisons) {
         std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(), c.ks, c.ks_limit,
                     c.w1_ms, c.pass() ? "pass" : "FAIL");
-        for (const auto& f : c.failures) std::printf("  - %s\n", f.c_str());
+        // Every figure with its limit and why (judged at c.level each), the failed ones marked
+        // FAIL.
+        std::printf("  each judged figure at level %.3g %%:\n", 100 * c.level);
+        for (const auto& f : c.figures) std::printf("  - %s\n", describe(f).c_str());
+        if (c.figures.empty()) {
+          for (const auto& f : c.failures) std::printf("  - %s\n", f.c_str());
+        }
       }
       for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
       std::printf("verdict: %s\n", report.pass ? "pass" : "fail");

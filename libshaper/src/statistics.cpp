@@ -305,6 +305,50 @@ std::optional<double> ks_critical_value(std::size_t n, std::size_t m, double alp
   return c * std::sqrt((nn + mm) / (nn * mm));
 }
 
+std::optional<double> ks_critical_value_effective(double n, double m, double alpha) {
+  if (!(n > 0.0) || !(m > 0.0) || !(alpha > 0.0 && alpha < 1.0)) return std::nullopt;
+  const double c = std::sqrt(-std::log(alpha / 2.0) / 2.0);
+  return c * std::sqrt((n + m) / (n * m));
+}
+
+std::optional<double> ks_distance_of_counts(std::span<const std::uint64_t> a,
+                                            std::span<const std::uint64_t> b) {
+  std::uint64_t total_a = 0, total_b = 0;
+  for (const auto c : a) total_a += c;
+  for (const auto c : b) total_b += c;
+  if (total_a == 0 || total_b == 0) return std::nullopt;
+  // F - G after every value k, as (i m - j n) / (n m) in integers, as ks_distance does.
+  std::uint64_t i = 0, j = 0, largest = 0;
+  for (std::size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
+    if (k < a.size()) i += a[k];
+    if (k < b.size()) j += b[k];
+    const std::uint64_t fi = i * total_b;
+    const std::uint64_t gj = j * total_a;
+    largest = std::max(largest, fi > gj ? fi - gj : gj - fi);
+  }
+  return static_cast<double>(largest) /
+         (static_cast<double>(total_a) * static_cast<double>(total_b));
+}
+
+std::optional<double> normal_quantile(double p) {
+  if (!(p > 0.0 && p < 1.0)) return std::nullopt;
+  // Phi(x) = erfc(-x / sqrt 2) / 2 is increasing; 200 halvings of [-40, 40] reach a double's
+  // resolution long before the loop ends.
+  double lo = -40.0, hi = 40.0;
+  for (int k = 0; k < 200 && hi - lo > 1e-13; ++k) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+double effective_sample_size(std::size_t n, std::optional<double> lag1) {
+  // Beyond 0.99 the estimate of rho itself decides everything; 1/199 of n is as few as we count.
+  constexpr double kMaxRho = 0.99;
+  const double rho = std::clamp(lag1.value_or(0.0), 0.0, kMaxRho);
+  return static_cast<double>(n) * (1 - rho) / (1 + rho);
+}
+
 std::optional<FractionalNanoseconds> wasserstein1(const SortedSamples& a, const SortedSamples& b) {
   if (a.empty() || b.empty() || a.size() >= kMaxExactSamples || b.size() >= kMaxExactSamples) {
     return std::nullopt;
@@ -378,6 +422,42 @@ LossStatistics loss_statistics(const std::vector<bool>& lost) {
   s.mean_burst = mean_run(s.burst_lengths, s.bursts);
   s.mean_gap = mean_run(s.gap_lengths, s.gaps);
   return s;
+}
+
+LossNoise loss_noise(const std::vector<bool>& lost) {
+  LossNoise out;
+  const double n = static_cast<double>(lost.size());
+  if (lost.empty()) return out;
+  // The cycles' (losses, length), in order.
+  std::vector<std::pair<double, double>> cycles;
+  std::vector<double> bursts;
+  std::size_t i = 0;
+  double losses = 0;
+  while (i < lost.size()) {
+    double x = 0, y = 0;
+    while (i < lost.size() && lost[i]) ++x, ++y, ++i;
+    while (i < lost.size() && !lost[i]) ++y, ++i;
+    if (x > 0) bursts.push_back(x);
+    losses += x;
+    cycles.emplace_back(x, y);
+  }
+  out.cycles = cycles.size();
+  const double cycle_count = static_cast<double>(cycles.size());
+  if (cycles.size() >= 2) {
+    const double rate = losses / n;
+    double sum = 0;
+    for (const auto& [x, y] : cycles) sum += (x - rate * y) * (x - rate * y);
+    out.loss_rate_variance_per_probe = cycle_count * (sum / (cycle_count - 1)) / n;
+  }
+  if (bursts.size() >= 2) {
+    double mean_burst = 0;
+    for (const double b : bursts) mean_burst += b;
+    mean_burst /= static_cast<double>(bursts.size());
+    double sum = 0;
+    for (const double b : bursts) sum += (b - mean_burst) * (b - mean_burst);
+    out.burst_variance = sum / static_cast<double>(bursts.size() - 1);
+  }
+  return out;
 }
 
 }  // namespace shaper

@@ -413,3 +413,76 @@ TEST(LossStatistics, EdgeCases) {
   EXPECT_EQ(one.mean_burst, 1.0);
   EXPECT_EQ(one.lost_followed, 0u);
 }
+
+// ---- Sampling noise (validation's intervals) ----------------------------------------------------
+
+TEST(NormalQuantile, MatchesTabulatedValues) {
+  EXPECT_NEAR(normal_quantile(0.975).value(), 1.959964, 1e-6);
+  EXPECT_NEAR(normal_quantile(0.995).value(), 2.575829, 1e-6);
+  EXPECT_NEAR(normal_quantile(0.5).value(), 0.0, 1e-12);
+  EXPECT_NEAR(normal_quantile(0.025).value(), -1.959964, 1e-6);
+  EXPECT_FALSE(normal_quantile(0.0));
+  EXPECT_FALSE(normal_quantile(1.0));
+  EXPECT_FALSE(normal_quantile(std::nan("")));
+}
+
+TEST(EffectiveSampleSize, Ar1FormulaWithNegativeCorrelationNotCounted) {
+  EXPECT_DOUBLE_EQ(effective_sample_size(1000, 0.6), 250.0);  // 1000 * 0.4 / 1.6
+  EXPECT_DOUBLE_EQ(effective_sample_size(1000, std::nullopt), 1000.0);
+  EXPECT_DOUBLE_EQ(effective_sample_size(1000, -0.5), 1000.0);
+  EXPECT_NEAR(effective_sample_size(199'000, 1.0), 1000.0, 1e-6);  // rho held at 0.99
+}
+
+TEST(KolmogorovSmirnov, OfCountsIsTheDistanceOfTheSamplesTheyCount) {
+  // a: 1, 1, 2, 3 (counts {0, 2, 1, 1}); b: 1, 3, 3, 3, 5.
+  const std::vector<std::uint64_t> a = {0, 2, 1, 1}, b = {0, 1, 0, 3, 0, 1};
+  const SortedSamples sa(ns({1, 1, 2, 3})), sb(ns({1, 3, 3, 3, 5}));
+  EXPECT_DOUBLE_EQ(ks_distance_of_counts(a, b).value(), ks_distance(sa, sb).value());
+  EXPECT_DOUBLE_EQ(ks_distance_of_counts(a, b).value(), 0.55);  // at 2: 3/4 - 1/5
+  EXPECT_FALSE(ks_distance_of_counts(a, std::vector<std::uint64_t>{0, 0}));
+  EXPECT_DOUBLE_EQ(ks_critical_value_effective(100, 100, 0.05).value(),
+                   ks_critical_value(100, 100, 0.05).value());
+  EXPECT_FALSE(ks_critical_value_effective(0, 100, 0.05));
+}
+
+TEST(LossNoise, CyclesByHand) {
+  // Cycles (losses, length): (0, 2) [the gap before the first loss], (2, 3), (1, 3). R = 3/8.
+  const std::vector<bool> lost = {false, false, true, true, false, true, false, false};
+  const LossNoise n = loss_noise(lost);
+  EXPECT_EQ(n.cycles, 3u);
+  // Residuals x - R y: -0.75, 0.875, -0.125; s^2 = (0.5625 + 0.765625 + 0.015625) / 2 = 0.671875;
+  // V = N s^2 / n = 3 * 0.671875 / 8.
+  EXPECT_DOUBLE_EQ(n.loss_rate_variance_per_probe.value(), 3 * 0.671875 / 8);
+  EXPECT_DOUBLE_EQ(n.burst_variance.value(), 0.5);  // bursts 2 and 1
+  EXPECT_FALSE(loss_noise({false, false}).loss_rate_variance_per_probe);
+  EXPECT_FALSE(loss_noise({}).burst_variance);
+}
+
+// For a Gilbert chain (loss_bad 1, loss_good 0) the loss indicator is a two-state Markov chain with
+// eigenvalue lambda = 1 - p - r, and the variance of its mean over n steps is pi (1 - pi)
+// (1 + lambda) / (1 - lambda) / n (pi = p / (p + r)): the per-probe V the cycle estimator must
+// find.
+TEST(LossNoise, FindsAGilbertChainsVarianceAndIndependentLossesBinomialOne) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  auto chain = [&](double p, double r, std::size_t n) {
+    std::vector<bool> lost(n);
+    bool bad = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      bad = bad ? u(rng) >= r : u(rng) < p;
+      lost[i] = bad;
+    }
+    return lost;
+  };
+  // lab-regimes' regime-2: p 0.0218, r 0.336 (6.1 % loss in bursts of 3).
+  const double p = 0.0218, r = 0.336, pi = p / (p + r), lambda = 1 - p - r;
+  const double expected = pi * (1 - pi) * (1 + lambda) / (1 - lambda);
+  // 2 000 000 steps hold ~120 000 cycles: the estimate's relative error is a few per cent at most.
+  const LossNoise ge = loss_noise(chain(p, r, 2'000'000));
+  EXPECT_NEAR(ge.loss_rate_variance_per_probe.value() / expected, 1.0, 0.05) << expected;
+  // Mean burst 1/r, burst variance (1 - r) / r^2 (geometric).
+  EXPECT_NEAR(ge.burst_variance.value() / ((1 - r) / (r * r)), 1.0, 0.05);
+  // Independent losses (p + r = 1: lambda 0) are binomial.
+  const LossNoise iid = loss_noise(chain(0.05, 0.95, 2'000'000));
+  EXPECT_NEAR(iid.loss_rate_variance_per_probe.value() / (0.05 * 0.95), 1.0, 0.05);
+}

@@ -7,11 +7,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
+#include <string>
 
 using namespace shaper;
 using namespace std::chrono_literals;
 
 namespace {
+
+// Every figure of a comparison, one a line: the message of a failed expectation.
+std::string figures_text(const Comparison& c) {
+  std::string out = c.a + " vs " + c.b + ":\n";
+  for (const auto& f : c.figures) out += "  " + describe(f) + "\n";
+  return out;
+}
 
 Trace calibration_trace(std::size_t replies, Nanoseconds base) {
   Trace t;
@@ -244,19 +255,23 @@ TEST(ShapedSeries, TheLinksBaseIsReadAtTheLowEndNotAtAMinimumTheShapedRunNeverDr
 TEST(ValidateShapedOnly, TailQuantilesAreJudgedWithinWhatTheShapedProbesCanResolve) {
   // A Pareto law (shape 1.5 from 1 ms) as the profile, 200 000 simulated probes; the shaped link is
   // 1000 probes of exactly that law (its quantiles at (j + 0.5) / 1000). Their p99.9 is their
-  // second largest probe, 24 % below the law's: a 1000-probe trace cannot tell, and the verdict must not
-  // fail it. A trace whose tail was cut at the law's p98 must still fail on p99.
+  // second largest probe, 24 % below the law's: a 1000-probe trace cannot tell, and the verdict
+  // must not fail it. A trace whose tail was cut at the law's p98 must still fail on p99. The
+  // quantiles are visited in a scrambled order (j -> j * s mod n with s near n / golden ratio and
+  // coprime with n, a bijection whose neighbours lie far apart), as a real trace visits them: in
+  // ascending order, the series' lag-1 autocorrelation would be 1 and the samples worth almost
+  // nothing.
   auto pareto = [](double u) { return Nanoseconds(static_cast<std::int64_t>(1e6 / std::pow(1 - u, 1 / 1.5))); };
   DelaySeries profile;
   profile.label = "profile";
   for (int i = 0; i < 200000; ++i) {
     profile.sent.push_back(10ms * i);
-    profile.delay.push_back(pareto((i + 0.5) / 200000));
+    profile.delay.push_back(pareto((static_cast<double>((i * 123607LL) % 200000) + 0.5) / 200000));
   }
   DelaySeries shaped, clipped;
   shaped.label = clipped.label = "shaped";
   for (int j = 0; j < 1000; ++j) {
-    const double u = (j + 0.5) / 1000;
+    const double u = (static_cast<double>((j * 617) % 1000) + 0.5) / 1000;
     shaped.sent.push_back(10ms * j);
     shaped.delay.push_back(pareto(u));
     clipped.sent.push_back(10ms * j);
@@ -269,8 +284,202 @@ TEST(ValidateShapedOnly, TailQuantilesAreJudgedWithinWhatTheShapedProbesCanResol
 
   const ValidationReport cut = validate_shaped_only(clipped, profile);
   EXPECT_LT(cut.comparisons[0].ks, cut.comparisons[0].ks_limit);  // the body is right
-  EXPECT_FALSE(cut.pass);
+  EXPECT_FALSE(cut.pass) << figures_text(cut.comparisons[0]);
   ASSERT_FALSE(cut.comparisons[0].failures.empty());
-  EXPECT_NE(cut.comparisons[0].failures[0].find("p99 off by"), std::string::npos) << cut.comparisons[0].failures[0];
-  EXPECT_NE(cut.comparisons[0].failures[0].find("95 % interval"), std::string::npos) << cut.comparisons[0].failures[0];
+  EXPECT_NE(cut.comparisons[0].failures[0].find("p99_ms 21.54 vs 13.57"), std::string::npos)
+      << cut.comparisons[0].failures[0];
+  EXPECT_NE(cut.comparisons[0].failures[0].find(
+                "the shaped p99's 95 % interval (1000 probes, effective 1000: 13.57 to 13.57 ms)"),
+            std::string::npos)
+      << cut.comparisons[0].failures[0];
+}
+
+namespace {
+
+// lab-regimes' regime-2 held (profiles/lab-regimes.json, compiled from
+// tests/fixtures/captures/regimes.txt): Gilbert–Elliott loss of 6.1 % in bursts of 3, delay about
+// 82 ms; scripts/demo probes it 50 times a second for 1050 probes.
+Profile demo_regime2() {
+  ProfileLoad load =
+      load_profile_file(std::string(JITTERD_SOURCE_DIR) + "/profiles/lab-regimes.json");
+  EXPECT_TRUE(load.profile) << to_string(load.diagnostics);
+  return *load.profile->held("regime-2");
+}
+
+DelaySeries every_20ms(std::size_t count) {
+  DelaySeries like;
+  for (std::size_t i = 0; i < count; ++i) {
+    like.sent.push_back(20ms * static_cast<std::int64_t>(i));
+    like.delay.push_back(0ns);
+  }
+  return like;
+}
+
+// A trace of `count` probes 20 ms apart with `bursts` bursts of 3 losses and `singles` single
+// losses, evenly spread, and the delivered probes' delays taken in order from `drawn` (a simulation
+// of the profile, its own losses skipped): delays drawn from the profile, losses placed by hand.
+DelaySeries with_bursts_of_3(const DelaySeries& drawn, std::size_t count, std::size_t bursts,
+                             std::size_t singles) {
+  DelaySeries out = every_20ms(count);
+  out.label = "shaped";
+  const std::vector<Nanoseconds> delays = drawn.delivered();
+  const std::size_t step = count / (bursts + singles);
+  std::vector<bool> lost(count, false);
+  for (std::size_t k = 0; k < bursts + singles; ++k) {
+    for (std::size_t j = 0; j < (k < bursts ? 3u : 1u); ++j) lost[k * step + j] = true;
+  }
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    out.delay[i] = lost[i] ? std::nullopt : std::optional(delays.at(next++));
+  return out;
+}
+
+const Figure& figure(const Comparison& c, const std::string& name) {
+  for (const auto& f : c.figures) {
+    if (f.name == name) return f;
+  }
+  throw std::runtime_error("no figure " + name);
+}
+
+}  // namespace
+
+// The demo's regime-2 phase (issue 20 §1): the link lost 49 of 1050 probes (0.0467) in bursts of 3
+// where the profile says 0.0606. That is 23 % low, outside the old fixed ±20 % band, and well
+// inside what 1050 probes of bursty loss can show: about 17 bursts, the rate's standard error
+// 0.015. A link that loses twice as much (0.12) still fails, on the loss rate; one whose delays are
+// 20 % longer fails on KS.
+TEST(ValidateShapedOnly, TheDemosRegime2LinkPassesOnLossWithinWhatItsBurstsAllow) {
+  const Profile p = demo_regime2();
+  const DelaySeries like = every_20ms(1050);
+  const PreparedSeries profile(
+      simulate_profile(p, like, 20ms, 1, simulation_copies(like.delay.size())));
+  const DelaySeries drawn = simulate_profile(p, every_20ms(2000), 20ms, 7);
+
+  const DelaySeries demo = with_bursts_of_3(drawn, 1050, 16, 1);  // 49 lost
+  const ValidationReport ok = validate_shaped_only(demo, profile);
+  const Comparison& c = ok.comparisons.front();
+  EXPECT_NEAR(ok.capture.loss_rate, 0.0467, 0.0001);
+  EXPECT_TRUE(ok.pass) << figures_text(c);
+  const Figure& loss = figure(c, "loss_rate");
+  EXPECT_TRUE(loss.judged);
+  EXPECT_LT(loss.difference, -0.2 * 0.0606) << "outside the old band";
+  EXPECT_GT(loss.high, 0.025) << describe(
+      loss);  // 2.58 standard errors of ~0.015, not 20 % of 0.06
+  EXPECT_NE(loss.basis.find("bursts and gaps"), std::string::npos) << loss.basis;
+
+  const DelaySeries lossy = with_bursts_of_3(drawn, 1050, 42, 0);  // 126 lost: 0.12
+  const ValidationReport twice = validate_shaped_only(lossy, profile);
+  EXPECT_FALSE(twice.pass);
+  EXPECT_FALSE(figure(twice.comparisons.front(), "loss_rate").pass)
+      << figures_text(twice.comparisons.front());
+
+  DelaySeries slow = demo;
+  for (auto& d : slow.delay) {
+    if (d) *d = *d * 6 / 5;
+  }
+  const ValidationReport late = validate_shaped_only(slow, profile);
+  EXPECT_FALSE(late.pass);
+  EXPECT_FALSE(figure(late.comparisons.front(), "ks").pass)
+      << figures_text(late.comparisons.front());
+}
+
+namespace {
+
+// `count` delays 20 ms + 2 ms x an AR(1) series of lag-1 correlation `rho` with a standard normal
+// marginal (seeded), 10 ms apart: a capture whose delays drift as real ones do (0.6-0.65 at lag 1).
+DelaySeries ar1_series(const std::string& label, std::size_t count, double rho,
+                       std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  DelaySeries s;
+  s.label = label;
+  double x = normal(rng);
+  for (std::size_t i = 0; i < count; ++i) {
+    s.sent.push_back(10ms * static_cast<std::int64_t>(i));
+    s.delay.push_back(Nanoseconds(static_cast<std::int64_t>(20e6 + 2e6 * x)));
+    x = rho * x + std::sqrt(1 - rho * rho) * normal(rng);
+  }
+  return s;
+}
+
+}  // namespace
+
+// KS under autocorrelation (issue 20 §1): 2000 probes with lag-1 correlation 0.6 count as 500
+// independent ones (n (1 - r) / (1 + r); conservative for KS, whose indicators correlate less than
+// the values), and their ECDF wanders further from the law than the iid critical value expects.
+// Judged against the law itself (20 000 independent draws of the same marginal), 50 seeded captures
+// fail KS at most as often as the level says (1.25 % of 50: 0.6; at most 3 allowed, P(> 3) = 0.3
+// %); at the iid critical value (the old code's 0.0317) 10 of these 50 fail, four times the 5 % it
+// promises.
+TEST(ValidateSeries, KsCountsAnAutocorrelatedCaptureAtItsEffectiveSize) {
+  const DelaySeries profile = ar1_series("profile", 20'000, 0.0, 1);
+  int failed_ks = 0, failed_iid = 0;
+  for (std::uint64_t seed = 100; seed < 150; ++seed) {
+    const DelaySeries capture = ar1_series("capture", 2000, 0.6, seed);
+    const ValidationReport r = validate_series(capture, profile, nullptr);
+    const Comparison& c = r.comparisons.front();
+    failed_ks += !figure(c, "ks").pass;
+    failed_iid += c.ks > ks_critical_value(2000, 20'000, 0.05).value();
+    ASSERT_TRUE(r.capture.lag1_autocorr);
+    EXPECT_NEAR(*r.capture.lag1_autocorr, 0.6, 0.1);
+    // The timeline is reported, not judged: the profile is of independent draws.
+    EXPECT_FALSE(figure(c, "lag1_autocorr").judged);
+    EXPECT_FALSE(figure(c, "stall_ks").judged);
+  }
+  EXPECT_LE(failed_ks, 3);
+  EXPECT_GE(failed_iid, 8) << "the iid critical value is too tight for these captures";
+}
+
+// With judge_timeline (a profile that claims to replay the capture in time), the lag-1
+// autocorrelation and the stall lengths are judged: a profile of independent draws fails on both
+// against a capture of lag-1 0.6; one that replays an AR(1) of the same correlation passes.
+TEST(ValidateSeries, TheTimelineIsJudgedOnlyWhenTheProfileClaimsToReplayIt) {
+  const DelaySeries capture = ar1_series("capture", 5000, 0.6, 3);
+  const DelaySeries iid = ar1_series("profile", 50'000, 0.0, 4);
+  const DelaySeries replay = ar1_series("profile", 50'000, 0.6, 5);
+  ValidationOptions timeline;
+  timeline.judge_timeline = true;
+
+  const Comparison plain = validate_series(capture, iid, nullptr).comparisons.front();
+  EXPECT_TRUE(plain.pass()) << figures_text(plain);
+  EXPECT_FALSE(figure(plain, "lag1_autocorr").judged);
+
+  const Comparison judged =
+      validate_series(capture, iid, nullptr, nullptr, timeline).comparisons.front();
+  EXPECT_FALSE(judged.pass());
+  EXPECT_FALSE(figure(judged, "lag1_autocorr").pass) << figures_text(judged);
+  EXPECT_FALSE(figure(judged, "stall_ks").pass) << figures_text(judged);
+  // Stalls: above the capture's p90, so about a tenth of the probes stall in both series; the
+  // capture's come in longer runs.
+  EXPECT_GT(*figure(judged, "stall_ks").a, *figure(judged, "stall_ks").b);
+
+  const Comparison replayed =
+      validate_series(capture, replay, nullptr, nullptr, timeline).comparisons.front();
+  EXPECT_TRUE(figure(replayed, "lag1_autocorr").judged);
+  EXPECT_TRUE(figure(replayed, "stall_ks").judged);
+  EXPECT_TRUE(replayed.pass()) << figures_text(replayed);
+}
+
+// Each figure in the JSON report says its limit and why (docs/validation.md, "--json").
+TEST(ValidationJson, EveryFigureCarriesItsLimitAndBasis) {
+  const DelaySeries capture = ar1_series("capture", 2000, 0.6, 3);
+  const DelaySeries profile = ar1_series("profile", 20'000, 0.0, 4);
+  const auto j = nlohmann::json::parse(validation_json(validate_series(capture, profile, nullptr)));
+  const auto& c = j.at("comparisons").at("capture_vs_profile");
+  // 5 % split among at most four figures (KS, p99, p99.9, loss rate; no bursts to judge), fewer
+  // where a tolerance is wider than the sampling interval (here the loss rate's: neither series
+  // loses).
+  const double shares = 0.05 / c.at("level").get<double>();
+  EXPECT_NEAR(shares, std::round(shares), 1e-9);
+  EXPECT_GE(shares, 1);
+  EXPECT_LE(shares, 3);
+  for (const char* name :
+       {"ks", "p99_ms", "p999_ms", "loss_rate", "mean_loss_burst", "lag1_autocorr", "stall_ks"}) {
+    const auto& f = c.at("figures").at(name);
+    for (const char* key : {"a", "b", "difference", "low", "high", "basis", "judged", "pass"}) {
+      EXPECT_TRUE(f.contains(key)) << name << " has no " << key;
+    }
+  }
+  EXPECT_EQ(c.at("figures").at("ks").at("high").get<double>(), c.at("ks_limit").get<double>());
+  EXPECT_FALSE(c.at("figures").at("mean_loss_burst").at("judged").get<bool>());
 }

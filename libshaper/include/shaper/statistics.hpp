@@ -139,6 +139,25 @@ std::optional<double> ks_distance(const SortedSamples& a, const SortedSamples& b
 // (c(0.05) = 1.3581): D above it rejects "same distribution" at level alpha. Accurate for n, m of
 // a few dozen and more; conservative with ties. nullopt for n or m = 0 or alpha outside (0, 1).
 std::optional<double> ks_critical_value(std::size_t n, std::size_t m, double alpha = 0.05);
+// The same for effective sample sizes (below), which need not be whole: nullopt for n or m <= 0.
+std::optional<double> ks_critical_value_effective(double n, double m, double alpha = 0.05);
+
+// The two-sample KS distance between two distributions over whole numbers given as counts:
+// counts[k] = how many draws were k (e.g. LossStatistics::burst_lengths). nullopt if either has no
+// draws.
+std::optional<double> ks_distance_of_counts(std::span<const std::uint64_t> a,
+                                            std::span<const std::uint64_t> b);
+
+// ---- Sampling noise ----------------------------------------------------------------------------
+// The standard normal quantile Phi^-1(p), to ~1e-12 (bisection on erfc): the z of a two-sided
+// interval at level alpha is normal_quantile(1 - alpha / 2). nullopt for p outside (0, 1).
+std::optional<double> normal_quantile(double p);
+
+// How many independent samples `n` positively autocorrelated ones are worth, for the lag-1
+// autocorrelation `lag1` of an AR(1) process: n (1 - rho) / (1 + rho) (the variance of the mean of
+// an AR(1) series is that of n_eff independent draws). rho is taken as 0 below 0 (negative
+// correlation is not counted as extra information) and as at most 0.99.
+double effective_sample_size(std::size_t n, std::optional<double> lag1);
 
 // Wasserstein-1 (earth mover's) distance = integral of |F(x) - G(x)| dx, exact: F and G are step
 // functions, so the integral is a finite sum over the merged distinct values, accumulated in
@@ -180,5 +199,23 @@ struct LossStatistics {
   std::uint64_t lost_to_delivered = 0;
 };
 LossStatistics loss_statistics(const std::vector<bool>& lost);
+
+// The sampling noise of a loss sequence's loss rate and mean burst length, with the bursts as the
+// independent units (docs/validation.md derives it). The sequence is cut into cycles, each a burst
+// and the gap after it (deliveries before the first loss are a cycle without a burst); a cycle's
+// losses X_i and length Y_i are taken as independent draws from one law (exact for a Gilbert chain
+// with loss_good = 0 and loss_bad = 1, whose bursts and gaps are independent geometric runs). The
+// loss rate R = sum X / sum Y is a ratio estimator; by the delta method its variance over n probes
+// is V / n, with V = N s^2 / n, s^2 = sum (X_i - R Y_i)^2 / (N - 1) over the N cycles.
+struct LossNoise {
+  std::uint64_t cycles = 0;
+  // V: the variance of the loss rate of n probes from this law is about V / n. nullopt for fewer
+  // than two cycles.
+  std::optional<double> loss_rate_variance_per_probe;
+  // The sample variance of burst lengths: the mean burst of N bursts varies by about this / N.
+  // nullopt for fewer than two bursts.
+  std::optional<double> burst_variance;
+};
+LossNoise loss_noise(const std::vector<bool>& lost);
 
 }  // namespace shaper

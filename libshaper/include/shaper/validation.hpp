@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "shaper/profile.hpp"
+#include "shaper/statistics.hpp"
 #include "shaper/trace.hpp"
 
 namespace shaper {
@@ -31,18 +32,52 @@ struct SeriesStats {
   std::optional<double> lag1_autocorr;    // of the delivered delays in send order
 };
 
+// One figure of a comparison: its value in each series, and the limit it was judged against, with
+// the reason for that limit, so that a report shows why it passed or failed.
+struct Figure {
+  std::string name;  // "ks", "p99_ms", "p999_ms", "loss_rate", "mean_loss_burst", "lag1_autocorr",
+                     // "stall_ks"
+  std::optional<double> a;  // the figure in the first series (none for a distance, such as KS)
+  std::optional<double> b;  // the figure in the second series
+  double difference = 0;    // b - a, or the distance
+  double low = 0,
+         high = 0;    // the allowed difference: within [low, high] passes (+-inf where unbounded)
+  std::string basis;  // how the limit was set, in words
+  bool judged =
+      false;         // false: reported only (too few samples, or a timeline figure not asked for)
+  bool pass = true;  // judged and within the limit, or not judged
+};
+
 struct Comparison {
   std::string a, b;  // "capture", "profile"
   double ks = 0;
-  double ks_limit = 0;  // max(floor, the 95 % critical value for these sample sizes)
+  double ks_limit = 0;  // max(floor, the critical value at `level` for the effective sample sizes)
   double w1_ms = 0;
   double p99_error = 0;   // relative: (b - a) / a
   double p999_error = 0;
   double loss_rate_error = 0;   // relative, or absolute where the capture's rate is below 0.1 %
   std::optional<double> burst_error;
+  // The false-failure rate each judged figure is allowed: the verdict's (kVerdictAlpha) split
+  // evenly among the judged figures (Bonferroni), so that a faithful link fails the comparison at
+  // most that often.
+  double level = 0;
+  std::vector<Figure> figures;        // every figure, judged or not, in a fixed order
   std::vector<std::string> failures;  // which thresholds were exceeded, in words
   bool pass() const { return failures.empty(); }
 };
+
+// What validation judges beyond the distributions.
+struct ValidationOptions {
+  // The profile claims to replay the capture in time (the compiler's replay mode sets this): then
+  // the lag-1 autocorrelation of the delays and the distribution of stall lengths are judged too.
+  // Off, they are reported only: a profile of independent draws cannot have a capture's
+  // correlation, and does not claim to.
+  bool judge_timeline = false;
+};
+
+// How often a faithful profile (or link) may fail a comparison by chance alone: the family-wise
+// level, split among the judged figures (docs/validation.md).
+inline constexpr double kVerdictAlpha = 0.05;
 
 struct ValidationReport {
   SeriesStats capture, profile;
@@ -86,6 +121,23 @@ std::size_t simulation_copies(std::size_t probes, std::size_t at_least = kValida
 // percentile.
 inline constexpr double kLinkAnchor = 0.01;
 
+// A series with what every comparison reads from it computed once: sorting and scanning a million
+// simulated probes is most of a comparison's cost, and one profile may be judged against many
+// traces (each phase's, or a calibration's thousand trials).
+struct PreparedSeries {
+  explicit PreparedSeries(DelaySeries series);
+  DelaySeries series;
+  SortedSamples delivered;
+  std::vector<bool> lost;
+  LossStatistics loss;
+  SeriesStats stats;
+  LossNoise noise;
+  // Its stalls (docs/validation.md): runs of probes lost or delayed above stall_threshold, its own
+  // p90; a comparison counts the other series' stalls at this series' threshold.
+  Nanoseconds stall_threshold{0};
+  LossStatistics stalls;
+};
+
 // The test link's own noise (link_noise) and the profile as that link shows it: with a noise draw
 // added to every delivered probe (two averaged, for a halved profile). shaped_series and the
 // comparisons with the shaped trace must see the same draw, so it is made once (with_link_noise).
@@ -122,14 +174,24 @@ LinkNoise with_link_noise(std::vector<Nanoseconds> samples, const DelaySeries& p
 // the shaped link is the capture and the profile with the link's own noise added (a shaped link
 // cannot be quieter than the link), and a note says so.
 ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& profile,
-                                 const DelaySeries* shaped, const LinkNoise* noise = nullptr);
+                                 const DelaySeries* shaped, const LinkNoise* noise = nullptr,
+                                 const ValidationOptions& options = {});
 
 // A shaped trace judged against the profile alone, without a capture (jitterctl validate --shaped
 // without CAPTURE, and --phase): one comparison, profile vs shaped, at the shaped link's thresholds,
 // with the link's own noise added to the profile when `noise` is given. The report's `capture` slot
 // holds the shaped trace's statistics (its label says "shaped"); `shaped` stays empty.
 ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
-                                      const LinkNoise* noise = nullptr);
+                                      const LinkNoise* noise = nullptr,
+                                      const ValidationOptions& options = {});
+
+// The same against a profile prepared once (with the link's noise already added, if it is to be).
+ValidationReport validate_shaped_only(const DelaySeries& shaped, const PreparedSeries& profile,
+                                      const ValidationOptions& options = {});
+
+// A figure in one line: "loss_rate 0.0606 -> 0.0467 (-0.0139; allowed -0.0405 to +0.0405: 99 %
+// interval of ...): pass".
+std::string describe(const Figure& figure);
 
 // The `jitterctl validate --json` object.
 std::string validation_json(const ValidationReport& report);

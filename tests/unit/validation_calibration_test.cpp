@@ -1,0 +1,148 @@
+// Calibration of validate's verdict by simulation: a profile judged against shaped traces drawn
+// from itself (simulate_profile with other seeds standing in for the shaped link) must pass about
+// as often as the verdict's level promises, and one judged against a link that is off must fail.
+// The figures measured here are in docs/validation.md ("Calibration").
+//
+// The profile is the phase the demo fails on: lab-regimes' regime-2 (profiles/lab-regimes.json,
+// compiled from tests/fixtures/captures/regimes.txt), held, as `jitterctl validate --phase
+// regime-2` judges it: Gilbert–Elliott loss of 6.1 % in bursts of 3.0 (p 0.0218, r 0.336), delay 82
+// ms from a table of sigma 20 ms, probed 50 times a second as scripts/demo does.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "shaper/profile.hpp"
+#include "shaper/validation.hpp"
+
+using namespace shaper;
+using namespace std::chrono_literals;
+
+namespace {
+
+// scripts/demo pings every 20 ms.
+constexpr Nanoseconds kInterval = 20ms;
+
+Profile regime2() {
+  ProfileLoad load =
+      load_profile_file(std::string(JITTERD_SOURCE_DIR) + "/profiles/lab-regimes.json");
+  if (!load.profile) throw std::runtime_error("lab-regimes: " + to_string(load.diagnostics));
+  auto held = load.profile->held("regime-2");
+  if (!held) throw std::runtime_error("lab-regimes has no regime-2");
+  return *held;
+}
+
+DelaySeries probes(std::size_t count) {
+  DelaySeries like;
+  for (std::size_t i = 0; i < count; ++i) {
+    like.sent.push_back(kInterval * static_cast<std::int64_t>(i));
+    like.delay.push_back(0ns);
+  }
+  return like;
+}
+
+// The one phase's loss rate scaled by `loss`, its delays (latency and table scale) by `delay`.
+Profile off_by(Profile profile, double loss, double delay) {
+  NetemSpec& spec = profile.phases.front().spec;
+  spec.delay.latency = Nanoseconds(
+      static_cast<std::int64_t>(static_cast<double>(spec.delay.latency.count()) * delay));
+  spec.delay.jitter = Nanoseconds(
+      static_cast<std::int64_t>(static_cast<double>(spec.delay.jitter.count()) * delay));
+  auto& ge = std::get<GilbertElliottLoss>(spec.loss);
+  // Stationary loss p / (p + r) with loss_bad 1 and loss_good 0; r (the burst length) is kept and p
+  // solved for the scaled rate.
+  const double rate = ge.p.value() / (ge.p.value() + ge.r.value()) * loss;
+  ge.p = *Probability::make(rate * ge.r.value() / (1 - rate));
+  return profile;
+}
+
+struct Outcome {
+  std::size_t trials = 0;
+  std::size_t passed = 0;
+  std::map<std::string, std::size_t> failed_by;  // figure name -> trials it failed
+  double pass_rate() const { return static_cast<double>(passed) / static_cast<double>(trials); }
+  std::string text() const {
+    std::string out =
+        std::to_string(passed) + " of " + std::to_string(trials) + " passed; failed by figure:";
+    for (const auto& [name, count] : failed_by) out += " " + name + " " + std::to_string(count);
+    return out;
+  }
+};
+
+// `trials` shaped traces of `count` probes drawn from `link` (seeds 1000 on), each judged against
+// `claimed` simulated once for `reference` probes (seed 1), as validate_shaped_only judges them.
+Outcome calibrate(const Profile& claimed, const Profile& link, std::size_t count,
+                  std::size_t trials, std::size_t reference) {
+  const DelaySeries like = probes(count);
+  const PreparedSeries profile(
+      simulate_profile(claimed, like, kInterval, 1, simulation_copies(count, reference)));
+  Outcome out;
+  for (std::size_t t = 0; t < trials; ++t) {
+    DelaySeries shaped = simulate_profile(link, like, kInterval, 1000 + t);
+    shaped.label = "shaped";
+    const ValidationReport report = validate_shaped_only(shaped, profile);
+    ++out.trials;
+    out.passed += report.pass;
+    for (const auto& f : report.comparisons.front().figures) {
+      if (!f.pass) ++out.failed_by[f.name];
+    }
+  }
+  std::printf("%zu probes against %zu: %s\n", count, profile.series.delay.size(),
+              out.text().c_str());
+  return out;
+}
+
+// The pass rate of 1000 faithful trials has a binomial spread of sqrt(0.95 * 0.05 / 1000) = 0.7 %;
+// ±3 % (issue 20 §1) is four of those: a verdict whose level is what it claims stays inside.
+constexpr double kPassRate = 0.95;
+constexpr double kPassTolerance = 0.03;
+constexpr std::size_t kTrials = 1000;
+// The profile side: simulated once, 100 times the trace's probes (docs/validation.md: jitterctl
+// validate simulates a million; at 100 times the trace, the profile's own noise adds 1 % to the
+// variance of a difference, and the verdict counts it).
+constexpr std::size_t kReferenceFactor = 100;
+// "Fails in most trials" (issue 20 §1).
+constexpr double kMostTrials = 0.5;
+
+double fail_rate(const Outcome& o) {
+  return 1 - o.pass_rate();
+}
+
+}  // namespace
+
+TEST(ValidationCalibration, AFaithfulLinkOf1000ProbesPasses95PercentOfTrials) {
+  const Profile p = regime2();
+  const Outcome o = calibrate(p, p, 1000, kTrials, 1000 * kReferenceFactor);
+  EXPECT_NEAR(o.pass_rate(), kPassRate, kPassTolerance) << o.text();
+}
+
+// 1000 probes resolve a delay 10 % off (KS at 0.05 against a shift of 0.4 sigma), not a loss rate
+// 30 % off (the rate's own 99 % interval is ±0.04 around 0.06): that takes the 10 000-probe run
+// below.
+TEST(ValidationCalibration, ADelayOff10PercentFailsMostTrialsOf1000Probes) {
+  const Profile p = regime2();
+  for (const double delay : {0.9, 1.1}) {
+    const Outcome o = calibrate(off_by(p, 1, delay), p, 1000, kTrials, 1000 * kReferenceFactor);
+    EXPECT_GT(fail_rate(o), kMostTrials) << "delay x" << delay << ": " << o.text();
+  }
+}
+
+TEST(ValidationCalibration, SlowAFaithfulLinkOf10000ProbesPasses95PercentOfTrials) {
+  const Profile p = regime2();
+  const Outcome o = calibrate(p, p, 10'000, kTrials, 10'000 * kReferenceFactor);
+  EXPECT_NEAR(o.pass_rate(), kPassRate, kPassTolerance) << o.text();
+}
+
+TEST(ValidationCalibration, SlowALossOrDelayOffFailsMostTrialsOf10000Probes) {
+  const Profile p = regime2();
+  for (const auto& [loss, delay] : {std::pair{0.7, 1.0}, {1.3, 1.0}, {1.0, 0.9}, {1.0, 1.1}}) {
+    const Outcome o =
+        calibrate(off_by(p, loss, delay), p, 10'000, kTrials, 10'000 * kReferenceFactor);
+    EXPECT_GT(fail_rate(o), kMostTrials)
+        << "loss x" << loss << ", delay x" << delay << ": " << o.text();
+  }
+}
