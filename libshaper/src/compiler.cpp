@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -77,10 +78,57 @@ std::uint32_t queue_limit(Nanoseconds max_delay, double packet_rate) {
 struct BuiltPhase {
   Phase phase;
   PhaseReport report;
-  std::vector<Nanoseconds> tail;  // delays above the table's top entry
+  std::vector<const Probe*> tail;  // probes whose delays the table does not hold, in send order
 };
 
-// An exact-table phase for `probes` (delays and losses in send order).
+// What a table's resolution costs: the KS distance between the delays its entries stand for (every
+// sample when there are no more than entries, else the sample quantile at each entry's midpoint level,
+// as build_exact_delay_table picks them) and the delays those entries decode to. A quantile table's
+// own coarseness (1/entries of probability per entry) is not counted: no step could remove it.
+double rounding_ks(const std::vector<Nanoseconds>& sorted, const ExactDelayTable& table) {
+  std::vector<Nanoseconds> intended, decoded;
+  const std::size_t n = sorted.size(), entries = table.table.size();
+  for (std::size_t i = 0; i < entries; ++i) {
+    if (n <= entries) {
+      intended.push_back(sorted[i]);
+    } else {
+      const double u = (static_cast<double>(i) + 0.5) / static_cast<double>(entries);
+      const auto k = static_cast<std::size_t>(std::ceil(u * static_cast<double>(n)));
+      intended.push_back(sorted[std::clamp<std::size_t>(k, 1, n) - 1]);
+    }
+    decoded.push_back(Nanoseconds(netem_table_delay_ns(
+        table.latency.count(), static_cast<std::int32_t>(table.jitter.count()), table.table[i])));
+  }
+  return ks_distance(SortedSamples(std::move(intended)), SortedSamples(std::move(decoded))).value_or(0.0);
+}
+
+// One int16 table has one step for its whole range: a tight body under a tail of stalls gets the step
+// the stalls need (a 1 ms body under a 13.4 s tail: 204 us steps, 5 for the whole body). The table may
+// move the delays' law by at most this much (KS) before the rarest delays are split off into a tail
+// phase with its own table and step: a quarter of validate's KS limit of 0.02, so that what is left
+// of it covers the sampling noise of the capture itself.
+constexpr double kTableKsBudget = 0.005;
+
+// The largest delay the body table keeps: all of `sorted` when one table over them keeps within the
+// budget, otherwise the largest cut below which the table does (a bisection over the samples: the
+// step, and with it the table's error, grows with the range it spans).
+Nanoseconds body_cut(const std::vector<Nanoseconds>& sorted, std::size_t entries) {
+  auto fits = [&](std::size_t count) {
+    const std::vector<Nanoseconds> body(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(count));
+    const ExactTableResult t = build_exact_delay_table(body, entries);
+    return t.table && rounding_ks(body, *t.table) <= kTableKsBudget;
+  };
+  if (fits(sorted.size())) return sorted.back();
+  std::size_t good = 1, bad = sorted.size();  // fits(good), !fits(bad)
+  while (bad - good > 1) {
+    const std::size_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return sorted[good - 1];
+}
+
+// An exact-table phase for `probes` (delays and losses in send order). With options.tail_phases, the
+// delays its table cannot hold (above its top entry, or beyond the body cut) are returned as `tail`.
 std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector<const Probe*>& probes,
                                       const CompileOptions& options, Diagnostics& diagnostics) {
   BuiltPhase out;
@@ -97,37 +145,46 @@ std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector
   out.report.samples = delays.size();
   out.report.loss = fit_loss_model(lost, options.seed);
   out.phase.spec.loss = out.report.loss.chosen.model;
-  if (!delays.empty()) {
-    const auto [lo, hi] = std::minmax_element(delays.begin(), delays.end());
-    out.report.min = *lo;
-    out.report.max = *hi;
-    ExactTableResult table = build_exact_delay_table(delays, options.table_entries);
-    if (!table.table) {
-      for (auto& d : table.diagnostics) diagnostics.push_back({"phase " + name, d.to_string()});
-      return std::nullopt;
-    }
-    if (*hi == *lo) {
-      // A constant delay needs no table.
-      out.phase.spec.delay.latency = *lo;
-    } else {
-      out.phase.spec.delay.latency = table.table->latency;
-      out.phase.spec.delay.jitter = table.table->jitter;
-      out.phase.spec.delay.distribution = table.table->table;
-      out.phase.delay_table = TableSource::kCustom;
-      out.report.resolution = table.table->resolution;
-      out.report.table_entries = table.table->table.size();
-      if (options.tail_phases && delays.size() > options.table_entries) {
-        const auto top = *std::max_element(table.table->table.begin(), table.table->table.end());
-        const std::int64_t top_delay = netem_table_delay_ns(
-            table.table->latency.count(), static_cast<std::int32_t>(table.table->jitter.count()), top);
-        const std::int64_t margin = table.table->resolution.count() / 2;
-        for (auto d : delays) {
-          if (d.count() > top_delay + margin) out.tail.push_back(d);
-        }
-        out.report.tail_samples = out.tail.size();
-      }
-    }
+  if (delays.empty()) return out;
+  std::sort(delays.begin(), delays.end());
+  out.report.min = delays.front();
+  out.report.max = delays.back();
+  if (delays.front() == delays.back()) {
+    // A constant delay needs no table.
+    out.phase.spec.delay.latency = delays.front();
+    return out;
   }
+  Nanoseconds cut = delays.back();
+  if (options.tail_phases) cut = body_cut(delays, options.table_entries);
+  const std::vector<Nanoseconds> body(delays.begin(), std::upper_bound(delays.begin(), delays.end(), cut));
+  ExactTableResult table = build_exact_delay_table(body, options.table_entries);
+  if (!table.table) {
+    for (auto& d : table.diagnostics) diagnostics.push_back({"phase " + name, d.to_string()});
+    return std::nullopt;
+  }
+  if (cut < delays.back()) {
+    const ExactTableResult whole = build_exact_delay_table(delays, options.table_entries);
+    out.report.whole_table_resolution = whole.table ? whole.table->resolution : 0ns;
+    out.report.whole_table_ks = whole.table ? rounding_ks(delays, *whole.table) : 1.0;
+  }
+  out.phase.spec.delay.latency = table.table->latency;
+  out.phase.spec.delay.jitter = table.table->jitter;
+  out.phase.spec.delay.distribution = table.table->table;
+  out.phase.delay_table = TableSource::kCustom;
+  out.report.resolution = table.table->resolution;
+  out.report.table_entries = table.table->table.size();
+  out.report.table_ks = rounding_ks(body, *table.table);
+  if (options.tail_phases && body.size() > options.table_entries) {
+    // A quantile table's top entry is the quantile at 1 - 1/(2 entries): rarer delays are not in it.
+    const auto top = *std::max_element(table.table->table.begin(), table.table->table.end());
+    const std::int64_t top_delay = netem_table_delay_ns(
+        table.table->latency.count(), static_cast<std::int32_t>(table.table->jitter.count()), top);
+    cut = std::min(cut, Nanoseconds(top_delay + table.table->resolution.count() / 2));
+  }
+  for (const Probe* p : probes) {
+    if (p->delay && *p->delay > cut) out.tail.push_back(p);
+  }
+  out.report.tail_samples = out.tail.size();
   return out;
 }
 
@@ -433,7 +490,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
   profile.provenance = prov;
 
   std::vector<Segment> segments;  // the capture's time line as phases
-  std::map<std::string, std::vector<Nanoseconds>> tails;
+  std::map<std::string, std::vector<const Probe*>> tails;
   auto add_phase = [&](std::optional<BuiltPhase> built) {
     if (!built) return false;
     if (!built->tail.empty()) tails[built->phase.name] = built->tail;
@@ -563,13 +620,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
 
   // Tail events: each becomes a short phase at the moment it happened in the capture.
   const Nanoseconds event_length = std::max<Nanoseconds>(report.interval, 1ms);
-  for (const auto& [base, delays] : tails) {
-    std::vector<Nanoseconds> sorted_tail = delays;
-    std::sort(sorted_tail.begin(), sorted_tail.end());
-    std::vector<const Probe*> tail_probes;
-    for (const auto& p : probes) {
-      if (p.delay && std::binary_search(sorted_tail.begin(), sorted_tail.end(), *p.delay)) tail_probes.push_back(&p);
-    }
+  for (const auto& [base, tail_probes] : tails) {
     const std::string name = base + "-tail";
     CompileOptions tail_options = options;
     tail_options.tail_phases = false;
@@ -592,8 +643,20 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     }
     for (; s < segments.size(); ++s) with_events.push_back(segments[s]);
     segments = std::move(with_events);
-    report.notes.push_back(std::to_string(tail_probes.size()) + " delays above the top entry of " + base +
-                           "'s table kept as phase " + name);
+    const auto base_report = std::find_if(report.phases.begin(), report.phases.end(),
+                                          [&](const PhaseReport& r) { return r.name == base; });
+    std::string why = "above the top entry of " + base + "'s table";
+    if (base_report != report.phases.end() && base_report->whole_table_resolution > 0ns) {
+      // The body cut (build_phase): say what one table would have done, and what each part got.
+      char ks[32];
+      std::snprintf(ks, sizeof ks, "%.3f", base_report->whole_table_ks);
+      why = "beyond what " + base + "'s table can hold at its resolution (one table for all would have had a " +
+            duration_to_string(base_report->whole_table_resolution) + " step and moved the law by KS " + ks +
+            "; " + base + " keeps " + duration_to_string(base_report->resolution) + ", " + name + " has " +
+            duration_to_string(report.phases.back().resolution) + ")";
+    }
+    report.notes.push_back(std::to_string(tail_probes.size()) + " delays " + why + " kept as phase " + name +
+                           ", replayed when they happened");
   }
 
   if (options.spikes && options.regimes == RegimeMode::kSingle) {

@@ -72,7 +72,12 @@ struct PhaseReport {
   std::size_t probes = 0;         // including losses
   Nanoseconds resolution{0};      // exact table step
   std::size_t table_entries = 0;
-  std::size_t tail_samples = 0;   // samples above the table's top entry, moved to a tail phase
+  std::size_t tail_samples = 0;   // samples the table does not hold, moved to a tail phase
+  double table_ks = 0;            // KS distance between the samples the table holds and its entries
+  // When the rarest samples were cut off because one table for all of them would have been too coarse
+  // for the rest (a tight body under a tail of stalls): the step and KS that one table would have had.
+  Nanoseconds whole_table_resolution{0};
+  double whole_table_ks = 0;
   Nanoseconds min{0}, max{0};
   LossFit loss;
 };
