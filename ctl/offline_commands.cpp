@@ -191,6 +191,13 @@ int compile_command(const std::vector<std::string>& raw) {
           options.regimes = RegimeMode::kClusters;
           options.clusters = static_cast<std::size_t>(number_value(arg, v));
         }
+      } else if (arg == "--replay") {
+        options.regimes = RegimeMode::kReplay;
+      } else if (arg == "--replay-window") {
+        options.regimes = RegimeMode::kReplay;
+        options.replay_window = duration_value(arg, a.value(arg));
+      } else if (arg == "--once") {
+        options.replay_loop = false;
       } else if (arg == "--window") {
         options.window = duration_value(arg, a.value(arg));
       } else if (arg == "--step") {
@@ -216,6 +223,9 @@ int compile_command(const std::vector<std::string>& raw) {
       }
     }
     if (traces.empty() || output.empty()) throw UsageError("usage: jitterctl compile TRACE... -o PROFILE.json [options]");
+    if (!options.replay_loop && options.regimes != RegimeMode::kReplay) {
+      throw UsageError("compile: --once goes with --replay (the replay then plays once; other schedules loop)");
+    }
     std::vector<CaptureInput> captures;
     for (const auto& path : traces) {
       auto trace = load_trace(path, parse);
