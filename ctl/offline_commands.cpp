@@ -136,6 +136,10 @@ void print_phase_table(const Profile& profile) {
       loss = "4-state";
     }
     std::string other;
+    // A compiled exact table decodes to latency + entry x jitter / 8192: its resolution (docs/compiler.md).
+    if (phase.delay_table == TableSource::kCustom && s.delay.jitter.count() % kDistScale == 0) {
+      other += "step=" + format_duration(s.delay.jitter / kDistScale) + " ";
+    }
     if (s.rate.rate.value) other += "rate=" + std::to_string(s.rate.rate.value) + "B/s ";
     if (s.slot) other += "slot ";
     if (s.ecn) other += "ecn ";
@@ -288,8 +292,11 @@ int inspect_command(const std::vector<std::string>& raw) {
     if (p.schedule) {
       Nanoseconds total{0};
       for (const auto& s : p.schedule->steps) total += s.duration;
-      std::printf("\nschedule %zu steps, %s per pass%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
-                  p.schedule->loop ? ", looped" : "");
+      std::printf("\nschedule %zu steps, %s per pass%s%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
+                  p.schedule->loop ? ", looped" : "",
+                  p.schedule->replay_window
+                      ? (", replays the capture in windows of " + format_duration(*p.schedule->replay_window)).c_str()
+                      : "");
       for (std::size_t i = 0; i < p.schedule->steps.size() && i < 20; ++i) {
         std::printf("  %-16s %s\n", p.schedule->steps[i].phase.c_str(),
                     format_duration(p.schedule->steps[i].duration).c_str());
