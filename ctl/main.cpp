@@ -28,6 +28,7 @@ Offline (no daemon needed):
       [--description TEXT]
       [--baseline min|none|pNN|DURATION] [--halves]
       [--regimes single|percentiles|K] [--window 10s] [--step 30s]
+      [--replay [--replay-window 400ms] [--once]]
       [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N]
   inspect PROFILE [--json]           show a profile's phases, schedule and digest
   validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration T]] [--phase P] [--json] [--plot FILE.svg] [--log]

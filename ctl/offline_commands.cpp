@@ -100,7 +100,8 @@ constexpr const char* kCompileUsage =
     "  [--format ping|fping|epoch-rtt|csv|...] [--interval 100ms] [--host TARGET] [--name NAME]\n"
     "  [--description TEXT] [--baseline min|none|pNN|DURATION] [--halves]\n"
     "  [--regimes single|percentiles|K (1 to 16)] [--window 10s] [--step 30s]\n"
-    "  [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N (1 to 16384)]\n";
+    "  [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N (1 to 16384)]\n"
+    "  [--replay [--replay-window 400ms] [--once]]\n";
 constexpr const char* kInspectUsage =
     "usage: jitterctl inspect PROFILE [--json]\n"
     "  show a profile's phases, schedule and digest\n";
@@ -169,6 +170,10 @@ void print_phase_table(const Profile& profile) {
       loss = "4-state";
     }
     std::string other;
+    // A compiled exact table decodes to latency + entry x jitter / 8192: its resolution (docs/compiler.md).
+    if (phase.delay_table == TableSource::kCustom && s.delay.jitter.count() % kDistScale == 0) {
+      other += "step=" + format_duration(s.delay.jitter / kDistScale) + " ";
+    }
     if (s.rate.rate.value) other += "rate=" + std::to_string(s.rate.rate.value) + "B/s ";
     if (s.slot) other += "slot ";
     if (s.ecn) other += "ecn ";
@@ -228,6 +233,13 @@ int compile_command(const std::vector<std::string>& raw) {
           options.regimes = RegimeMode::kClusters;
           options.clusters = static_cast<std::size_t>(integer_value(arg, v, 1, kMaxRegimes));
         }
+      } else if (arg == "--replay") {
+        options.regimes = RegimeMode::kReplay;
+      } else if (arg == "--replay-window") {
+        options.regimes = RegimeMode::kReplay;
+        options.replay_window = duration_value(arg, a.value(arg));
+      } else if (arg == "--once") {
+        options.replay_loop = false;
       } else if (arg == "--window") {
         options.window = duration_value(arg, a.value(arg));
       } else if (arg == "--step") {
@@ -257,6 +269,9 @@ int compile_command(const std::vector<std::string>& raw) {
       }
     }
     if (traces.empty() || output.empty()) throw UsageError("give at least one TRACE and -o PROFILE.json\n" + std::string(kCompileUsage));
+    if (!options.replay_loop && options.regimes != RegimeMode::kReplay) {
+      throw UsageError("compile: --once goes with --replay (the replay then plays once; other schedules loop)");
+    }
     std::vector<CaptureInput> captures;
     for (const auto& path : traces) {
       auto trace = load_trace(path, parse);
@@ -323,8 +338,11 @@ int inspect_command(const std::vector<std::string>& raw) {
     if (p.schedule) {
       Nanoseconds total{0};
       for (const auto& s : p.schedule->steps) total += s.duration;
-      std::printf("\nschedule %zu steps, %s per pass%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
-                  p.schedule->loop ? ", looped" : "");
+      std::printf("\nschedule %zu steps, %s per pass%s%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
+                  p.schedule->loop ? ", looped" : "",
+                  p.schedule->replay_window
+                      ? (", replays the capture in windows of " + format_duration(*p.schedule->replay_window)).c_str()
+                      : "");
       for (std::size_t i = 0; i < p.schedule->steps.size() && i < 20; ++i) {
         std::printf("  %-16s %s\n", p.schedule->steps[i].phase.c_str(),
                     format_duration(p.schedule->steps[i].duration).c_str());

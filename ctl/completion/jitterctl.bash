@@ -138,7 +138,7 @@ _jitterctl_options_of() {
     watch) echo "--interval --once --help" ;;
     list-commands | version | interfaces | profiles | metrics) echo "--help" ;;
     compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
-        "--step --spike --no-reorder --packet-rate --entries" ;;
+        "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once" ;;
     inspect) echo "--json" ;;
     validate) echo "--shaped --link-calibration --phase --json --plot --log --seed --probes --format --interval" ;;
     esac
@@ -157,7 +157,7 @@ _jitterctl_takes_value() {
     renew) [[ $2 == @(--lease|--direction|--set) ]] ;;
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
-    compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries) ]] ;;
+    compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries|--replay-window) ]] ;;
     validate) [[ $2 == @(--shaped|--link-calibration|--phase|--plot|--seed|--probes|--format|--interval) ]] ;;
     *) return 1 ;;
     esac
@@ -277,7 +277,7 @@ _jitterctl() {
         subscribe:--interface | events:--interface) _jitterctl_interfaces "$cur" ;;
         subscribe:--event | events:--event) _jitterctl_add "$_jitterctl_events" "$cur" ;;
         *:--format) _jitterctl_add "$_jitterctl_formats" "$cur" ;;
-        *:--interval | compile:--window | compile:--step) _jitterctl_add "10ms 100ms 1s 10s 30s" "$cur" ;;
+        *:--interval | compile:--window | compile:--step | compile:--replay-window) _jitterctl_add "10ms 100ms 1s 10s 30s" "$cur" ;;
         compile:--baseline) _jitterctl_add "min none p1 p5" "$cur" ;;
         compile:--regimes) _jitterctl_add "single percentiles 2 3 4" "$cur" ;;
         compile:--spike) _jitterctl_add "100ms:2:30s" "$cur" ;;

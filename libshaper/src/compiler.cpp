@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -36,33 +37,38 @@ struct Segment {
   std::string phase;
 };
 
-// The time line `segments` (sorted by start) with `name` in force for `length` from each of `starts`
-// (sorted, not overlapping), and the phase that was in force coming back after each.
-std::vector<Segment> overlay_spikes(const std::vector<Segment>& segments, const std::vector<Nanoseconds>& starts,
-                                    Nanoseconds length, const std::string& name) {
+// A stretch of the time line: [start, end).
+struct Span {
+  Nanoseconds start{0}, end{0};
+};
+
+// The time line `segments` (sorted by start) with `name` in force over each of `spans` (sorted, not
+// overlapping), and the phase that was in force coming back after each.
+std::vector<Segment> overlay(const std::vector<Segment>& segments, const std::vector<Span>& spans,
+                             const std::string& name) {
   auto phase_at = [&](Nanoseconds t) {
     auto it = std::upper_bound(segments.begin(), segments.end(), t,
                                [](Nanoseconds v, const Segment& seg) { return v < seg.start; });
     return it == segments.begin() ? segments.front().phase : std::prev(it)->phase;
   };
-  std::vector<Segment> out;
-  std::size_t next_spike = 0;
-  auto in_spike = [&](Nanoseconds t) {
-    const auto it = std::upper_bound(starts.begin(), starts.end(), t);
-    return it != starts.begin() && t < *std::prev(it) + length;
+  auto in_span = [&](Nanoseconds t) {
+    const auto it = std::upper_bound(spans.begin(), spans.end(), t,
+                                     [](Nanoseconds v, const Span& span) { return v < span.start; });
+    return it != spans.begin() && t < std::prev(it)->end;
   };
   // Every boundary of either time line, in order; each gets the phase in force from it on.
   std::vector<Nanoseconds> bounds;
   for (const auto& seg : segments) bounds.push_back(seg.start);
-  for (; next_spike < starts.size(); ++next_spike) {
-    bounds.push_back(starts[next_spike]);
-    bounds.push_back(starts[next_spike] + length);
+  for (const auto& span : spans) {
+    bounds.push_back(span.start);
+    bounds.push_back(span.end);
   }
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::vector<Segment> out;
   for (Nanoseconds b : bounds) {
     if (b < segments.front().start) continue;
-    std::string phase = in_spike(b) ? name : phase_at(b);
+    std::string phase = in_span(b) ? name : phase_at(b);
     if (out.empty() || out.back().phase != phase) out.push_back({b, std::move(phase)});
   }
   return out;
@@ -77,12 +83,80 @@ std::uint32_t queue_limit(Nanoseconds max_delay, double packet_rate) {
 struct BuiltPhase {
   Phase phase;
   PhaseReport report;
-  std::vector<Nanoseconds> tail;  // delays above the table's top entry
+  std::vector<const Probe*> tail;  // probes whose delays the table does not hold, in send order
 };
 
-// An exact-table phase for `probes` (delays and losses in send order).
+// What a table's resolution costs: the KS distance between the delays its entries stand for (every
+// sample when there are no more than entries, else the sample quantile at each entry's midpoint level,
+// as build_exact_delay_table picks them) and the delays those entries decode to. A quantile table's
+// own coarseness (1/entries of probability per entry) is not counted: no step could remove it.
+double rounding_ks(const std::vector<Nanoseconds>& sorted, const ExactDelayTable& table) {
+  std::vector<Nanoseconds> intended, decoded;
+  const std::size_t n = sorted.size(), entries = table.table.size();
+  for (std::size_t i = 0; i < entries; ++i) {
+    if (n <= entries) {
+      intended.push_back(sorted[i]);
+    } else {
+      const double u = (static_cast<double>(i) + 0.5) / static_cast<double>(entries);
+      const auto k = static_cast<std::size_t>(std::ceil(u * static_cast<double>(n)));
+      intended.push_back(sorted[std::clamp<std::size_t>(k, 1, n) - 1]);
+    }
+    decoded.push_back(Nanoseconds(netem_table_delay_ns(
+        table.latency.count(), static_cast<std::int32_t>(table.jitter.count()), table.table[i])));
+  }
+  return ks_distance(SortedSamples(std::move(intended)), SortedSamples(std::move(decoded))).value_or(0.0);
+}
+
+// One int16 table has one step for its whole range: a tight body under a tail of stalls gets the step
+// the stalls need (a 1 ms body under a 13.4 s tail: 204 us steps, 5 for the whole body). The table may
+// move the delays' law by at most this much (KS) before the rarest delays are split off into a tail
+// phase with its own table and step: a quarter of validate's KS limit of 0.02, so that what is left
+// of it covers the sampling noise of the capture itself.
+constexpr double kTableKsBudget = 0.005;
+
+// The largest delay the body table keeps: all of `sorted` when one table over them keeps within the
+// budget, otherwise the largest cut below which the table does (a bisection over the samples: the
+// step, and with it the table's error, grows with the range it spans).
+Nanoseconds body_cut(const std::vector<Nanoseconds>& sorted, std::size_t entries) {
+  auto fits = [&](std::size_t count) {
+    const std::vector<Nanoseconds> body(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(count));
+    const ExactTableResult t = build_exact_delay_table(body, entries);
+    return t.table && rounding_ks(body, *t.table) <= kTableKsBudget;
+  };
+  if (fits(sorted.size())) return sorted.back();
+  std::size_t good = 1, bad = sorted.size();  // fits(good), !fits(bad)
+  while (bad - good > 1) {
+    const std::size_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return sorted[good - 1];
+}
+
+// How a phase's losses are modelled: the fitted model that best keeps the capture's bursts, or plain
+// Bernoulli at the phase's loss rate. The replay uses Bernoulli: its phases change every few windows,
+// and netem restarts a Gilbert or 4-state chain in its good state at each change (docs/simulator.md,
+// "Changes"), which would cut every burst at a window edge; the replay's bursts come from the order
+// of its lossy windows instead.
+// kElsewhere: the phase loses nothing; its probes' losses are replayed by another phase.
+enum class LossModelling { kFitted, kBernoulli, kElsewhere };
+
+LossFit bernoulli_fit(const std::vector<bool>& lost) {
+  LossFit fit;
+  const auto count = static_cast<double>(std::count(lost.begin(), lost.end(), true));
+  if (count == 0 || lost.empty()) return fit;
+  fit.capture_loss_rate = count / static_cast<double>(lost.size());
+  fit.chosen.kind = LossModelKind::kBernoulli;
+  fit.chosen.model = RandomLoss{*Probability::make(fit.capture_loss_rate), Probability::zero()};
+  fit.chosen.loss_rate = fit.capture_loss_rate;
+  fit.chosen.parameters = 1;
+  return fit;
+}
+
+// An exact-table phase for `probes` (delays and losses in send order). With options.tail_phases, the
+// delays its table cannot hold (above its top entry, or beyond the body cut) are returned as `tail`.
 std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector<const Probe*>& probes,
-                                      const CompileOptions& options, Diagnostics& diagnostics) {
+                                      const CompileOptions& options, Diagnostics& diagnostics,
+                                      LossModelling loss = LossModelling::kFitted) {
   BuiltPhase out;
   out.phase.name = name;
   out.report.name = name;
@@ -95,39 +169,52 @@ std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector
     if (p->delay) delays.push_back(*p->delay);
   }
   out.report.samples = delays.size();
-  out.report.loss = fit_loss_model(lost, options.seed);
-  out.phase.spec.loss = out.report.loss.chosen.model;
-  if (!delays.empty()) {
-    const auto [lo, hi] = std::minmax_element(delays.begin(), delays.end());
-    out.report.min = *lo;
-    out.report.max = *hi;
-    ExactTableResult table = build_exact_delay_table(delays, options.table_entries);
-    if (!table.table) {
-      for (auto& d : table.diagnostics) diagnostics.push_back({"phase " + name, d.to_string()});
-      return std::nullopt;
-    }
-    if (*hi == *lo) {
-      // A constant delay needs no table.
-      out.phase.spec.delay.latency = *lo;
-    } else {
-      out.phase.spec.delay.latency = table.table->latency;
-      out.phase.spec.delay.jitter = table.table->jitter;
-      out.phase.spec.delay.distribution = table.table->table;
-      out.phase.delay_table = TableSource::kCustom;
-      out.report.resolution = table.table->resolution;
-      out.report.table_entries = table.table->table.size();
-      if (options.tail_phases && delays.size() > options.table_entries) {
-        const auto top = *std::max_element(table.table->table.begin(), table.table->table.end());
-        const std::int64_t top_delay = netem_table_delay_ns(
-            table.table->latency.count(), static_cast<std::int32_t>(table.table->jitter.count()), top);
-        const std::int64_t margin = table.table->resolution.count() / 2;
-        for (auto d : delays) {
-          if (d.count() > top_delay + margin) out.tail.push_back(d);
-        }
-        out.report.tail_samples = out.tail.size();
-      }
-    }
+  switch (loss) {
+    case LossModelling::kFitted: out.report.loss = fit_loss_model(lost, options.seed); break;
+    case LossModelling::kBernoulli: out.report.loss = bernoulli_fit(lost); break;
+    case LossModelling::kElsewhere: break;
   }
+  out.phase.spec.loss = out.report.loss.chosen.model;
+  if (delays.empty()) return out;
+  std::sort(delays.begin(), delays.end());
+  out.report.min = delays.front();
+  out.report.max = delays.back();
+  if (delays.front() == delays.back()) {
+    // A constant delay needs no table.
+    out.phase.spec.delay.latency = delays.front();
+    return out;
+  }
+  Nanoseconds cut = delays.back();
+  if (options.tail_phases) cut = body_cut(delays, options.table_entries);
+  const std::vector<Nanoseconds> body(delays.begin(), std::upper_bound(delays.begin(), delays.end(), cut));
+  ExactTableResult table = build_exact_delay_table(body, options.table_entries);
+  if (!table.table) {
+    for (auto& d : table.diagnostics) diagnostics.push_back({"phase " + name, d.to_string()});
+    return std::nullopt;
+  }
+  if (cut < delays.back()) {
+    const ExactTableResult whole = build_exact_delay_table(delays, options.table_entries);
+    out.report.whole_table_resolution = whole.table ? whole.table->resolution : 0ns;
+    out.report.whole_table_ks = whole.table ? rounding_ks(delays, *whole.table) : 1.0;
+  }
+  out.phase.spec.delay.latency = table.table->latency;
+  out.phase.spec.delay.jitter = table.table->jitter;
+  out.phase.spec.delay.distribution = table.table->table;
+  out.phase.delay_table = TableSource::kCustom;
+  out.report.resolution = table.table->resolution;
+  out.report.table_entries = table.table->table.size();
+  out.report.table_ks = rounding_ks(body, *table.table);
+  if (options.tail_phases && body.size() > options.table_entries) {
+    // A quantile table's top entry is the quantile at 1 - 1/(2 entries): rarer delays are not in it.
+    const auto top = *std::max_element(table.table->table.begin(), table.table->table.end());
+    const std::int64_t top_delay = netem_table_delay_ns(
+        table.table->latency.count(), static_cast<std::int32_t>(table.table->jitter.count()), top);
+    cut = std::min(cut, Nanoseconds(top_delay + table.table->resolution.count() / 2));
+  }
+  for (const Probe* p : probes) {
+    if (p->delay && *p->delay > cut) out.tail.push_back(p);
+  }
+  out.report.tail_samples = out.tail.size();
   return out;
 }
 
@@ -300,6 +387,156 @@ Refinement refine_changes(const std::vector<const Probe*>& order, const std::vec
   return out;
 }
 
+// ---- Replay (RegimeMode::kReplay) ----
+// The capture's time line cut into windows; each window gets the phase of its delay level (its median
+// delay on a grid that is linear below `scale` and logarithmic above) and of its loss band. Every
+// phase's table holds the delays of the windows it stands for, so the replay keeps the capture's law
+// exactly while following its time line window by window.
+
+// Each level may need a tail phase beside it, and the loss bursts one more: 31 + 31 + 1 phases stay
+// under the profile's 64.
+constexpr std::size_t kMaxReplayPhases = 31;
+// The replay is judged on its lag-1 autocorrelation within 0.1 of the capture's; the window is chosen
+// to be within half of that, so that a simulation's own noise fits in the rest.
+constexpr double kLag1Tolerance = 0.05;
+
+struct ReplayPlan {
+  Nanoseconds window{0};
+  std::vector<std::size_t> phase_of_window;       // index into members
+  std::vector<std::vector<const Probe*>> members;  // per phase, in send order
+  std::vector<Nanoseconds> level;                  // per phase: the grid value of its windows' medians
+  std::vector<int> loss_band;                      // per phase
+  double predicted_lag1 = 0;
+};
+
+// 0: no loss in the window; 1: up to 10 %; 2: up to half; 3: more. Windows without loss get phases
+// without loss, so the replay's losses fall in the windows where the capture lost probes.
+int loss_band(std::size_t lost, std::size_t total) {
+  if (lost == 0) return 0;
+  const double rate = static_cast<double>(lost) / static_cast<double>(total);
+  return rate <= 0.1 ? 1 : rate <= 0.5 ? 2 : 3;
+}
+
+ReplayPlan plan_replay(const std::vector<Probe>& probes, Nanoseconds window, Nanoseconds scale, bool loss_bands) {
+  ReplayPlan plan;
+  plan.window = window;
+  const Nanoseconds t0 = probes.front().sent;
+  std::vector<std::vector<const Probe*>> windows;
+  for (const auto& p : probes) {
+    const auto index = static_cast<std::size_t>((p.sent - t0) / window);
+    if (index >= windows.size()) windows.resize(index + 1);
+    windows[index].push_back(&p);
+  }
+  const auto grid = [&](double median) { return std::log1p(median / static_cast<double>(scale.count())); };
+  std::vector<double> y(windows.size(), -1.0);
+  std::vector<int> band(windows.size(), 0);
+  for (std::size_t w = 0; w < windows.size(); ++w) {
+    std::vector<std::int64_t> d;
+    for (const Probe* p : windows[w]) {
+      if (p->delay) d.push_back(p->delay->count());
+    }
+    if (loss_bands) band[w] = loss_band(windows[w].size() - d.size(), windows[w].size());
+    if (d.empty()) continue;
+    std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+    y[w] = grid(static_cast<double>(d[d.size() / 2]));
+  }
+  // A window with no delivered probe takes the level of the window before it (the first such ones,
+  // of the first window with a delay).
+  const auto first = std::find_if(y.begin(), y.end(), [](double v) { return v >= 0; });
+  double carried = first == y.end() ? 0.0 : *first;
+  for (auto& v : y) v = v >= 0 ? (carried = v) : carried;
+  // The finest grid that needs no more than kMaxReplayPhases phases.
+  std::map<std::pair<long, int>, std::size_t> keys;
+  double delta = 0.05;
+  for (;; delta *= 1.25) {
+    keys.clear();
+    for (std::size_t w = 0; w < windows.size(); ++w) keys.emplace(std::pair{std::lround(y[w] / delta), band[w]}, 0);
+    if (keys.size() <= kMaxReplayPhases) break;
+  }
+  std::size_t next = 0;
+  for (auto& [key, index] : keys) {
+    index = next++;
+    const double median = std::expm1(static_cast<double>(key.first) * delta) * static_cast<double>(scale.count());
+    plan.level.push_back(Nanoseconds(std::llround(median)));
+    plan.loss_band.push_back(key.second);
+  }
+  plan.members.resize(keys.size());
+  for (std::size_t w = 0; w < windows.size(); ++w) {
+    const std::size_t k = keys.at({std::lround(y[w] / delta), band[w]});
+    plan.phase_of_window.push_back(k);
+    plan.members[k].insert(plan.members[k].end(), windows[w].begin(), windows[w].end());
+  }
+  // Predicted lag-1 autocorrelation: each probe's delay is drawn afresh from its phase's table, so two
+  // consecutive delivered probes covary only through their phases' means (the same phase or not):
+  // r1 = sum (m_t - mean)(m_t+1 - mean) / sum (d_t - mean)^2, the estimator of statistics.hpp with
+  // the expected cross products put in.
+  std::vector<double> sum(keys.size(), 0.0), count(keys.size(), 0.0);
+  double total = 0, n = 0;
+  std::vector<std::pair<double, std::size_t>> series;  // delay, phase
+  for (std::size_t w = 0; w < windows.size(); ++w) {
+    for (const Probe* p : windows[w]) {
+      if (!p->delay) continue;
+      const auto d = static_cast<double>(p->delay->count());
+      sum[plan.phase_of_window[w]] += d;
+      count[plan.phase_of_window[w]] += 1;
+      total += d;
+      n += 1;
+      series.emplace_back(d, plan.phase_of_window[w]);
+    }
+  }
+  const double mean = n > 0 ? total / n : 0.0;
+  double numerator = 0, denominator = 0;
+  for (std::size_t t = 0; t < series.size(); ++t) {
+    denominator += (series[t].first - mean) * (series[t].first - mean);
+    if (t + 1 < series.size()) {
+      const double a = sum[series[t].second] / count[series[t].second] - mean;
+      const double b = sum[series[t + 1].second] / count[series[t + 1].second] - mean;
+      numerator += a * b;
+    }
+  }
+  plan.predicted_lag1 = denominator > 0 ? numerator / denominator : 0.0;
+  return plan;
+}
+
+// The window: options.replay_window, or else the longest of interval x 2^k whose predicted lag-1
+// autocorrelation is within kLag1Tolerance of the capture's (the one closest to it when none is),
+// among those that keep the schedule within its 10 000 steps and cut the capture into two windows at
+// least. Longer windows mean fewer changes for the daemon to make and more probes behind each table.
+ReplayPlan choose_replay(const std::vector<Probe>& probes, const CompileOptions& options, Nanoseconds interval,
+                         double capture_lag1, Nanoseconds scale, bool loss_bands) {
+  if (options.replay_window) return plan_replay(probes, *options.replay_window, scale, loss_bands);
+  const Nanoseconds span = probes.back().sent - probes.front().sent + interval;
+  Nanoseconds window = interval;
+  while (span / window > static_cast<std::int64_t>(kMaxScheduleSteps)) window *= 2;
+  std::optional<ReplayPlan> longest_within, closest;
+  for (bool first = true; first || window * 2 <= span; window *= 2, first = false) {
+    ReplayPlan plan = plan_replay(probes, window, scale, loss_bands);
+    const double miss = std::fabs(plan.predicted_lag1 - capture_lag1);
+    if (miss <= kLag1Tolerance) longest_within = plan;
+    if (!closest || miss < std::fabs(closest->predicted_lag1 - capture_lag1)) closest = std::move(plan);
+  }
+  return longest_within ? std::move(*longest_within) : std::move(*closest);
+}
+
+// The capture's loss bursts as stretches of its time line: from the first lost probe's send time to
+// the next probe's (at most one interval after the last lost one).
+std::vector<Span> loss_spans(const std::vector<Probe>& probes, Nanoseconds interval) {
+  std::vector<Span> out;
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    if (probes[i].delay) continue;
+    const Nanoseconds start = probes[i].sent;
+    while (i + 1 < probes.size() && !probes[i + 1].delay) ++i;
+    Nanoseconds end = probes[i].sent + interval;
+    if (i + 1 < probes.size()) end = std::min(end, probes[i + 1].sent);
+    if (end > start && (out.empty() || start >= out.back().end)) out.push_back({start, end});
+  }
+  return out;
+}
+
+// More loss bursts than this are not replayed one by one (each costs two schedule steps of the 10 000):
+// the replay's windows then carry loss bands instead (ReplayPlan::loss_band).
+constexpr std::size_t kMaxReplayedLossBursts = 2500;
+
 std::vector<Probe> merge(const std::vector<CaptureInput>& captures, CompileReport& report) {
   std::vector<Probe> probes;
   Nanoseconds offset{0};
@@ -358,6 +595,9 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
   }
   if (options.regimes == RegimeMode::kClusters && (options.clusters < 1 || options.clusters > 16)) {
     diagnostics.push_back({"clusters", "must be 1 to 16"});
+  }
+  if (options.replay_window && options.replay_window->count() <= 0) {
+    diagnostics.push_back({"replay_window", "must be longer than 0"});
   }
   if (options.spikes && options.regimes != RegimeMode::kSingle) {
     diagnostics.push_back({"spikes", "periodic spikes combine with the single-phase mode only"});
@@ -433,7 +673,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
   profile.provenance = prov;
 
   std::vector<Segment> segments;  // the capture's time line as phases
-  std::map<std::string, std::vector<Nanoseconds>> tails;
+  std::map<std::string, std::vector<const Probe*>> tails;
   auto add_phase = [&](std::optional<BuiltPhase> built) {
     if (!built) return false;
     if (!built->tail.empty()) tails[built->phase.name] = built->tail;
@@ -474,6 +714,68 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       schedule.steps.push_back({label, options.percentile_step});
     }
     profile.schedule = schedule;
+  } else if (options.regimes == RegimeMode::kReplay) {
+    std::vector<Nanoseconds> in_order;
+    for (const auto& p : probes) {
+      if (p.delay) in_order.push_back(*p.delay);
+    }
+    const double capture_lag1 = autocorrelation(in_order, 1).value_or(0.0);
+    const SortedSamples sorted(std::move(in_order));
+    // Where the level grid turns from linear to logarithmic: the body's width (its interquartile range),
+    // so that the body gets levels as fine as the stalls get relative to their size.
+    const Nanoseconds scale = std::max<Nanoseconds>(
+        *quantile_inverse_ecdf(sorted, 0.75) - *quantile_inverse_ecdf(sorted, 0.25), 1us);
+    const Nanoseconds interval = std::max<Nanoseconds>(report.interval, 1ms);
+    const std::vector<Span> bursts = loss_spans(probes, interval);
+    // Each loss burst is replayed where it happened, as a phase that loses everything for as long
+    // as the capture lost its probes; so a burst keeps its length and place, which a loss model
+    // restarted at every window could not keep (LossModelling).
+    const bool burst_by_burst = bursts.size() <= kMaxReplayedLossBursts;
+    const ReplayPlan plan = choose_replay(probes, options, interval, capture_lag1, scale, !burst_by_burst);
+    std::vector<std::string> names;
+    for (std::size_t k = 0; k < plan.members.size(); ++k) {
+      char name[32];
+      std::snprintf(name, sizeof name, "replay-%02zu", k + 1);
+      names.emplace_back(name);
+      // A window that holds the start or the end of a stall has the level of most of its probes; the
+      // others' delays would widen that level's table for every window that uses it, so they go to the
+      // level's tail phase, replayed at their own times, as in the single-phase mode.
+      auto built = build_phase(names.back(), plan.members[k], options, diagnostics,
+                               burst_by_burst ? LossModelling::kElsewhere : LossModelling::kBernoulli);
+      if (!built) return result;
+      static constexpr const char* kBands[] = {"no loss", "loss up to 10 %", "loss up to 50 %", "loss above 50 %"};
+      built->phase.description = "windows whose median delay is near " + duration_to_string(plan.level[k]) +
+                                 ", " + kBands[plan.loss_band[k]];
+      add_phase(std::move(built));
+    }
+    const Nanoseconds t0 = probes.front().sent;
+    for (std::size_t w = 0; w < plan.phase_of_window.size(); ++w) {
+      const std::string& name = names[plan.phase_of_window[w]];
+      if (segments.empty() || segments.back().phase != name) {
+        segments.push_back({t0 + plan.window * static_cast<std::int64_t>(w), name});
+      }
+    }
+    if (burst_by_burst && !bursts.empty()) {
+      Phase lost;
+      lost.name = "replay-lost";
+      lost.description = "the capture's loss bursts, each replayed where it happened";
+      lost.spec.loss = RandomLoss{Probability::one(), Probability::zero()};
+      PhaseReport r;
+      r.name = lost.name;
+      r.probes = probes.size() - report.delivered;
+      r.loss = bernoulli_fit(std::vector<bool>(r.probes, true));
+      report.phases.push_back(r);
+      profile.phases.push_back(std::move(lost));
+      segments = overlay(segments, bursts, "replay-lost");
+    }
+    report.replay = ReplayReport{plan.window, capture_lag1, plan.predicted_lag1, plan.phase_of_window.size(),
+                                 plan.members.size(), burst_by_burst ? bursts.size() : 0};
+    char lag[96];
+    std::snprintf(lag, sizeof lag, "(capture lag-1 autocorrelation %.3f, replay's predicted %.3f)", capture_lag1,
+                  plan.predicted_lag1);
+    report.notes.push_back("replay: " + std::to_string(plan.phase_of_window.size()) + " windows of " +
+                           duration_to_string(plan.window) + " on " + std::to_string(plan.members.size()) +
+                           " delay levels and loss bands " + lag);
   } else {
     // Windows of the time line, clustered on (log median delay, log p95 delay, loss rate).
     const Nanoseconds t0 = probes.front().sent;
@@ -563,13 +865,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
 
   // Tail events: each becomes a short phase at the moment it happened in the capture.
   const Nanoseconds event_length = std::max<Nanoseconds>(report.interval, 1ms);
-  for (const auto& [base, delays] : tails) {
-    std::vector<Nanoseconds> sorted_tail = delays;
-    std::sort(sorted_tail.begin(), sorted_tail.end());
-    std::vector<const Probe*> tail_probes;
-    for (const auto& p : probes) {
-      if (p.delay && std::binary_search(sorted_tail.begin(), sorted_tail.end(), *p.delay)) tail_probes.push_back(&p);
-    }
+  for (const auto& [base, tail_probes] : tails) {
     const std::string name = base + "-tail";
     CompileOptions tail_options = options;
     tail_options.tail_phases = false;
@@ -592,8 +888,20 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     }
     for (; s < segments.size(); ++s) with_events.push_back(segments[s]);
     segments = std::move(with_events);
-    report.notes.push_back(std::to_string(tail_probes.size()) + " delays above the top entry of " + base +
-                           "'s table kept as phase " + name);
+    const auto base_report = std::find_if(report.phases.begin(), report.phases.end(),
+                                          [&](const PhaseReport& r) { return r.name == base; });
+    std::string why = "above the top entry of " + base + "'s table";
+    if (base_report != report.phases.end() && base_report->whole_table_resolution > 0ns) {
+      // The body cut (build_phase): say what one table would have done, and what each part got.
+      char ks[32];
+      std::snprintf(ks, sizeof ks, "%.3f", base_report->whole_table_ks);
+      why = "beyond what " + base + "'s table can hold at its resolution (one table for all would have had a " +
+            duration_to_string(base_report->whole_table_resolution) + " step and moved the law by KS " + ks +
+            "; " + base + " keeps " + duration_to_string(base_report->resolution) + ", " + name + " has " +
+            duration_to_string(report.phases.back().resolution) + ")";
+    }
+    report.notes.push_back(std::to_string(tail_probes.size()) + " delays " + why + " kept as phase " + name +
+                           ", replayed when they happened");
   }
 
   if (options.spikes && options.regimes == RegimeMode::kSingle) {
@@ -623,12 +931,12 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       // plain schedule (the last spike_length of every period), over whatever phase is in force then.
       const Nanoseconds origin = segments.front().start;
       const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
-      std::vector<Nanoseconds> starts;
+      std::vector<Span> spikes;
       for (Nanoseconds t = origin + options.spikes->every - spike_length; t < end; t += options.spikes->every) {
-        starts.push_back(t);
+        spikes.push_back({t, t + spike_length});
       }
-      segments = overlay_spikes(segments, starts, spike_length, "spike");
-      report.notes.push_back(std::to_string(starts.size()) + " spikes placed on the capture's time line");
+      segments = overlay(segments, spikes, "spike");
+      report.notes.push_back(std::to_string(spikes.size()) + " spikes placed on the capture's time line");
     }
   }
 
@@ -649,6 +957,10 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       }
     }
     for (auto& step : schedule.steps) step.duration = std::max<Nanoseconds>(step.duration, 1ms);
+    if (report.replay) {
+      schedule.loop = options.replay_loop;
+      schedule.replay_window = report.replay->window;
+    }
     if (schedule.steps.size() > kMaxScheduleSteps) {
       diagnostics.push_back({"schedule", std::to_string(schedule.steps.size()) +
                                              " steps exceed the profile limit of 10000; use longer windows or "

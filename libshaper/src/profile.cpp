@@ -397,6 +397,7 @@ json profile_json_without_digest(const Profile& p) {
       steps.push_back({{"phase", step.phase}, {"duration", duration_to_string(step.duration)}});
     }
     j["schedule"] = {{"steps", steps}, {"loop", p.schedule->loop}};
+    if (p.schedule->replay_window) j["schedule"]["replay_window"] = duration_to_string(*p.schedule->replay_window);
   }
   return j;
 }
@@ -499,6 +500,10 @@ Diagnostics validate(const Profile& profile) {
     if (profile.schedule->steps.size() > kMaxScheduleSteps) {
       out.push_back({"/schedule/steps", std::to_string(profile.schedule->steps.size()) +
                                             " steps; at most 10000 are allowed"});
+    }
+    if (profile.schedule->replay_window && profile.schedule->replay_window->count() <= 0) {
+      out.push_back({"/schedule/replay_window", duration_to_string(*profile.schedule->replay_window) +
+                                                    " is not a window; expected a duration above 0, e.g. \"400ms\""});
     }
     for (std::size_t i = 0; i < profile.schedule->steps.size(); ++i) {
       const auto& step = profile.schedule->steps[i];
@@ -623,9 +628,12 @@ ProfileLoad parse_profile(std::string_view text) {
   }
 
   if (const json* v = r.member(j, "", "schedule", false)) {
-    if (r.object(*v, "/schedule", {"steps", "loop"})) {
+    if (r.object(*v, "/schedule", {"steps", "loop", "replay_window"})) {
       Schedule schedule;
       assign(r.boolean(*v, "/schedule", "loop", false), schedule.loop);
+      if (r.member(*v, "/schedule", "replay_window", false)) {
+        schedule.replay_window = r.duration(*v, "/schedule", "replay_window", true);
+      }
       if (const json* steps = r.member(*v, "/schedule", "steps", true)) {
         if (!steps->is_array()) {
           r.error("/schedule/steps", "expected an array of {\"phase\": NAME, \"duration\": \"30s\"}");

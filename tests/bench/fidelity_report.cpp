@@ -4,7 +4,8 @@
 //
 //   fidelity_report [--seed N] [--sweep N] [CAPTURE...]
 //
-// Without captures it reads every *.txt in tests/fixtures/captures (made by make-captures there).
+// Without captures it reads every *.txt in tests/fixtures/captures (made by make-captures there); the
+// two synthetic captures with stalls of tests/support/stall_captures.hpp are always added.
 // For each capture: parse (parse_trace_file), compile with default options (compile_profile),
 // simulate the profile with netem's arithmetic (simulate_profile, seeded), and compare with the
 // capture (validate_series: the thresholds of docs/validation.md). The other tools' settings are
@@ -41,6 +42,7 @@
 #include "shaper/statistics.hpp"
 #include "shaper/trace.hpp"
 #include "shaper/validation.hpp"
+#include "../support/stall_captures.hpp"
 
 namespace {
 
@@ -229,25 +231,24 @@ struct CaptureRun {
   std::vector<Model> models;  // jitterd's profile first
 };
 
-std::optional<CaptureRun> prepare(const std::filesystem::path& path) {
-  CaptureRun run;
-  run.name = path.filename().string();
-  run.trace = parse_trace_file(path.string());
-  if (run.trace.samples.empty()) {
-    std::cerr << path.string() << ": no RTT samples\n";
+// A capture compiled with `options`, or nullopt (the reason on stderr).
+std::optional<Profile> compiled(const CaptureInput& input, const CompileOptions& options, const char* how) {
+  CompileResult r = compile_profile({input}, options);
+  if (!r.profile) {
+    std::cerr << input.name << ": not compiled" << how << ": " << to_string(r.diagnostics) << '\n';
     return std::nullopt;
   }
-  if (!run.trace.diagnostics.empty()) {
-    std::cerr << path.string() << ": " << run.trace.unrecognised_lines << " unrecognised lines\n";
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SystemError("open", path.string(), errno);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  run.compiled = compile_profile({CaptureInput{run.name, sha256_hex(bytes.str()), run.trace}},
-                                 CompileOptions{});
+  return std::move(*r.profile);
+}
+
+std::optional<CaptureRun> prepare(std::string name, Trace trace, const std::string& sha256) {
+  CaptureRun run;
+  run.name = std::move(name);
+  run.trace = std::move(trace);
+  const CaptureInput input{run.name, sha256, run.trace};
+  run.compiled = compile_profile({input}, CompileOptions{});
   if (!run.compiled.profile) {
-    std::cerr << path.string() << ": not compiled: " << to_string(run.compiled.diagnostics) << '\n';
+    std::cerr << run.name << ": not compiled: " << to_string(run.compiled.diagnostics) << '\n';
     return std::nullopt;
   }
   run.series = capture_series(run.trace, *run.compiled.profile);
@@ -261,16 +262,35 @@ std::optional<CaptureRun> prepare(const std::filesystem::path& path) {
     options.regimes = RegimeMode::kClusters;
     options.clusters = 2;
     options.window = std::chrono::seconds(10);
-    CompileResult regimes =
-        compile_profile({CaptureInput{run.name, sha256_hex(bytes.str()), run.trace}}, options);
-    if (!regimes.profile) {
-      std::cerr << path.string() << ": not compiled with regimes: " << to_string(regimes.diagnostics) << '\n';
-      return std::nullopt;
-    }
-    run.models.push_back({"**jitterd profile, 2 regimes**", *regimes.profile});
+    auto regimes = compiled(input, options, " with regimes");
+    if (!regimes) return std::nullopt;
+    run.models.push_back({"**jitterd profile, 2 regimes**", std::move(*regimes)});
   }
+  // Every capture also compiled with --replay: the time line followed window by window (its lag-1
+  // autocorrelation is the column the other models cannot match).
+  CompileOptions replay;
+  replay.regimes = RegimeMode::kReplay;
+  auto replayed = compiled(input, replay, " with --replay");
+  if (!replayed) return std::nullopt;
+  run.models.push_back({"**jitterd profile, replay**", std::move(*replayed)});
   for (auto& m : peer_models(run.series)) run.models.push_back(std::move(m));
   return run;
+}
+
+std::optional<CaptureRun> prepare(const std::filesystem::path& path) {
+  Trace trace = parse_trace_file(path.string());
+  if (trace.samples.empty()) {
+    std::cerr << path.string() << ": no RTT samples\n";
+    return std::nullopt;
+  }
+  if (!trace.diagnostics.empty()) {
+    std::cerr << path.string() << ": " << trace.unrecognised_lines << " unrecognised lines\n";
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SystemError("open", path.string(), errno);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return prepare(path.filename().string(), std::move(trace), sha256_hex(bytes.str()));
 }
 
 // How far p99.9 moves when it is read one rank higher or lower in the capture (the larger of the
@@ -318,6 +338,7 @@ struct Evaluation {
   Comparison comparison;
   Targets targets{};
   double critical = 0;  // the 95 % KS critical value for these sample sizes
+  double capture_lag1 = 0, model_lag1 = 0;  // lag-1 autocorrelation of the delivered delays (not judged here)
 };
 
 Evaluation evaluate(const CaptureRun& r, const Model& model, std::uint64_t seed,
@@ -329,6 +350,8 @@ Evaluation evaluate(const CaptureRun& r, const Model& model, std::uint64_t seed,
   const ValidationReport v = validate_series(r.series, sim, nullptr);
   Evaluation e;
   e.comparison = v.comparisons.front();
+  e.capture_lag1 = v.capture.lag1_autocorr.value_or(0.0);
+  e.model_lag1 = v.profile.lag1_autocorr.value_or(0.0);
   const std::size_t n = r.series.delivered().size(), m = sim.delivered().size();
   e.targets = targets_met(e.comparison, r.stats, v.profile, n, m, r.loss.bursts);
   e.critical = ks_critical_value(n, m, 0.05).value_or(1.0);
@@ -340,8 +363,8 @@ void print_fidelity_table(const std::vector<CaptureRun>& runs, std::uint64_t see
   std::printf(
       "| capture | model | KS | KS 95 %% crit. | W1 ms | p99 err | p99.9 err | loss err | burst "
       "err | "
-      "verdict |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+      "lag-1 capture → model | verdict |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (const auto& r : runs) {
     for (const auto& model : r.models) {
       const Evaluation e = evaluate(r, model, seed, length);
@@ -351,11 +374,11 @@ void print_fidelity_table(const std::vector<CaptureRun>& runs, std::uint64_t see
       const std::string loss =
           r.loss.lost == 0 && c.loss_rate_error == 0 ? "—" : percent(c.loss_rate_error, t.loss);
       const std::string burst = c.burst_error ? percent(*c.burst_error, t.burst) : "—";
-      std::printf("| %s | %s | %s | %.4f | %.3f | %s | %s | %s | %s | %s |\n", r.name.c_str(),
+      std::printf("| %s | %s | %s | %.4f | %.3f | %s | %s | %s | %s | %.3f → %.3f | %s |\n", r.name.c_str(),
                   model.name.c_str(), (fixed(c.ks, 4) + (t.ks ? "" : " ✗")).c_str(), e.critical,
                   c.w1_ms, percent(c.p99_error, t.p99).c_str(),
-                  percent(c.p999_error, t.p999).c_str(), loss.c_str(), burst.c_str(),
-                  t.all() ? "pass" : "**miss**");
+                  percent(c.p999_error, t.p999).c_str(), loss.c_str(), burst.c_str(), e.capture_lag1,
+                  e.model_lag1, t.all() ? "pass" : "**miss**");
     }
   }
 }
@@ -426,6 +449,17 @@ int main(int argc, char** argv) {
     std::vector<CaptureRun> runs;
     for (const auto& path : paths) {
       if (auto run = prepare(path)) runs.push_back(std::move(*run));
+    }
+    // The synthetic captures of issue 20 (tests/support/stall_captures.hpp, the seeds of the unit
+    // tests): a tight body under stalls of seconds, which one table cannot hold at one step.
+    const std::pair<const char*, synthetic::StallCaptureShape> shapes[] = {
+        {"synthetic tight-body-stalls (seed 20)", synthetic::tight_body_with_stalls()},
+        {"synthetic bimodal-stalls (seed 21)", synthetic::bimodal_with_stalls()}};
+    std::uint64_t shape_seed = 20;
+    for (const auto& [name, shape] : shapes) {
+      if (auto run = prepare(name, synthetic::make_stall_capture(shape, shape_seed++), std::string(64, '0'))) {
+        runs.push_back(std::move(*run));
+      }
     }
     if (runs.empty()) {
       std::cerr << "fidelity_report: no capture to report on\n";

@@ -126,7 +126,7 @@ expect "events is subscribe" "--interface --event --count --help $globals" "jitt
 expect "watch options" "--interval --once --help $globals" "jitterctl watch -"
 expect "version options" "--help $globals" "jitterctl version -"
 expect "compile options, no global ones" "-o --output --format --interval --host --name --description --baseline
---halves --regimes --window --step --spike --no-reorder --packet-rate --entries" "jitterctl compile -"
+--halves --regimes --window --step --spike --no-reorder --packet-rate --entries --replay --replay-window --once" "jitterctl compile -"
 expect "inspect options" "--json" "jitterctl inspect -"
 expect "validate options" "--shaped --link-calibration --phase --json --plot --log --seed --probes --format --interval" \
     "jitterctl validate a.json -"

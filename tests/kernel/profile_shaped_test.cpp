@@ -19,7 +19,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
+#include "../support/stall_captures.hpp"
 #include "shaper/compiler.hpp"
 #include "shaper/netem_engine.hpp"
 #include "shaper/sha256.hpp"
@@ -142,4 +144,84 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
   // Printed on success too: the figures behind docs/fidelity.md's VM section.
   std::printf("%s", describe(report).c_str());
   for (const auto& note : report.notes) std::printf("note: %s\n", note.c_str());
+}
+
+// Issue 20 §4: a capture with stalls, compiled with --replay and followed in time on a real netem (the
+// test changes the qdisc in place at each step of the schedule, as the daemon's scheduler does), shows
+// its stalls at the capture's times. The capture is synthetic (tests/support/stall_captures.hpp): 400
+// probes at 100 ms, a 127 ms path with two stalls of 2-4 s. ping probes the veth as the capture was
+// taken; each stall of the shaped trace (RTT 1 s or more above its minimum) must start and end within
+// one replay window, plus 150 ms for ping's and the bed's start and the emulator's lateness, of the
+// capture's.
+TEST(ProfileShaped, ReplayedStallsComeBackAtTheCapturesTimes) {
+  JITTERD_REQUIRE_NETEM_KERNEL();
+  synthetic::StallCaptureShape shape = synthetic::tight_body_with_stalls();
+  shape.probes = 400;
+  shape.stalls = 2;
+  shape.min_stall = std::chrono::seconds(2);
+  shape.max_stall = std::chrono::seconds(4);
+  shape.loss_p = 0;
+  const Trace capture = synthetic::make_stall_capture(shape, 30);
+  CompileOptions options;
+  options.regimes = RegimeMode::kReplay;
+  options.replay_loop = false;
+  const CompileResult compiled = compile_profile({CaptureInput{"stalls", std::string(64, '0'), capture}}, options);
+  ASSERT_TRUE(compiled.profile) << to_string(compiled.diagnostics);
+  const Profile& profile = *compiled.profile;
+  ASSERT_TRUE(profile.schedule && compiled.report.replay);
+  const auto window = compiled.report.replay->window;
+
+  jitterd_test::NetemBed bed;
+  const auto& steps = profile.schedule->steps;
+  NetemQdisc qdisc = bed.engine.install(bed.dev, profile.find_phase(steps.front().phase)->spec);
+  std::string shaped_text;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread ping([&] {
+    shaped_text = jitterd_test::run("ip netns exec " + bed.net.ns_a() + " ping -D -n -i 0.1 -c " +
+                                    std::to_string(shape.probes) + " " + VethPair::kAddrB + " || test $? -eq 1");
+  });
+  auto at = t0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (i > 0) {
+      std::this_thread::sleep_until(at);
+      qdisc.change(profile.find_phase(steps[i].phase)->spec);
+    }
+    at += steps[i].duration;
+  }
+  ping.join();
+  const Trace shaped = parse_trace_text(shaped_text, "shaped ping");
+  ASSERT_GE(shaped.samples.size(), shape.probes - 5) << shaped_text.substr(0, 2000);
+
+  // Runs of RTTs 1 s or more above the minimum; runs less than a window apart are one stall (a window
+  // at a stall's end draws each probe afresh from its level's table, so the end may flicker).
+  auto stall_runs = [&](const Trace& t) {
+    Nanoseconds floor = Nanoseconds::max();
+    for (const auto& s : t.samples) {
+      if (s.rtt) floor = std::min(floor, *s.rtt);
+    }
+    std::vector<std::pair<Nanoseconds, Nanoseconds>> merged;
+    for (const auto& run : synthetic::stall_spans(t, floor, std::chrono::seconds(1))) {
+      if (!merged.empty() && run.first - merged.back().second <= window) {
+        merged.back().second = run.second;
+      } else {
+        merged.push_back(run);
+      }
+    }
+    return merged;
+  };
+  const auto expected = stall_runs(capture);
+  const auto got = stall_runs(shaped);
+  ASSERT_EQ(expected.size(), 2u);
+  const Nanoseconds slack = window + std::chrono::milliseconds(150);
+  std::string seen;
+  for (const auto& g : got) seen += duration_to_string(g.first) + ".." + duration_to_string(g.second) + " ";
+  std::printf("window %s; capture stalls %s..%s, %s..%s; shaped %s\n", duration_to_string(window).c_str(),
+              duration_to_string(expected[0].first).c_str(), duration_to_string(expected[0].second).c_str(),
+              duration_to_string(expected[1].first).c_str(), duration_to_string(expected[1].second).c_str(),
+              seen.c_str());
+  ASSERT_EQ(got.size(), expected.size()) << seen;
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    EXPECT_LE(std::chrono::abs(got[k].first - expected[k].first), slack) << k << ": " << seen;
+    EXPECT_LE(std::chrono::abs(got[k].second - expected[k].second), slack) << k << ": " << seen;
+  }
 }

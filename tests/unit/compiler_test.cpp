@@ -384,3 +384,43 @@ TEST(Compiler, RefusesWhatItCannotCompile) {
   r = compile_profile({all_lost}, options);
   EXPECT_EQ(r.diagnostics.at(0).where, "spikes");
 }
+
+TEST(Compiler, ReplayWithAGivenWindowPlaysOnceAndLosesExactlyTheCapturesBursts) {
+  // 600 probes 10 ms apart: 1 ms for the first half, 50 ms for the second, bursts of 3 lost probes at
+  // 100-102 and 400-402.
+  auto lost = [](std::size_t i) { return (i >= 100 && i <= 102) || (i >= 400 && i <= 402); };
+  auto c = capture(600, 10ms, [](std::size_t i) { return i < 300 ? 1ms : 50ms; }, lost);
+  CompileOptions options;
+  options.baseline.kind = BaselineKind::kNone;
+  options.regimes = RegimeMode::kReplay;
+  options.replay_window = 500ms;
+  options.replay_loop = false;
+  const auto r = compile_profile({c}, options);
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  ASSERT_TRUE(r.report.replay);
+  EXPECT_EQ(r.report.replay->window, 500ms);
+  EXPECT_EQ(r.report.replay->windows, 12u);
+  EXPECT_EQ(r.report.replay->loss_bursts, 2u);
+  ASSERT_TRUE(r.profile->schedule);
+  EXPECT_FALSE(r.profile->schedule->loop);
+  EXPECT_EQ(r.profile->schedule->replay_window, 500ms);
+  // The schedule: level of 1 ms, the first burst for 30 ms from 1 s, 1 ms again, 50 ms from 3 s, the
+  // second burst from 4 s; and only replay-lost loses anything.
+  std::vector<std::pair<std::string, Nanoseconds>> starts;
+  Nanoseconds t{0};
+  for (const auto& step : r.profile->schedule->steps) {
+    starts.emplace_back(step.phase, t);
+    t += step.duration;
+  }
+  ASSERT_EQ(starts.size(), 6u);
+  EXPECT_EQ(starts[1], std::pair(std::string("replay-lost"), Nanoseconds(1s)));
+  EXPECT_EQ(starts[2].second, 1030ms);
+  EXPECT_EQ(starts[3].second, 3s);
+  EXPECT_EQ(starts[4], std::pair(std::string("replay-lost"), Nanoseconds(4s)));
+  EXPECT_EQ(t, 6s);
+  EXPECT_EQ(r.profile->find_phase(starts[0].first)->spec.delay.latency, 1ms);
+  EXPECT_EQ(r.profile->find_phase(starts[3].first)->spec.delay.latency, 50ms);
+  for (const auto& phase : r.profile->phases) {
+    EXPECT_EQ(std::holds_alternative<std::monostate>(phase.spec.loss), phase.name != "replay-lost") << phase.name;
+  }
+}

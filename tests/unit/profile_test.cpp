@@ -237,3 +237,23 @@ TEST(UtcTimestamp, RoundTripsRfc3339) {
   EXPECT_EQ(shaper::format_utc_timestamp(*t), "2026-11-30T20:00:00.25Z");
   EXPECT_EQ(shaper::parse_utc_timestamp("2026-11-30 20:00:00Z"), std::nullopt);
 }
+
+TEST(Profile, AReplayScheduleKeepsItsWindowThroughJson) {
+  Profile p;
+  p.name = "replayed";
+  Phase a;
+  a.name = "replay-01";
+  a.spec.delay.latency = std::chrono::milliseconds(5);
+  p.phases.push_back(a);
+  p.schedule = Schedule{{{"replay-01", std::chrono::seconds(1)}}, true, std::chrono::milliseconds(400)};
+  const ProfileLoad back = parse_profile(profile_to_json(p));
+  ASSERT_TRUE(back.profile) << to_string(back.diagnostics);
+  EXPECT_EQ(back.profile->schedule->replay_window, std::chrono::milliseconds(400));
+  // Absent: not a replay; zero: refused with its pointer.
+  p.schedule->replay_window.reset();
+  EXPECT_FALSE(parse_profile(profile_to_json(p)).profile->schedule->replay_window);
+  p.schedule->replay_window = std::chrono::nanoseconds(0);
+  const Diagnostics d = validate(p);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d.front().where, "/schedule/replay_window");
+}

@@ -32,6 +32,7 @@ enum class RegimeMode {
   kSingle,       // one phase with the whole capture's distribution
   kClusters,     // windows clustered into K regimes, replayed in the capture's order
   kPercentiles,  // fixed-delay phases at the capture's p50, p95 and p99.9, switching periodically
+  kReplay,       // the capture's time line window by window: its delay level and loss, in order
 };
 
 struct PeriodicSpikes {
@@ -50,6 +51,11 @@ struct CompileOptions {
   std::size_t clusters = 3;                    // K, for kClusters
   Nanoseconds window{10'000'000'000};          // kClusters: the capture is cut into windows this long
   Nanoseconds percentile_step{30'000'000'000}; // kPercentiles: how long each phase lasts
+  // kReplay: the window (nullopt: chosen from the probe interval and the lag-1 autocorrelation,
+  // docs/compiler.md) and whether the schedule starts again at its end (otherwise the last window's
+  // phase stays in force).
+  std::optional<Nanoseconds> replay_window;
+  bool replay_loop = true;
   std::optional<PeriodicSpikes> spikes;
   bool reorder = true;  // false: keep packet order with netem's rate (docs/compiler.md)
   // Packets per second the shaped link is expected to carry; sizes netem's queue limit so that it
@@ -72,9 +78,24 @@ struct PhaseReport {
   std::size_t probes = 0;         // including losses
   Nanoseconds resolution{0};      // exact table step
   std::size_t table_entries = 0;
-  std::size_t tail_samples = 0;   // samples above the table's top entry, moved to a tail phase
+  std::size_t tail_samples = 0;   // samples the table does not hold, moved to a tail phase
+  double table_ks = 0;            // KS distance between the samples the table holds and its entries
+  // When the rarest samples were cut off because one table for all of them would have been too coarse
+  // for the rest (a tight body under a tail of stalls): the step and KS that one table would have had.
+  Nanoseconds whole_table_resolution{0};
+  double whole_table_ks = 0;
   Nanoseconds min{0}, max{0};
   LossFit loss;
+};
+
+// How the replay's window was chosen (kReplay).
+struct ReplayReport {
+  Nanoseconds window{0};
+  double capture_lag1 = 0;    // lag-1 autocorrelation of the capture's delivered delays
+  double predicted_lag1 = 0;  // what the replay's phases give it (see docs/compiler.md)
+  std::size_t windows = 0;
+  std::size_t levels = 0;     // distinct (delay level, loss band) pairs: the phases
+  std::size_t loss_bursts = 0;  // replayed one by one where they happened (0: loss bands instead)
 };
 
 struct CompileReport {
@@ -85,6 +106,7 @@ struct CompileReport {
   bool send_times_inferred = false;
   Nanoseconds interval{0};
   std::vector<PhaseReport> phases;
+  std::optional<ReplayReport> replay;
   std::vector<std::string> notes;  // decisions a reader should know about
 };
 

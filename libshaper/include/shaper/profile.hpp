@@ -58,6 +58,10 @@ struct ScheduleStep {
 struct Schedule {
   std::vector<ScheduleStep> steps;
   bool loop = false;
+  // Set when the schedule replays a capture's time line window by window (jitterctl compile
+  // --replay): the window's length. The steps then follow the capture's times, so a timeline judge
+  // (validate) may compare them probe by probe; nothing else changes how the schedule runs.
+  std::optional<Nanoseconds> replay_window;
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
 
