@@ -81,7 +81,7 @@ void read_interfaces(JsonReader& r, const json& j, Config& out) {
     const json& e = (*allow)[i];
     const std::string ep = p + "/allow/" + std::to_string(i);
     if (!e.is_string() || e.get<std::string>().empty() || e.get<std::string>().size() >= IFNAMSIZ * 4) {
-      r.error(ep, "expected an interface name or glob pattern such as \"veth*\", found " + e.dump());
+      r.error(ep, "expected an interface name or glob pattern such as \"veth*\", found " + shaper::json_excerpt(e));
       continue;
     }
     const std::string pattern = e.get<std::string>();
@@ -106,13 +106,15 @@ bool Config::interface_allowed(std::string_view name) const {
 
 ConfigLoad parse_config(std::string_view text) {
   ConfigLoad load;
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) {
-    std::size_t byte = 0;
-    const std::string why = shaper::json_syntax_error(text, &byte);
-    load.diagnostics.push_back({shaper::json_error_where(text, byte), "not valid JSON: " + why});
+  // Bounded in depth before a document is built, and refusing repeated keys ({"recovery": "adopt",
+  // "recovery": "remove"} would otherwise be read as its last).
+  shaper::JsonDocument doc = shaper::parse_json_bounded(text);
+  if (doc.problem != shaper::JsonProblem::kNone) {
+    load.diagnostics.push_back(
+        {doc.where, (doc.problem == shaper::JsonProblem::kSyntax ? "not valid JSON: " : "") + doc.message});
     return load;
   }
+  const json& j = doc.value;
   JsonReader r(load.diagnostics);
   Config config;
   if (r.object(j, "", {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery", "limits",
@@ -130,7 +132,7 @@ ConfigLoad parse_config(std::string_view text) {
           const json& d = (*dirs)[i];
           const std::string dp = "/profile_dirs/" + std::to_string(i);
           if (!d.is_string()) {
-            r.error(dp, "expected a directory path, found " + d.dump());
+            r.error(dp, "expected a directory path, found " + shaper::json_excerpt(d));
           } else if (absolute_path(r, dp, d.get<std::string>())) {
             config.profile_dirs.push_back(d.get<std::string>());
           }
