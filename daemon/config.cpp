@@ -15,9 +15,6 @@ namespace {
 using json = nlohmann::json;
 using shaper::JsonReader;
 
-// A config is a few hundred bytes; a megabyte means the wrong file was named.
-constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
-
 bool absolute_path(JsonReader& r, const std::string& pointer, const std::string& path) {
   if (path.empty() || path.front() != '/') {
     r.error(pointer, "\"" + path + "\" is not an absolute path; write it from / (e.g. /run/jitterd)");
@@ -106,6 +103,10 @@ bool Config::interface_allowed(std::string_view name) const {
 
 ConfigLoad parse_config(std::string_view text) {
   ConfigLoad load;
+  if (text.size() > kMaxConfigBytes) {
+    load.diagnostics.push_back({"", "larger than 1 MiB; is this the right file?"});
+    return load;
+  }
   // Bounded in depth before a document is built, and refusing repeated keys ({"recovery": "adopt",
   // "recovery": "remove"} would otherwise be read as its last).
   shaper::JsonDocument doc = shaper::parse_json_bounded(text);
@@ -180,11 +181,6 @@ ConfigLoad load_config_file(const std::string& path, bool must_exist) {
       return load;
     }
     throw;
-  }
-  if (text.size() > kMaxConfigBytes) {
-    ConfigLoad load;
-    load.diagnostics.push_back({"", "larger than 1 MiB; is this the right file?"});
-    return load;
   }
   return parse_config(text);
 }

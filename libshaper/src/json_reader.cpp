@@ -252,7 +252,7 @@ bool JsonReader::object(const json& j, const std::string& pointer, std::initiali
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string list;
       for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      error(pointer + "/" + pointer_escape(key), "unknown key; expected one of: " + list);
+      error(pointer + "/" + pointer_escape(text_excerpt(key)), "unknown key; expected one of: " + list);
     }
   }
   return true;

@@ -598,6 +598,13 @@ ProfileLoad parse_profile(std::string_view text) {
         r.error("/phases", std::to_string(v->size()) + " phases; at most 64 are allowed");
       } else {
         for (const auto& [name, body] : v->items()) {
+          if (name.size() > kMaxNameLength) {
+            // Refused here, so that no pointer or message below quotes a name of megabytes.
+            r.error("/phases/" + pointer_escape(text_excerpt(name, kMaxNameLength)),
+                    "a phase name of " + std::to_string(name.size()) + " characters; at most " +
+                        std::to_string(kMaxNameLength) + " are allowed");
+            continue;
+          }
           if (auto phase = read_phase(r, name, body, "/phases/" + pointer_escape(name))) {
             p.phases.push_back(std::move(*phase));
           }

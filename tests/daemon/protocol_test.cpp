@@ -379,7 +379,7 @@ TEST(Protocol, RepeatedKeysAreRefusedWithTheirPointer) {
 TEST(Protocol, ANulByteIsAParseError) {
   Protocol p;
   using namespace std::string_literals;  // "...\0..."s keeps what follows the NUL
-  for (const std::string line : {"{\"method\": \"status\"}\0garbage"s, "{\"method\": \"status\"}\0"s,
+  for (const std::string& line : {"{\"method\": \"status\"}\0garbage"s, "{\"method\": \"status\"}\0"s,
                                  "{\"id\": 2, \"method\": \"sta\0tus\"}"s}) {
     ASSERT_NE(line.find('\0'), std::string::npos);
     const json reply = p.raw(line);

@@ -153,6 +153,20 @@ TEST(Profile, ErrorsQuoteAnExcerptOfALargeValue) {
   EXPECT_LT(load.diagnostics[0].message.size(), 200u);
 }
 
+// Keys are quoted in pointers too: a phase name or an unknown key of megabytes made megabyte wheres.
+TEST(Profile, LongKeysAreCutInPointersAndMessages) {
+  const std::string name(1 << 20, 'p');
+  const auto phase = parse_profile(replace(kMinimal, "\"calm\": {", "\"" + name + "\": {"));
+  ASSERT_FALSE(phase.profile);
+  for (const auto& d : phase.diagnostics) {
+    EXPECT_LT(d.where.size() + d.message.size(), 400u) << d.where.substr(0, 100);
+  }
+  EXPECT_EQ(phase.diagnostics.at(0).message, "a phase name of 1048576 characters; at most 64 are allowed");
+  const auto key = parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"" + name + "\": 0,"));
+  ASSERT_EQ(key.diagnostics.size(), 1u);
+  EXPECT_EQ(key.diagnostics[0].where, "/" + std::string(kExcerptChars, 'p') + "...");
+}
+
 TEST(Profile, ADigestThatIsNotAStringIsAWrongTypeNotAMismatch) {
   const auto load = parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"digest\": 12,"));
   const std::string message = only_message(load, "/digest");
