@@ -123,8 +123,9 @@ std::string json_parser_words(std::string what) {
     const auto p = what.find(marker);
     if (p == std::string::npos) continue;
     const auto start = p + marker.size();
-    auto end = what.find("'; expected ", start);
-    if (end == std::string::npos) end = what.rfind('\'');
+    // From the end: the token may itself hold "'; expected " (found by fuzz_config).
+    auto end = what.rfind("'; expected ");
+    if (end == std::string::npos || end < start) end = what.rfind('\'');
     if (end == std::string::npos || end < start) end = what.size();
     what = what.substr(0, start) + text_excerpt(std::string_view(what).substr(start, end - start)) + what.substr(end);
     break;

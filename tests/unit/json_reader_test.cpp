@@ -77,6 +77,10 @@ TEST(JsonReader, SyntaxErrorsSayWhereInTheParsersWordsAndQuoteLittle) {
   EXPECT_EQ(open.problem, JsonProblem::kSyntax);
   EXPECT_LT(open.message.size(), 200u) << open.message.size();
   EXPECT_NE(open.message.find("xxx..."), std::string::npos) << open.message;
+  // Found by fuzz_config: a token holding the words that follow it ("'; expected ") was cut there.
+  const JsonDocument lookalike = parse_json_bounded("{\"ter'; expected " + std::string(100000, '[') + "}}");
+  EXPECT_EQ(lookalike.problem, JsonProblem::kSyntax);
+  EXPECT_LT(lookalike.message.size(), 200u) << lookalike.message.size();
   const JsonDocument overflow = parse_json_bounded("[1" + std::string(1 << 20, '0') + "]");
   EXPECT_EQ(overflow.problem, JsonProblem::kSyntax);
   EXPECT_LT(overflow.message.size(), 200u) << overflow.message.size();
