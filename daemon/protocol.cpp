@@ -350,10 +350,15 @@ ReadRequest Dispatcher::read(std::string_view line) {
       break;
     }
     case shaper::JsonProblem::kDuplicateKey: {
+      // The first pass stopped at the repeated key; a line that is not JSON further on is a
+      // parse-error without an id, as any other (found by fuzz_control).
       ShallowScan scan;
-      scan.read(line);
-      out.id = scan.id().value_or(nullptr);
-      out.error = RequestError{"invalid-request", doc.message, doc.where, ""};
+      if (const std::string error = scan.read(line); !error.empty()) {
+        out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+      } else {
+        out.id = scan.id().value_or(nullptr);
+        out.error = RequestError{"invalid-request", doc.message, doc.where, ""};
+      }
       break;
     }
     case shaper::JsonProblem::kTooDeep: {

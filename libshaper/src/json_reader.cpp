@@ -117,17 +117,14 @@ std::string json_parser_words(std::string what) {
   if (what.starts_with("parse error")) {
     if (const auto p = what.find(": "); p != std::string::npos) what.erase(0, p + 2);
   }
-  // The quoted token: "...; last read: 'TOKEN'", "...; last read: 'TOKEN'; expected ..." or "number
-  // overflow parsing 'TOKEN'".
+  // The quoted token and what follows it: "...; last read: 'TOKEN'", "...; last read: 'TOKEN'; expected
+  // ..." or "number overflow parsing 'TOKEN'". The token may hold anything, "'; expected " included
+  // (found by fuzz_config), so the whole rest is cut, not the token by its quotes.
   for (const std::string_view marker : {"last read: '", "parsing '"}) {
     const auto p = what.find(marker);
     if (p == std::string::npos) continue;
     const auto start = p + marker.size();
-    // From the end: the token may itself hold "'; expected " (found by fuzz_config).
-    auto end = what.rfind("'; expected ");
-    if (end == std::string::npos || end < start) end = what.rfind('\'');
-    if (end == std::string::npos || end < start) end = what.size();
-    what = what.substr(0, start) + text_excerpt(std::string_view(what).substr(start, end - start)) + what.substr(end);
+    what = what.substr(0, start) + text_excerpt(std::string_view(what).substr(start), 2 * kExcerptChars);
     break;
   }
   return what;

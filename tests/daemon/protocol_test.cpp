@@ -369,6 +369,11 @@ TEST(Protocol, RepeatedKeysAreRefusedWithTheirPointer) {
                             R"( "interface": "veth1"}})");
   error_of(nested, "invalid-request", "/params/interface");
   EXPECT_EQ(nested["id"], 4);
+  // A line that is not JSON after its repeated key is a parse error like any other (found by
+  // fuzz_control).
+  const json broken = p.raw("{\"id\": 4, \"method\": \"status\", \"method\": \x01}");
+  error_of(broken, "parse-error", "");
+  EXPECT_FALSE(broken.contains("id"));
   // A repeated id is no id: which one would the reply carry?
   EXPECT_FALSE(error_of(p.raw(R"({"id": 1, "id": 2, "method": "version"})"), "invalid-request", "/id").empty());
   EXPECT_FALSE(p.raw(R"({"id": 1, "id": 2, "method": "version"})").contains("id"));
