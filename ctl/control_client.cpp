@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "shaper/errors.hpp"
+#include "shaper/json_reader.hpp"
 
 namespace jitterctl {
 
@@ -29,10 +30,7 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 // How much of a broken line goes into an error message.
 constexpr std::size_t kExcerptBytes = 80;
 
-std::string excerpt(const std::string& line) {
-  if (line.size() <= kExcerptBytes) return line;
-  return line.substr(0, kExcerptBytes) + "...";
-}
+std::string excerpt(const std::string& line) { return shaper::text_excerpt(line, kExcerptBytes); }
 
 timeval to_timeval(shaper::Nanoseconds d) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
@@ -104,9 +102,11 @@ bool is_event(const Json& message) {
 }
 
 Json parse_line(const std::string& line) {
-  Json message = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (message.is_discarded())
+  // Bounded like every JSON jitterctl reads: the socket may not be jitterd's.
+  shaper::JsonDocument doc = shaper::parse_json_bounded(line);
+  if (doc.problem != shaper::JsonProblem::kNone)
     throw ProtocolError("jitterd sent a line that is not JSON: " + excerpt(line));
+  Json message = std::move(doc.value);
   if (!message.is_object())
     throw ProtocolError("jitterd sent a line that is not a JSON object: " + excerpt(line));
   if (!is_event(message)) {

@@ -1,6 +1,7 @@
 #include "replies.hpp"
 
 #include "control_client.hpp"
+#include "shaper/json_reader.hpp"
 
 namespace jitterctl {
 
@@ -9,8 +10,7 @@ namespace {
 using Json = nlohmann::json;
 
 [[noreturn]] void wrong_type(const std::string& pointer, const char* expected, const Json& found) {
-  std::string shown = found.dump();
-  if (shown.size() > 60) shown = shown.substr(0, 60) + "...";
+  const std::string shown = shaper::json_excerpt(found);
   throw ProtocolError(
       "unexpected reply from jitterd: " + (pointer.empty() ? std::string("/") : pointer) +
       ": expected " + expected + ", found " + shown);

@@ -16,9 +16,6 @@ namespace {
 using json = nlohmann::json;
 using shaper::JsonReader;
 
-// A config is a few hundred bytes; a megabyte means the wrong file was named.
-constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
-
 bool absolute_path(JsonReader& r, const std::string& pointer, const std::string& path) {
   if (path.empty() || path.front() != '/') {
     r.error(pointer, "\"" + path + "\" is not an absolute path; write it from / (e.g. /run/jitterd)");
@@ -82,7 +79,7 @@ void read_interfaces(JsonReader& r, const json& j, Config& out) {
     const json& e = (*allow)[i];
     const std::string ep = p + "/allow/" + std::to_string(i);
     if (!e.is_string() || e.get<std::string>().empty() || e.get<std::string>().size() >= IFNAMSIZ * 4) {
-      r.error(ep, "expected an interface name or glob pattern such as \"veth*\", found " + e.dump());
+      r.error(ep, "expected an interface name or glob pattern such as \"veth*\", found " + shaper::json_excerpt(e));
       continue;
     }
     const std::string pattern = e.get<std::string>();
@@ -118,13 +115,19 @@ bool Config::interface_allowed(std::string_view name) const {
 
 ConfigLoad parse_config(std::string_view text) {
   ConfigLoad load;
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) {
-    std::size_t byte = 0;
-    const std::string why = shaper::json_syntax_error(text, &byte);
-    load.diagnostics.push_back({shaper::json_error_where(text, byte), "not valid JSON: " + why});
+  if (text.size() > kMaxConfigBytes) {
+    load.diagnostics.push_back({"", "larger than 1 MiB; is this the right file?"});
     return load;
   }
+  // Bounded in depth before a document is built, and refusing repeated keys ({"recovery": "adopt",
+  // "recovery": "remove"} would otherwise be read as its last).
+  shaper::JsonDocument doc = shaper::parse_json_bounded(text);
+  if (doc.problem != shaper::JsonProblem::kNone) {
+    load.diagnostics.push_back(
+        {doc.where, (doc.problem == shaper::JsonProblem::kSyntax ? "not valid JSON: " : "") + doc.message});
+    return load;
+  }
+  const json& j = doc.value;
   JsonReader r(load.diagnostics);
   Config config;
   if (r.object(j, "", {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery", "limits",
@@ -142,7 +145,7 @@ ConfigLoad parse_config(std::string_view text) {
           const json& d = (*dirs)[i];
           const std::string dp = "/profile_dirs/" + std::to_string(i);
           if (!d.is_string()) {
-            r.error(dp, "expected a directory path, found " + d.dump());
+            r.error(dp, "expected a directory path, found " + shaper::json_excerpt(d));
           } else if (absolute_path(r, dp, d.get<std::string>())) {
             config.profile_dirs.push_back(d.get<std::string>());
           }
@@ -190,11 +193,6 @@ ConfigLoad load_config_file(const std::string& path, bool must_exist) {
       return load;
     }
     throw;
-  }
-  if (text.size() > kMaxConfigBytes) {
-    ConfigLoad load;
-    load.diagnostics.push_back({"", "larger than 1 MiB; is this the right file?"});
-    return load;
   }
   return parse_config(text);
 }

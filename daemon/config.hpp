@@ -52,6 +52,10 @@ struct ConfigLoad {
   shaper::Diagnostics diagnostics;   // `where` is a JSON pointer, or "line L, column C" for syntax
 };
 
+// A config is a few hundred bytes; a megabyte means the wrong file was named.
+inline constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
+
+// Refuses a text larger than kMaxConfigBytes unread.
 ConfigLoad parse_config(std::string_view text);
 
 // Reads and parses `path`. A missing file at the default path is not an error (defaults: nothing may

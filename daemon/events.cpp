@@ -36,6 +36,12 @@ std::optional<EventType> event_type_from_string(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<std::string_view> event_type_names() {
+  std::vector<std::string_view> names;
+  for (const auto& [t, name] : kNames) names.push_back(name);
+  return names;
+}
+
 std::uint64_t EventBus::subscribe(Callback callback) {
   const std::uint64_t token = next_token_++;
   subscribers_.emplace(token, std::move(callback));

@@ -28,6 +28,8 @@ enum class EventType {
 
 std::string_view to_string(EventType type);
 std::optional<EventType> event_type_from_string(std::string_view name);
+// Every event's name, in the order docs/protocol.md lists them (for messages that list them).
+std::vector<std::string_view> event_type_names();
 
 struct Event {
   EventType type = EventType::kError;

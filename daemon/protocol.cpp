@@ -54,43 +54,17 @@ constexpr Method kMethods[] = {
     {"metrics", "Prometheus text exposition", false},
 };
 
-// How deep a request may nest. The deepest a valid request goes is an apply with an inline profile
-// (request, params, profile, phases, a phase, delay, its distribution, a table: 8 levels). A parsed
-// document costs about 70 bytes per level, so a line of '[' as long as limits.max_request_bytes
-// (9 MiB) would take 600 MB and seconds to build while every other client waits (measured with
-// tests/bench/load_clients --hostile --garbage-kind nested). Deeper lines are judged by
-// ShallowScan, which builds nothing.
-constexpr std::size_t kMaxRequestDepth = 64;
-
-// How deep `line` nests ('[' and '{' outside strings), counted up to `limit` + 1. Never less than
-// the parser gets to: both see a string start at the same '"' and end at the same unescaped one,
-// and the parser stops at its first error.
-std::size_t nesting_depth(std::string_view line, std::size_t limit) {
-  std::size_t depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return depth;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return 0;  // never deeper than `limit` (the deepest point is not needed)
-}
+// How deep a request may nest: the limit of every user JSON (shaper::kMaxJsonDepth, where the deepest
+// valid request is counted). A parsed document costs about 70 bytes per level, so a line of '[' as
+// long as limits.max_request_bytes (9 MiB) would take 600 MB and seconds to build while every other
+// client waits (measured with tests/bench/load_clients --hostile --garbage-kind nested): deeper
+// lines are judged by ShallowScan, which builds nothing.
+constexpr std::size_t kMaxRequestDepth = shaper::kMaxJsonDepth;
 
 // Reads a line without building a document, in memory that does not grow with its nesting (the
 // parser keeps one bit per level): whether it is JSON (and the parser's words where it is not),
-// whether it is an object, and its top-level id when that is a string or a number, as a parsed
-// document would have it (the last of repeated keys).
+// whether it is an object, and its top-level id when that is one jitterd echoes (a string or an
+// integer; none when "id" is repeated).
 class ShallowScan final : public nlohmann::json_sax<json> {
  public:
   // The parser's message when `line` is not JSON, empty when it is.
@@ -111,20 +85,22 @@ class ShallowScan final : public nlohmann::json_sax<json> {
   bool start_object(std::size_t) override { return open(true); }
   bool key(string_t& k) override {
     at_id_ = depth_ == 1 && k == "id";
+    if (at_id_ && ids_++ > 0) at_id_ = false;  // a second id: neither is the request's
+    if (ids_ > 1) id_.reset();
     return true;
   }
   bool end_object() override { return close(); }
   bool start_array(std::size_t) override { return open(false); }
   bool end_array() override { return close(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    error_ = e.what();
+    error_ = shaper::json_parser_words(e.what());
     return false;
   }
 
  private:
   bool value(json v) {
     if (at_id_) {
-      id_ = v.is_string() || v.is_number() ? std::optional<json>(std::move(v)) : std::nullopt;
+      id_ = v.is_string() || v.is_number_integer() ? std::optional<json>(std::move(v)) : std::nullopt;
     }
     at_id_ = false;
     return true;
@@ -143,6 +119,7 @@ class ShallowScan final : public nlohmann::json_sax<json> {
   std::size_t depth_ = 0;
   bool top_is_object_ = false;
   bool at_id_ = false;
+  std::size_t ids_ = 0;  // top-level "id" keys seen
   std::optional<json> id_;
   std::string error_;
 };
@@ -195,7 +172,7 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const
   const std::string expected =
       "expected \"now\", an offset such as \"+2s\", or a UTC time such as \"2026-11-30T20:00:00.250Z\"";
   if (!v.is_string()) {
-    r.error(where, expected + ", found " + v.dump());
+    r.error(where, expected + ", found " + shaper::json_excerpt(v));
     return std::nullopt;
   }
   const std::string text = v.get<std::string>();
@@ -208,7 +185,7 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const
     at = mono_now + (*wall - now.realtime);
   }
   if (!at) {
-    r.error(where, "\"" + text + "\" is not a start time; " + expected);
+    r.error(where, "\"" + shaper::text_excerpt(text) + "\" is not a start time; " + expected);
     return std::nullopt;
   }
   if (*at < mono_now - kStartPast) {
@@ -360,28 +337,48 @@ std::string Dispatcher::event_line(const Event& e) {
 ReadRequest Dispatcher::read(std::string_view line) {
   ReadRequest out;
   const std::string not_json_hint = "send one JSON object per line: {\"method\": \"status\"}";
-  if (nesting_depth(line, kMaxRequestDepth) > kMaxRequestDepth) {
-    ShallowScan scan;
-    if (const std::string error = scan.read(line); !error.empty()) {
-      out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
-    } else if (!scan.is_object()) {
-      out.error = RequestError{"invalid-request", "the request is a JSON array, not an object", "",
-                               "send {\"method\": \"...\", \"params\": {...}}"};
-    } else {
-      out.id = scan.id().value_or(nullptr);
-      out.error = RequestError{
-          "invalid-request",
-          "the request nests deeper than " + std::to_string(kMaxRequestDepth) + " levels; it was not read", "",
-          "no request nests more than 8 levels (an apply with an inline profile)"};
+  shaper::JsonDocument doc = shaper::parse_json_bounded(line, kMaxRequestDepth);
+  switch (doc.problem) {
+    case shaper::JsonProblem::kNone:
+      out.request = std::move(doc.value);
+      break;
+    case shaper::JsonProblem::kSyntax: {
+      // A request is one line: "1:19" is column 19.
+      const std::string column = doc.where.substr(doc.where.find(':') + 1);
+      out.error = RequestError{"parse-error", "the request is not JSON: column " + column + ": " + doc.message, "",
+                               not_json_hint};
+      break;
     }
-    return out;
-  }
-  out.request = json::parse(line, nullptr, false);
-  if (out.request.is_discarded()) {
-    // The parser's words, from a second reading that builds no document (the first one may have
-    // built a large one before it failed).
-    out.request = nullptr;
-    out.error = RequestError{"parse-error", "the request is not JSON: " + ShallowScan().read(line), "", not_json_hint};
+    case shaper::JsonProblem::kDuplicateKey: {
+      // The first pass stopped at the repeated key; a line that is not JSON further on is a
+      // parse-error without an id, as any other (found by fuzz_control).
+      ShallowScan scan;
+      if (const std::string error = scan.read(line); !error.empty()) {
+        out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+      } else {
+        out.id = scan.id().value_or(nullptr);
+        out.error = RequestError{"invalid-request", doc.message, doc.where, ""};
+      }
+      break;
+    }
+    case shaper::JsonProblem::kTooDeep: {
+      // The first pass stopped at the first level too deep; whether the rest is JSON, and the id,
+      // come from a reading of the whole line that builds nothing.
+      ShallowScan scan;
+      if (const std::string error = scan.read(line); !error.empty()) {
+        out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+      } else if (!scan.is_object()) {
+        out.error = RequestError{"invalid-request", "the request is a JSON array, not an object", "",
+                                 "send {\"method\": \"...\", \"params\": {...}}"};
+      } else {
+        out.id = scan.id().value_or(nullptr);
+        out.error = RequestError{
+            "invalid-request",
+            "the request nests deeper than " + std::to_string(kMaxRequestDepth) + " levels; it was not read",
+            doc.where, "no request nests more than 8 levels (an apply with an inline profile)"};
+      }
+      break;
+    }
   }
   return out;
 }
@@ -400,8 +397,15 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
                  "", "send {\"method\": \"...\", \"params\": {...}}"});
   }
   if (auto it = request.find("id"); it != request.end()) {
-    if (!it->is_string() && !it->is_number()) {
-      return fail({"invalid-request", "id must be a string or a number", "/id", ""});
+    // Echoed exactly or not at all: a number with a fraction or an exponent, or an integer beyond
+    // 64 bits, is a double to nlohmann and would come back rounded (a 30-digit id did).
+    if (!it->is_string() && !it->is_number_integer()) {
+      return fail({"invalid-request",
+                   it->is_number() ? "id " + shaper::json_excerpt(*it) +
+                                         " is not an integer jitterd can echo exactly (a fraction, an exponent, or "
+                                         "more than 64 bits)"
+                                   : "id must be a string or an integer, found " + std::string(it->type_name()),
+                   "/id", "give a string, or an integer from -9223372036854775808 to 18446744073709551615"});
     }
     id = *it;
   }
@@ -706,15 +710,15 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
         for (std::size_t i = 0; i < list.size(); ++i) {
           const std::string where = p + "/" + key + "/" + std::to_string(i);
           if (!list[i].is_string()) {
-            r.error(where, "expected a string, found " + list[i].dump());
+            r.error(where, "expected a string, found " + shaper::json_excerpt(list[i]));
           } else if (std::string_view(key) == "interfaces") {
             filter.interfaces.insert(list[i].get<std::string>());
           } else if (auto t = event_type_from_string(list[i].get<std::string>())) {
             filter.events.insert(*t);
           } else {
-            r.error(where, "no event \"" + list[i].get<std::string>() +
-                               "\"; events: applied, phase-changed, deadline-missed, cleared, lease-expired, "
-                               "interface-gone, external-change, error");
+            std::string names;
+            for (const auto name : event_type_names()) names += (names.empty() ? "" : ", ") + std::string(name);
+            r.error(where, "no event \"" + shaper::text_excerpt(list[i].get<std::string>()) + "\"; events: " + names);
           }
         }
       }

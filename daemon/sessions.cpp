@@ -23,6 +23,19 @@ std::string phase_list(const shaper::Profile& profile) {
   return out;
 }
 
+// A lease (or a confirm window) outside 1ns to leases.max, said with both exactly: format_duration
+// rounds to 9 digits, and "24h and 1ns" read as "86400s is out of range" (issue 21).
+std::optional<RequestError> out_of_lease_range(const std::string& what, Nanoseconds length, Nanoseconds max) {
+  if (length > Nanoseconds(0) && length <= max) return std::nullopt;
+  const std::string shown = what + " " + shaper::duration_to_string(length);
+  return RequestError{"invalid-params",
+                      length <= Nanoseconds(0) ? shown + " is not positive"
+                                               : shown + " is longer than the limit, " +
+                                                     shaper::duration_to_string(max) + " (leases.max in the config)",
+                      "/params/" + what, "leases and confirm windows run from 1ns to " +
+                                             shaper::duration_to_string(max)};
+}
+
 }  // namespace
 
 struct SessionManager::Session {
@@ -211,15 +224,14 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
     return RequestError{"invalid-params", "this jitterd requires a lease", "/params/lease",
                         "pass \"lease\": \"60s\" and renew it while your run lasts"};
   }
-  if (request.lease && (*request.lease <= Nanoseconds(0) || *request.lease > config_.max_lease)) {
-    return RequestError{"invalid-params",
-                        "lease " + shaper::format_duration(*request.lease) + " is out of range",
-                        "/params/lease", "leases run from 1ns to " + shaper::format_duration(config_.max_lease) +
-                                             " (leases.max in the config)"};
+  if (request.lease) {
+    if (auto e = out_of_lease_range("lease", *request.lease, config_.max_lease)) return *e;
   }
-  if (request.confirm && (*request.confirm <= Nanoseconds(0) || *request.confirm > config_.max_lease)) {
-    return RequestError{"invalid-params", "confirm " + shaper::format_duration(*request.confirm) + " is out of range",
-                        "/params/confirm", "give the time you need to check the host is still reachable, e.g. \"30s\""};
+  if (request.confirm) {
+    if (auto e = out_of_lease_range("confirm", *request.confirm, config_.max_lease)) {
+      e->hint = "give the time you need to check the host is still reachable, e.g. \"30s\"";
+      return *e;
+    }
   }
   if (request.confirm && request.start > MonotonicClock::now()) {
     return RequestError{"invalid-params", "a commit-confirmed apply starts now", "/params/start",
@@ -614,10 +626,7 @@ Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target, st
           return RequestError{"invalid-params", s.label() + " has no lease to renew", "/params/lease",
                               "pass \"lease\": \"60s\" to give it one"};
         }
-        if (*length <= Nanoseconds(0) || *length > config_.max_lease) {
-          return RequestError{"invalid-params", "lease " + shaper::format_duration(*length) + " is out of range",
-                              "/params/lease", "at most " + shaper::format_duration(config_.max_lease)};
-        }
+        if (auto e = out_of_lease_range("lease", *length, config_.max_lease)) return e;
         return std::nullopt;
       },
       [&](Session& s) {

@@ -45,6 +45,13 @@ bool valid_name(std::string_view name) {
   });
 }
 
+// Days in `month` (1 to 12) of `year`, Gregorian.
+int days_in_month(int year, int month) {
+  constexpr int kDays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  return month == 2 && leap ? 29 : kDays[month - 1];
+}
+
 std::optional<Nanoseconds> parse_timestamp(std::string_view text) {
   // RFC 3339 in UTC: 2026-11-30T16:28:01Z or with a fraction of up to 9 digits.
   if (text.size() < 20 || text.back() != 'Z') return std::nullopt;
@@ -66,8 +73,8 @@ std::optional<Nanoseconds> parse_timestamp(std::string_view text) {
   // Nanoseconds since the epoch in an int64 cover 1970 to 2262; anything else is a typo, and must not
   // overflow (found by fuzz_profile).
   if (fields[0] < 1970 || fields[0] > 2261 || tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 ||
-      tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
-    return std::nullopt;
+      tm.tm_mday > days_in_month(fields[0], fields[1]) || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
+    return std::nullopt;  // timegm would read 2026-02-31 as 2026-03-03 (issue 21)
   }
   std::int64_t fraction_ns = 0;
   std::string_view rest = text.substr(19, text.size() - 20);
@@ -137,7 +144,7 @@ std::optional<std::pair<TableSource, DistributionTable>> read_table(JsonReader& 
   for (std::size_t i = 0; i < t->size(); ++i) {
     const json& e = (*t)[i];
     if (!e.is_number_integer() || e.get<std::int64_t>() < -32768 || e.get<std::int64_t>() > 32767) {
-      r.error(pointer + "/table/" + std::to_string(i), e.dump() + " is not an integer from -32768 to 32767");
+      r.error(pointer + "/table/" + std::to_string(i), json_excerpt(e) + " is not an integer from -32768 to 32767");
       return std::nullopt;
     }
     out.push_back(static_cast<std::int16_t>(e.get<std::int64_t>()));
@@ -213,7 +220,7 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
       ok &= assign(r.probability(*l, p, "p14"), loss.p14);
       s.loss = loss;
     } else if (model) {
-      r.error(p + "/model", "expected \"random\", \"gilbert-elliott\" or \"4-state\", found " + model->dump());
+      r.error(p + "/model", "expected \"random\", \"gilbert-elliott\" or \"4-state\", found " + json_excerpt(*model));
       ok = false;
     } else {
       ok = false;
@@ -527,37 +534,14 @@ ProfileLoad parse_profile(std::string_view text) {
     out.push_back({"", "the profile is " + std::to_string(text.size()) + " bytes; at most 8 MiB are accepted"});
     return result;
   }
-  // Duplicate keys are legal JSON but almost always a mistake; nlohmann would keep the last silently.
-  std::vector<std::set<std::string>> open_objects;
-  std::vector<std::string> duplicates;
-  json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end && !open_objects.empty()) {
-      open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
-      const auto key = parsed.get<std::string>();
-      if (!open_objects.back().insert(key).second) duplicates.push_back(key);
-    }
-    return true;
-  };
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end(), callback);
-  } catch (const json::parse_error& e) {
-    std::string message = e.what();
-    // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line L, column C: ".
-    if (auto pos = message.find(": "); pos != std::string::npos) message = message.substr(pos + 2);
-    out.push_back({json_error_where(text, e.byte), "invalid JSON: " + message});
-    return result;
-  } catch (const json::exception& e) {
-    // Numbers beyond double's range ("1e999") are out_of_range, not parse_error (found by fuzz_profile).
-    std::string message = e.what();
-    if (auto pos = message.find("] "); pos != std::string::npos) message = message.substr(pos + 2);
-    out.push_back({"", "invalid JSON: " + message});
+  // Bounded before any document is built: depth (a value nested 100 000 deep crashed every error path
+  // that quoted it), repeated keys (nlohmann keeps the last silently), a NUL byte.
+  JsonDocument doc = parse_json_bounded(text);
+  if (doc.problem != JsonProblem::kNone) {
+    out.push_back({doc.where, (doc.problem == JsonProblem::kSyntax ? "invalid JSON: " : "") + doc.message});
     return result;
   }
-  for (const auto& key : duplicates) out.push_back({"", "the key \"" + key + "\" appears twice in one object"});
+  const json& j = doc.value;
 
   JsonReader r(out);
   if (!r.object(j, "", {"version", "name", "description", "provenance", "reorder", "phases", "schedule", "digest"})) {
@@ -619,6 +603,13 @@ ProfileLoad parse_profile(std::string_view text) {
         r.error("/phases", std::to_string(v->size()) + " phases; at most 64 are allowed");
       } else {
         for (const auto& [name, body] : v->items()) {
+          if (name.size() > kMaxNameLength) {
+            // Refused here, so that no pointer or message below quotes a name of megabytes.
+            r.error("/phases/" + pointer_escape(text_excerpt(name, kMaxNameLength)),
+                    "a phase name of " + std::to_string(name.size()) + " characters; at most " +
+                        std::to_string(kMaxNameLength) + " are allowed");
+            continue;
+          }
           if (auto phase = read_phase(r, name, body, "/phases/" + pointer_escape(name))) {
             p.phases.push_back(std::move(*phase));
           }
@@ -654,14 +645,21 @@ ProfileLoad parse_profile(std::string_view text) {
     }
   }
 
+  // The digest's type is checked with the other members; whether it matches, once there is a profile.
+  const json* written_digest = r.member(j, "", "digest", false);
+  if (written_digest && !written_digest->is_string()) {
+    r.error("/digest", "expected a string such as \"sha256:<64 hex digits>\", found " + json_excerpt(*written_digest) +
+                           "; it is optional: remove it to load the profile without the check");
+  }
+
   if (!out.empty()) return result;
   std::sort(p.phases.begin(), p.phases.end(), [](const Phase& a, const Phase& b) { return a.name < b.name; });
   for (auto& d : validate(p)) out.push_back(std::move(d));
   if (!out.empty()) return result;
 
   result.digest = profile_digest(p);
-  if (const json* v = r.member(j, "", "digest", false)) {
-    if (!v->is_string() || v->get<std::string>() != result.digest) {
+  if (written_digest) {
+    if (written_digest->get<std::string>() != result.digest) {
       out.push_back({"/digest", "does not match the content (" + result.digest +
                                     "): the profile was edited after it was written; remove \"digest\" to accept "
                                     "the edit"});

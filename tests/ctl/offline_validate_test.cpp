@@ -114,3 +114,29 @@ TEST(CompileHost, PicksTheNamedTargetOfASeveralTargetFpingCapture) {
   EXPECT_NE(a.out, b.out) << "the two targets' RTTs differ, so must the profiles";
   if (std::system((std::string("rm -rf ") + dir).c_str()) != 0) ADD_FAILURE() << "cannot remove " << dir;
 }
+
+// Issue 21: a profile with a value nested 100 000 deep (a 295 KB file) made `jitterctl inspect` and
+// `jitterctl validate` die with SIGSEGV (no exit status: -1 here). Now: bad input (exit 3), one
+// short line naming the pointer.
+TEST(OfflineCommands, AProfileNestedAHundredThousandDeepIsBadInputNotACrash) {
+  char dir[] = "/tmp/jitterctl-deep-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/deep.json";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_TRUE(f);
+  const std::string text = R"({"version": 1, "name": "deep", "phases": {"a": {"delay": {"latency": )" +
+                           std::string(100000, '[') + std::string(100000, ']') + "}}}}";
+  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
+  std::fclose(f);
+  for (const std::string command : {"inspect ", "validate "}) {
+    const std::string capture = command == "validate " ? " " + std::string(JITTERD_SOURCE_DIR) +
+                                                             "/tests/fixtures/captures/regimes.txt"
+                                                       : "";
+    const Completed r = run(command + path + capture);
+    EXPECT_EQ(r.exit_code, 3) << command << r.out.substr(0, 300);
+    EXPECT_NE(r.out.find("/phases/a/delay/latency/0/0/"), std::string::npos) << r.out.substr(0, 300);
+    EXPECT_NE(r.out.find("nests deeper than 64 levels"), std::string::npos) << r.out.substr(0, 300);
+    EXPECT_LT(r.out.size(), 600u);
+  }
+  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0) ADD_FAILURE() << "cannot remove " << dir;
+}

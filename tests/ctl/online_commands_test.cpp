@@ -252,10 +252,34 @@ TEST_F(OnlineCommands, ApplyFileThatIsNotJsonIsBadInputAndSendsNothing) {
   const CommandRun r = run(server, {"apply", "veth0", "--file", path});
   ::unlink(path.c_str());
   EXPECT_EQ(r.code, kExitBadInput);
-  EXPECT_EQ(
-      r.err.rfind("jitterctl apply: " + path + ": not JSON: parse error at line 2, column 3:", 0),
-      0u)
+  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ":2:3: not JSON: syntax error while parsing object key", 0), 0u)
       << r.err;
+  EXPECT_TRUE(server.requests().empty());
+}
+
+// Issue 21: a profile nested 100 000 deep (295 KB) crashed `jitterctl apply --file` with SIGSEGV.
+TEST_F(OnlineCommands, ApplyFileNestedTooDeepIsBadInputAndSendsNothing) {
+  FakeJitterd server(canned_reply);
+  const std::string path = server.directory() + "/deep.json";
+  std::ofstream(path) << "{\"name\": \"x\", \"phases\": " << std::string(100000, '[') << std::string(100000, ']')
+                      << "}";
+  const CommandRun r = run(server, {"apply", "veth0", "--file", path});
+  ::unlink(path.c_str());
+  EXPECT_EQ(r.code, kExitBadInput);
+  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ": /phases/0/0/", 0), 0u) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find(": nests deeper than 64 levels; it was not read"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_LT(r.err.size(), 400u);
+  EXPECT_TRUE(server.requests().empty());
+}
+
+TEST_F(OnlineCommands, ApplyFileWithARepeatedKeyIsBadInputAndSendsNothing) {
+  FakeJitterd server(canned_reply);
+  const std::string path = server.directory() + "/twice.json";
+  std::ofstream(path) << R"({"name": "x", "name": "y"})";
+  const CommandRun r = run(server, {"apply", "veth0", "--file", path});
+  ::unlink(path.c_str());
+  EXPECT_EQ(r.code, kExitBadInput);
+  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ": /name: the key \"name\" appears twice", 0), 0u) << r.err;
   EXPECT_TRUE(server.requests().empty());
 }
 

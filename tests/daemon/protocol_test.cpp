@@ -253,13 +253,18 @@ TEST(Protocol, ARequestNestedDeeperThan64LevelsIsRefusedUnreadWithItsId) {
   // 64 levels are read (and the unknown member refused as usual); 65 are not.
   error_of(p.raw(nested_request(64)), "invalid-params", "/params/x");
   const json deep = p.raw(nested_request(65));
-  const json e = error_of(deep, "invalid-request", "");
+  // The pointer of the first level too deep: params, x, then 62 arrays (the 65th level is the 63rd).
+  std::string too_deep = "/params/x";
+  for (int i = 0; i < 62; ++i) too_deep += "/0";
+  const json e = error_of(deep, "invalid-request", too_deep);
   EXPECT_EQ(deep["id"], 7) << deep.dump();
   EXPECT_NE(e["message"].get<std::string>().find("nests deeper than 64 levels"), std::string::npos) << deep.dump();
-  // The id as a parsed document would have it: a string, the last of repeated ones, none if not a
-  // string or a number.
+  // The id as a shallow request would have it echoed: a string or an integer; none when repeated, or
+  // not a string or an integer.
   EXPECT_EQ(p.raw(nested_request(100, "\"a\"")).value("id", json()), "a");
-  EXPECT_EQ(p.raw("{\"id\": 1, \"id\": 2, \"x\": " + std::string(70, '[') + std::string(70, ']') + "}")["id"], 2);
+  EXPECT_FALSE(p.raw("{\"id\": 1, \"id\": 2, \"x\": " + std::string(70, '[') + std::string(70, ']') + "}")
+                   .contains("id"));
+  EXPECT_FALSE(p.raw(nested_request(100, "1.5")).contains("id"));
   EXPECT_FALSE(p.raw(nested_request(100, "{\"n\": 1}")).contains("id"));
   EXPECT_FALSE(p.raw(nested_request(100, "null")).contains("id"));
   // Brackets inside strings are not nesting.
@@ -301,9 +306,10 @@ TEST(Protocol, AnUnknownMethodIsNamedAndTheMethodsListed) {
   EXPECT_EQ(hint.rfind("methods: list-commands, version, ", 0), 0u) << hint;
 }
 
-TEST(Protocol, IdsAreEchoedStringsAndNumbersAlike) {
+TEST(Protocol, IdsAreEchoedStringsAndIntegersAlike) {
   Protocol p;
-  for (const std::string id : {R"("abc")", "7", "-2", "1.5", "9007199254740993", R"("")"}) {
+  for (const std::string id : {R"("abc")", "7", "-2", "9007199254740993", "18446744073709551615",
+                               "-9223372036854775808", R"("")"}) {
     const json reply = p.raw(R"({"id": )" + id + R"(, "method": "version"})");
     EXPECT_EQ(reply["id"], json::parse(id)) << reply.dump();
     EXPECT_EQ(reply["ok"], true);
@@ -313,6 +319,92 @@ TEST(Protocol, IdsAreEchoedStringsAndNumbersAlike) {
               json::parse(id));
   }
   EXPECT_FALSE(p.raw(R"({"method": "version"})").contains("id")) << "no id, none in the reply";
+}
+
+// Issue 21: a member of the socket group ran `jitterctl profiles` while a profile folder held a file
+// nested 100 000 deep (295 KB), and jitterd died with SIGSEGV quoting it.
+TEST(Protocol, AProfileNestedAHundredThousandDeepIsListedAsInvalid) {
+  Protocol p;
+  p.profiles.write("deep.json", R"({"version": 1, "name": "deep", "phases": {"a": {"delay": {"latency": )" +
+                                    std::string(100000, '[') + std::string(100000, ']') + "}}}}");
+  const json listing = p.ok("profiles");
+  ASSERT_EQ(listing["invalid"].size(), 1u) << listing.dump().substr(0, 300);
+  const json& bad = listing["invalid"][0];
+  EXPECT_EQ(bad["file"], p.profiles.file("deep.json"));
+  ASSERT_EQ(bad["errors"].size(), 1u);
+  const std::string error = bad["errors"][0];
+  EXPECT_NE(error.find("deep.json: /phases/a/delay/latency/0/0/"), std::string::npos) << error;
+  EXPECT_NE(error.find("nests deeper than 64 levels"), std::string::npos) << error;
+  EXPECT_LT(error.size(), 400u);
+  error_of(p.call("apply", {{"interface", "veth0"}, {"profile", "deep"}}), "invalid-params", "/params/profile");
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
+// Issue 21: a 30-digit id came back as 1.2345678901234568e+29. An id is echoed exactly or refused:
+// numbers that are not 64-bit integers are doubles to the parser (docs/protocol.md, "Envelope").
+TEST(Protocol, AnIdThatCannotBeEchoedExactlyIsRefused) {
+  Protocol p;
+  for (const std::string id : {"123456789012345678901234567890", "18446744073709551616", "1.5", "1e3", "7.0"}) {
+    SCOPED_TRACE(id);
+    const json reply = p.raw(R"({"id": )" + id + R"(, "method": "version"})");
+    const json e = error_of(reply, "invalid-request", "/id");
+    EXPECT_FALSE(reply.contains("id")) << reply.dump();
+    EXPECT_NE(e["message"].get<std::string>().find("is not an integer jitterd can echo exactly"), std::string::npos)
+        << reply.dump();
+  }
+  const json e = error_of(p.raw(R"({"id": true, "method": "version"})"), "invalid-request", "/id");
+  EXPECT_EQ(e["message"], "id must be a string or an integer, found boolean");
+}
+
+// Issue 21: {"method": "version", "method": "status"} ran status. Repeated keys are refused at any
+// depth, with the pointer of the second and the request's id when it has one.
+TEST(Protocol, RepeatedKeysAreRefusedWithTheirPointer) {
+  Protocol p;
+  const json first = p.raw(R"({"method": "version", "method": "status"})");
+  const json e = error_of(first, "invalid-request", "/method");
+  EXPECT_EQ(e["message"].get<std::string>().rfind("the key \"method\" appears twice in one object", 0), 0u)
+      << first.dump();
+  EXPECT_FALSE(first.contains("id"));
+  const json nested = p.raw(R"({"id": 4, "method": "apply", "params": {"interface": "veth0", "profile": "held",)"
+                            R"( "interface": "veth1"}})");
+  error_of(nested, "invalid-request", "/params/interface");
+  EXPECT_EQ(nested["id"], 4);
+  // A line that is not JSON after its repeated key is a parse error like any other (found by
+  // fuzz_control).
+  const json broken = p.raw("{\"id\": 4, \"method\": \"status\", \"method\": \x01}");
+  error_of(broken, "parse-error", "");
+  EXPECT_FALSE(broken.contains("id"));
+  // A repeated id is no id: which one would the reply carry?
+  EXPECT_FALSE(error_of(p.raw(R"({"id": 1, "id": 2, "method": "version"})"), "invalid-request", "/id").empty());
+  EXPECT_FALSE(p.raw(R"({"id": 1, "id": 2, "method": "version"})").contains("id"));
+  EXPECT_TRUE(p.rig.backend.calls().empty());
+}
+
+// Issue 21: nlohmann reads a NUL as the end of the input, so {"method": "status"}\0... ran status.
+TEST(Protocol, ANulByteIsAParseError) {
+  Protocol p;
+  using namespace std::string_literals;  // "...\0..."s keeps what follows the NUL
+  for (const std::string& line : {"{\"method\": \"status\"}\0garbage"s, "{\"method\": \"status\"}\0"s,
+                                 "{\"id\": 2, \"method\": \"sta\0tus\"}"s}) {
+    ASSERT_NE(line.find('\0'), std::string::npos);
+    const json reply = p.raw(line);
+    const json e = error_of(reply, "parse-error", "");
+    EXPECT_FALSE(reply.contains("id"));
+    EXPECT_EQ(e["message"].get<std::string>().rfind("the request is not JSON: column ", 0), 0u) << reply.dump();
+  }
+  const json e = error_of(p.raw("{\"method\": \"status\"}\0"s), "parse-error", "");
+  EXPECT_EQ(e["message"], "the request is not JSON: column 21: a NUL byte (\\x00); JSON text has none");
+  EXPECT_TRUE(p.rig.backend.calls().empty());
+}
+
+// The parser quotes the token it stopped at; in a 9 MiB line that is most of the line.
+TEST(Protocol, AParseErrorQuotesAnExcerpt) {
+  Protocol p;
+  const json e = error_of(p.raw("{\"method\": \"" + std::string(4 << 20, 'x') + "\\u00zz\"}"), "parse-error", "");
+  EXPECT_LT(e["message"].get<std::string>().size(), 300u);
+  const json v = error_of(p.call("subscribe", {{"events", {std::string(1 << 20, 'e')}}}), "invalid-params",
+                          "/params/events/0");
+  EXPECT_LT(v["message"].get<std::string>().size(), 300u);
 }
 
 TEST(Protocol, AnUnauthorizedPeerIsRefusedEveryMethodAndNothingHappens) {
@@ -661,6 +753,12 @@ TEST(Protocol, StartTimesOutsideTheirLimitsOrMalformedAreInvalid) {
       p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", utc_in(-2s)}}),
       "invalid-params", "/params/start");
   EXPECT_NE(e["message"].get<std::string>().find("in the past"), std::string::npos) << e.dump();
+  // Issue 21: 2026-02-31 was read as 2026-03-03 (and then judged as that day).
+  const json impossible = error_of(
+      p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "2026-02-31T20:00:00Z"}}),
+      "invalid-params", "/params/start");
+  EXPECT_EQ(impossible["message"].get<std::string>().rfind("\"2026-02-31T20:00:00Z\" is not a start time", 0), 0u)
+      << impossible.dump();
   // Six days ahead is fine.
   EXPECT_EQ(
       p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "+144h"}})["state"],
@@ -832,6 +930,16 @@ TEST(Protocol, Renew) {
            "/params/lease");
   error_of(p.call("renew", {{"interface", "veth0"}, {"lease", "48h"}}), "invalid-params",
            "/params/lease");
+  // Issue 21: 24h and 1ns was "86400s is out of range". The value and the limit, exactly.
+  const json e = error_of(p.call("renew", {{"interface", "veth0"}, {"lease", "86400000000001ns"}}), "invalid-params",
+                          "/params/lease");
+  EXPECT_EQ(e["message"], "lease 86400000000001ns is longer than the limit, 86400s (leases.max in the config)");
+  const json a = error_of(p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"lease", 86400000000001LL}}),
+                          "invalid-params", "/params/lease");
+  EXPECT_EQ(a["message"], e["message"]);
+  const json c = error_of(p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"confirm", "0s"}}),
+                          "invalid-params", "/params/confirm");
+  EXPECT_EQ(c["message"], "confirm 0ms is not positive");
   error_of(p.call("renew", {{"interface", "veth1"}}), "not-found", "/params/interface");
   p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
   error_of(p.call("renew", {{"interface", "veth1"}}), "invalid-params", "/params/lease");
@@ -862,9 +970,22 @@ TEST(Protocol, SubscribeReturnsTheFilter) {
   e.interface = "veth1";
   EXPECT_FALSE(filter.matches(e));
 
-  error_of(p.call("subscribe", {{"events", {"applied", "phase-chnaged"}}}), "invalid-params",
-           "/params/events/1");
+  const json typo = error_of(p.call("subscribe", {{"events", {"applied", "phase-chnaged"}}}), "invalid-params",
+                             "/params/events/1");
   EXPECT_FALSE(p.last.subscribe) << "a refused subscribe streams nothing";
+  // Issue 21: the list left out rolled-back and confirmed. It is every name subscribe accepts.
+  const std::string message = typo["message"];
+  const std::string listed = message.substr(message.find("events: ") + 8);
+  std::vector<std::string> names;
+  for (std::size_t at = 0; at <= listed.size();) {
+    const std::size_t comma = std::min(listed.find(", ", at), listed.size());
+    names.push_back(listed.substr(at, comma - at));
+    at = comma + 2;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"applied", "phase-changed", "deadline-missed", "cleared", "lease-expired",
+                                             "interface-gone", "external-change", "rolled-back", "confirmed",
+                                             "error"}));
+  for (const auto& name : names) p.ok("subscribe", {{"events", {name}}});
   error_of(p.call("subscribe", {{"interfaces", "veth0"}}), "invalid-params", "/params/interfaces");
   error_of(p.call("subscribe", {{"interfaces", {"veth0", 3}}}), "invalid-params",
            "/params/interfaces/1");

@@ -249,12 +249,36 @@ void check_reply(std::string_view request, const Reply& reply, bool authorized) 
   const json r = check_reply_shape(reply.line, kRequestErrorCodes);
   const bool ok = r["ok"].get<bool>();
   expect(authorized || !ok, "a peer that may not use jitterd was served", reply.line);
-  // The id is echoed whenever the request had a readable one (a string or a number in an object).
-  const json parsed = json::parse(request, nullptr, false);
+  // docs/protocol.md, "Envelope": the id is echoed whenever the request had one jitterd can echo
+  // exactly (a string or a 64-bit integer, given once, in an object that is JSON); a repeated key
+  // anywhere, or a NUL byte, is never served. Read here with nlohmann's own callback parser, not
+  // with jitterd's reader.
+  std::vector<std::set<std::string>> open_objects;
+  std::size_t ids = 0;
+  bool repeated = false;
+  const json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      open_objects.pop_back();
+    } else if (event == json::parse_event_t::key) {
+      const auto key = parsed.get<std::string>();
+      repeated |= !open_objects.back().insert(key).second;
+      if (depth == 1 && key == "id") ++ids;
+    }
+    return true;
+  };
+  const bool nul = request.find('\0') != std::string_view::npos;
+  const json parsed = nul ? json(json::value_t::discarded) : json::parse(request, callback, false);
   std::optional<json> id;
-  if (parsed.is_object()) {
-    if (auto it = parsed.find("id"); it != parsed.end() && (it->is_string() || it->is_number()))
-      id = *it;
+  if (parsed.is_object() && ids == 1) {
+    if (auto it = parsed.find("id"); it != parsed.end() && (it->is_string() || it->is_number_integer())) id = *it;
+  }
+  expect(!(ok && (nul || repeated)), "a request with a NUL byte or a repeated key was served", reply.line);
+  if (!ok) {
+    const json& error = r["error"];
+    expect(error["message"].get<std::string>().size() <= 2048 && error.value("where", "").size() <= 16384,
+           "an error quotes more than an excerpt", reply.line);
   }
   if (id) {
     expect(r.contains("id") && r["id"] == *id, "a reply lacks its request's id", reply.line);

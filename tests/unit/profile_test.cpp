@@ -6,6 +6,7 @@
 
 #include "shaper/distribution_tables.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/json_reader.hpp"
 #include "shaper/profile.hpp"
 
 using namespace shaper;
@@ -130,6 +131,52 @@ TEST(Profile, DigestDetectsEdits) {
   EXPECT_NE(message.find("edited after it was written"), std::string::npos) << message;
 }
 
+// Issue 21: a profile with a value nested 100 000 deep (295 KB) crashed jitterctl inspect/validate,
+// jitterd --check-config and jitterd's profile listing (SIGSEGV in nlohmann's recursion).
+TEST(Profile, AValueNestedAHundredThousandDeepIsRefusedNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const auto load = parse_profile(replace(kMinimal, "\"80ms\"", deep));
+  ASSERT_EQ(load.diagnostics.size(), 1u) << to_string(load.diagnostics);
+  EXPECT_EQ(load.diagnostics[0].where.rfind("/phases/storm/delay/latency/0/0/", 0), 0u);
+  EXPECT_EQ(load.diagnostics[0].message, "nests deeper than 64 levels; it was not read");
+  // 64 levels are read, and the error quotes an excerpt of the value.
+  const auto at_limit = parse_profile(replace(kMinimal, "\"80ms\"", std::string(60, '[') + std::string(60, ']')));
+  EXPECT_EQ(only_message(at_limit, "/phases/storm/delay/latency"),
+            "expected a duration such as \"20ms\", \"1.5s\", \"250us\" or \"100ns\", found " +
+                std::string(kExcerptChars, '[') + "...");
+}
+
+// A 6.9 MB error line was seen: the error path quoted the whole value.
+TEST(Profile, ErrorsQuoteAnExcerptOfALargeValue) {
+  const auto load = parse_profile(replace(kMinimal, "\"80ms\"", "\"" + std::string(7 << 20, '8') + "\""));
+  ASSERT_EQ(load.diagnostics.size(), 1u);
+  EXPECT_LT(load.diagnostics[0].message.size(), 200u);
+}
+
+// Keys are quoted in pointers too: a phase name or an unknown key of megabytes made megabyte wheres.
+TEST(Profile, LongKeysAreCutInPointersAndMessages) {
+  const std::string name(1 << 20, 'p');
+  const auto phase = parse_profile(replace(kMinimal, "\"calm\": {", "\"" + name + "\": {"));
+  ASSERT_FALSE(phase.profile);
+  for (const auto& d : phase.diagnostics) {
+    EXPECT_LT(d.where.size() + d.message.size(), 400u) << d.where.substr(0, 100);
+  }
+  EXPECT_EQ(phase.diagnostics.at(0).message, "a phase name of 1048576 characters; at most 64 are allowed");
+  const auto key = parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"" + name + "\": 0,"));
+  ASSERT_EQ(key.diagnostics.size(), 1u);
+  EXPECT_EQ(key.diagnostics[0].where, "/" + std::string(kExcerptChars, 'p') + "...");
+}
+
+TEST(Profile, ADigestThatIsNotAStringIsAWrongTypeNotAMismatch) {
+  const auto load = parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"digest\": 12,"));
+  const std::string message = only_message(load, "/digest");
+  EXPECT_EQ(message.rfind("expected a string such as \"sha256:<64 hex digits>\", found 12", 0), 0u) << message;
+  // Reported with the other problems, not after them.
+  const auto both = parse_profile(
+      replace(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"digest\": 12,"), "\"p\": 0.01", "\"p\": 2"));
+  EXPECT_EQ(wheres(both.diagnostics), (std::vector<std::string>{"/phases/storm/loss/p", "/digest"}));
+}
+
 TEST(Profile, ErrorsNameTheJsonPointerAndTheAllowedRange) {
   EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"p\": 0.01", "\"p\": 1.7")), "/phases/storm/loss/p"),
             "1.7 is not a probability; expected 0 to 1 (0.01 is 1%)");
@@ -184,7 +231,14 @@ TEST(Profile, SyntaxErrorsGiveLineAndColumn) {
 TEST(Profile, RejectsDuplicateKeysAndOversizedInput) {
   const auto dup = parse_profile(replace(kMinimal, "\"name\": \"wan\"", "\"name\": \"wan\", \"name\": \"lan\""));
   EXPECT_FALSE(dup.profile);
-  EXPECT_EQ(dup.diagnostics.at(0).message, "the key \"name\" appears twice in one object");
+  ASSERT_EQ(dup.diagnostics.size(), 1u);
+  EXPECT_EQ(dup.diagnostics[0].where, "/name");
+  EXPECT_EQ(dup.diagnostics[0].message.rfind("the key \"name\" appears twice in one object", 0), 0u)
+      << dup.diagnostics[0].message;
+  // Deep in the document, with the pointer of the second one.
+  const auto deep_dup = parse_profile(replace(kMinimal, "\"p\": 0.01", "\"p\": 0.01, \"p\": 0.02"));
+  ASSERT_EQ(deep_dup.diagnostics.size(), 1u);
+  EXPECT_EQ(deep_dup.diagnostics[0].where, "/phases/storm/loss/p");
   const auto big = parse_profile(std::string(kMaxProfileBytes + 1, ' '));
   EXPECT_FALSE(big.profile);
   EXPECT_NE(big.diagnostics.at(0).message.find("at most 8 MiB"), std::string::npos);
@@ -256,4 +310,21 @@ TEST(Profile, AReplayScheduleKeepsItsWindowThroughJson) {
   const Diagnostics d = validate(p);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d.front().where, "/schedule/replay_window");
+}
+
+// Issue 21: timegm read 2026-02-31 as 2026-03-03.
+TEST(UtcTimestamp, ImpossibleDatesAreRefused) {
+  for (const char* text : {"2026-02-31T00:00:00Z", "2026-02-29T00:00:00Z", "2100-02-29T00:00:00Z",
+                           "2026-04-31T12:00:00Z", "2026-11-31T00:00:00Z", "2026-00-10T00:00:00Z"}) {
+    EXPECT_EQ(shaper::parse_utc_timestamp(text), std::nullopt) << text;
+  }
+  // Leap days that exist, and the last day of each month.
+  EXPECT_EQ(shaper::format_utc_timestamp(*shaper::parse_utc_timestamp("2028-02-29T00:00:00Z")), "2028-02-29T00:00:00Z");
+  EXPECT_EQ(shaper::format_utc_timestamp(*shaper::parse_utc_timestamp("2000-02-29T00:00:00Z")), "2000-02-29T00:00:00Z");
+  for (const char* text : {"2026-01-31T00:00:00Z", "2026-02-28T00:00:00Z", "2026-04-30T00:00:00Z",
+                           "2026-12-31T23:59:59Z"}) {
+    const auto t = shaper::parse_utc_timestamp(text);
+    ASSERT_TRUE(t) << text;
+    EXPECT_EQ(shaper::format_utc_timestamp(*t), text);
+  }
 }

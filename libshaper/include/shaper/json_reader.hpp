@@ -18,10 +18,55 @@ namespace shaper {
 // "a/b" -> "a~1b", "~" -> "~0" (RFC 6901), for keys that become pointer tokens.
 std::string pointer_escape(std::string_view token);
 
-// Why `text` is not JSON ("syntax error while parsing value - invalid literal; last read: 'x'") and
-// the 1-based byte where the parser stopped; empty when it is JSON. nlohmann's non-throwing parse only
-// says "discarded", so the failure is parsed once more for the words.
-std::string json_syntax_error(std::string_view text, std::size_t* byte = nullptr);
+// How deep any JSON read from users (profiles, the config, requests, ctl's --file) may nest. The
+// deepest valid document is a request with an inline profile, 8 levels (request, params, profile,
+// phases, a phase, delay, its distribution, a table); 64 leaves room and keeps every recursive walk
+// of a document (nlohmann's dump(), copies, comparisons) far from the end of the stack: a profile
+// nested 100 000 deep crashed jitterctl and jitterd when an error quoted it (issue 21).
+constexpr std::size_t kMaxJsonDepth = 64;
+
+// How many characters an error message quotes of a bad value: enough to recognise it, never a
+// megabyte line in a log or a reply.
+constexpr std::size_t kExcerptChars = 60;
+
+// The JSON text of `value` for an error message, cut at `max_chars` characters with "..." after
+// it. Written without recursion, so a value nested 100 000 deep costs what a short one does; bytes
+// that are not UTF-8 become U+FFFD.
+std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars = kExcerptChars);
+
+// Raw text for an error message (a token the parser stopped at, a line that is not JSON): at most
+// `max_chars` bytes, cut before a UTF-8 sequence rather than inside it, control bytes shown as \xNN.
+std::string text_excerpt(std::string_view text, std::size_t max_chars = kExcerptChars);
+
+// nlohmann's exception text for a message: without "[json.exception.parse_error.101] parse error at
+// line 1, column 3: " (the caller says where), and with the token it quotes ("last read: '...'",
+// the digits of an overflowing number), which can be the rest of the text, cut to an excerpt.
+std::string json_parser_words(std::string what);
+
+// What kept a text from becoming a document; kNone when it did.
+enum class JsonProblem {
+  kNone,
+  kSyntax,        // not JSON (a NUL byte included: nlohmann would stop reading at it, silently)
+  kTooDeep,       // nests deeper than the limit
+  kDuplicateKey,  // a key twice in one object: nlohmann would keep the last one silently
+};
+
+struct JsonDocument {
+  nlohmann::json value;  // null unless problem is kNone
+  JsonProblem problem = JsonProblem::kNone;
+  // kSyntax: "3:16" (line:column, as json_error_where gives it); kTooDeep: the JSON pointer of the
+  // first value too deep; kDuplicateKey: the pointer of the second occurrence. Keys in pointers are
+  // cut to an excerpt.
+  std::string where;
+  std::string message;  // what is wrong, without "invalid JSON" or the file: callers add their context
+};
+
+// Reads user JSON in bounded depth, memory and time: a first pass that builds nothing (nlohmann's
+// SAX parser, which keeps one bit per level) stops at the first syntax error, NUL byte, level deeper
+// than `max_depth` or repeated key; only a text that passes it becomes a document. Both passes are
+// linear in the text. For every reader of user data: profiles, the config, requests, jitterctl's
+// files, and capture JSON (mtr, iperf3).
+JsonDocument parse_json_bounded(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
 
 class JsonReader {
  public:
@@ -58,7 +103,7 @@ class JsonReader {
     if (!v) return fallback;
     if (!v->is_number_integer()) {
       error(pointer + "/" + key, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                                     ", found " + v->dump());
+                                     ", found " + json_excerpt(*v));
       return std::nullopt;
     }
     bool in_range;
@@ -75,7 +120,7 @@ class JsonReader {
       value = static_cast<Int>(s);
     }
     if (!in_range) {
-      error(pointer + "/" + key, v->dump() + " is out of range; expected " + std::to_string(min) + " to " +
+      error(pointer + "/" + key, json_excerpt(*v) + " is out of range; expected " + std::to_string(min) + " to " +
                                      std::to_string(max));
       return std::nullopt;
     }
