@@ -924,7 +924,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     r.name = "spike";
     report.phases.push_back(r);
     if (segments.size() <= 1) {
-      profile.schedule = Schedule{{{"capture", options.spikes->every - spike_length}, {"spike", spike_length}}, true};
+      profile.schedule = Schedule{{{"capture", options.spikes->every - spike_length}, {"spike", spike_length}}, true, std::nullopt};
       segments.clear();
     } else {
       // Tail events made a time line: the spikes go on it, at the same places in each period as in the

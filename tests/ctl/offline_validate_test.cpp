@@ -118,7 +118,7 @@ TEST(CompileHost, PicksTheNamedTargetOfASeveralTargetFpingCapture) {
 // Issue 21: a profile with a value nested 100 000 deep (a 295 KB file) made `jitterctl inspect` and
 // `jitterctl validate` die with SIGSEGV (no exit status: -1 here). Now: bad input (exit 3), one
 // short line naming the pointer.
-TEST(OfflineCommands, AProfileNestedAHundredThousandDeepIsBadInputNotACrash) {
+TEST(OfflineInput, AProfileNestedAHundredThousandDeepIsBadInputNotACrash) {
   char dir[] = "/tmp/jitterctl-deep-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/deep.json";

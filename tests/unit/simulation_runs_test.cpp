@@ -21,7 +21,7 @@ Profile two_phase_loop(Nanoseconds step) {
   a.delay.latency = 1ms;
   b.delay.latency = 5ms;
   profile.phases = {{"a", "", a}, {"b", "", b}};
-  profile.schedule = Schedule{{{"a", step}, {"b", step}}, true};
+  profile.schedule = Schedule{{{"a", step}, {"b", step}}, true, std::nullopt};
   return profile;
 }
 

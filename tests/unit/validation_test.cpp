@@ -72,7 +72,7 @@ Profile two_rate_profile() {
   storm.delay.latency = 30ms;
   profile.phases.push_back(Phase{"calm", "", calm, TableSource::kNone, TableSource::kNone});
   profile.phases.push_back(Phase{"storm", "", storm, TableSource::kNone, TableSource::kNone});
-  profile.schedule = Schedule{{{"calm", 10s}, {"storm", 10s}}, true};
+  profile.schedule = Schedule{{{"calm", 10s}, {"storm", 10s}}, true, std::nullopt};
   return profile;
 }
 
