@@ -889,7 +889,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     for (; s < segments.size(); ++s) with_events.push_back(segments[s]);
     segments = std::move(with_events);
     const auto base_report = std::find_if(report.phases.begin(), report.phases.end(),
-                                          [&](const PhaseReport& r) { return r.name == base; });
+                                          [&base = base](const PhaseReport& r) { return r.name == base; });
     std::string why = "above the top entry of " + base + "'s table";
     if (base_report != report.phases.end() && base_report->whole_table_resolution > 0ns) {
       // The body cut (build_phase): say what one table would have done, and what each part got.

@@ -50,7 +50,7 @@ using namespace shaper;
 using namespace std::chrono_literals;
 
 // The issue's targets (issue 3 §7), the same numbers as validation.cpp's profile thresholds.
-constexpr double kKsTarget = 0.02;        // or the 95 % critical value, whichever is larger
+// KS: at most validate's own limit for the pair (ks_limit: 0.02, or the critical value at the effective sizes).
 constexpr double kQuantileTarget = 0.02;  // p99 and p99.9, relative
 constexpr double kLossTarget = 0.10;      // loss rate and mean burst, relative
 constexpr double kLossFloor = 0.001;      // absolute loss-rate difference always allowed
