@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "shaper/errors.hpp"
+#include "shaper/json_reader.hpp"
 #include "shaper/files.hpp"
 #include "unix_peer.hpp"
 
@@ -108,10 +109,18 @@ LedgerContents Ledger::load(std::string* problem) const {
   if (!in) return {};
   std::stringstream text;
   text << in.rdbuf();
-  const json j = json::parse(text.str(), nullptr, false);
+  // Bounded like every other JSON jitterd reads: a ledger damaged into deep nesting must not take the
+  // daemon down at start-up, when it is needed to clean up.
+  const shaper::JsonDocument doc = shaper::parse_json_bounded(text.str());
+  const json& j = doc.value;
   LedgerContents out;
-  if (j.is_discarded() || !j.is_object() || !j.contains("interfaces") || !j["interfaces"].is_array()) {
-    if (problem) *problem = path() + " is not a jitterd ledger; relying on the handle scan";
+  if (doc.problem != shaper::JsonProblem::kNone || !j.is_object() || !j.contains("interfaces") ||
+      !j["interfaces"].is_array()) {
+    if (problem) {
+      *problem = path() + " is not a jitterd ledger" +
+                 (doc.problem != shaper::JsonProblem::kNone ? " (" + doc.where + ": " + doc.message + ")" : "") +
+                 "; relying on the handle scan";
+    }
     return out;
   }
   for (const auto& e : j["interfaces"]) {

@@ -1117,6 +1117,20 @@ TEST(Sessions, RecoveryWithAnUnreadableLedgerStillFindsTheQdiscs) {
   EXPECT_NE(rig.log_text().find("is not a jitterd ledger"), std::string::npos) << rig.log_text();
 }
 
+// Issue 21 §1, the ledger too: the state file goes through the same bounded reader as every other JSON
+// jitterd reads, so one damaged into deep nesting is an unreadable ledger named with the pointer of the
+// first level too deep, in a short line, and the handle scan still cleans up.
+TEST(Sessions, RecoveryWithALedgerNestedAHundredThousandDeepStillFindsTheQdiscs) {
+  DaemonRig rig;
+  rig.backend.add_interface("veth7", 7, FakeBackend::Root::kJitterd);
+  rig.state.write("state.json", R"({"interfaces": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  rig.sessions.recover();
+  EXPECT_EQ(rig.backend.root_of(7), FakeBackend::Root::kKernelDefault);
+  EXPECT_NE(rig.log_text().find("is not a jitterd ledger (/interfaces/0/0/"), std::string::npos)
+      << rig.log_text().substr(0, 500);
+  EXPECT_LT(rig.log_text().size(), 2000u);
+}
+
 TEST(Sessions, ShutdownRemovesEverything) {
   DaemonRig rig;
   rig.apply_ok(rig.request("veth0", held_profile()));
