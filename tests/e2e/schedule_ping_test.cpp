@@ -24,7 +24,8 @@
 // the series changed level: |midpoint - at| <= half the bracket, 2.5 ms at the 5 ms probe interval.
 // The 10 ms bound leaves room for ping falling behind its interval on the emulated machine
 // (a 20 ms gap between two probes was seen while the host's two cores were building) and for
-// netem's late releases (~0.4 ms under TCG), which add to an RTT but not to a send time.
+// netem's late releases (0.1-0.2 ms in User-Mode Linux, ~0.4 ms in qemu TCG), which add to an RTT but
+// not to a send time.
 //
 // The split point comes from the RTT series alone (the event only says which transition and which
 // two levels to look for): in the 1 s either side of the event (half a step, so no other transition

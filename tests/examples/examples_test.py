@@ -133,9 +133,9 @@ def bench(jitterd):
                                                                stats["slow"]["throughput_rps"]))
 
 
-# In the VM test bed (qemu TCG, 2-core host) the rest's median measured 2.6 to 6.0 ms in four runs and
-# differed between the phases by up to 3.4 ms (p50 gaps of 9.8, 12.3 and 13.4 ms). 5 ms is half the
-# delays' difference: a run whose delays do not show at the median (no shaping: ~0 ms; phases swapped
+# In qemu TCG (the second bed; 2-core host) the rest's median measured 2.6 to 6.0 ms in four runs and
+# differed between the phases by up to 3.4 ms (p50 gaps of 9.8, 12.3 and 13.4 ms); User-Mode Linux, the
+# default bed, is quieter. 5 ms is not fitted to either: it is half the delays' difference: a run whose delays do not show at the median (no shaping: ~0 ms; phases swapped
 # by the tagging: -10 ms) still fails.
 TOLERANCE_MS = 5.0
 
