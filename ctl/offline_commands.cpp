@@ -107,10 +107,11 @@ constexpr const char* kInspectUsage =
     "  show a profile's phases, schedule and digest\n";
 constexpr const char* kValidateUsage =
     "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--phase P]\n"
-    "                          [--json] [--plot FILE.svg] [--log] [--seed N] [--probes N]\n"
+    "                          [--json] [--plot FILE.svg] [--log] [--seed N] [--probes N] [--alpha P]\n"
     "  compare capture, profile (simulated) and shaped link\n"
     "  --seed N    the simulation's seed, 0 to 18446744073709551615 (default 1)\n"
-    "  --probes N  probes to simulate, 1 to 100000000 (default 1000000)\n";
+    "  --probes N  probes to simulate, 1 to 100000000 (default 1000000)\n"
+    "  --alpha P   how often a faithful profile or link may fail by chance, per comparison (default 0.05)\n";
 
 // Parses a capture, printing its diagnostics. Returns nullopt when it has nothing usable.
 std::optional<Trace> load_trace(const std::string& path, const ParseOptions& options) {
@@ -367,6 +368,7 @@ int validate_command(const std::vector<std::string>& raw) {
     bool json = false, log_scale = false;
     std::uint64_t seed = 1;
     std::size_t probes = kValidationProbes;
+    ValidationOptions options;
     ParseOptions parse;
     while (!a.done()) {
       const std::string arg = a.take();
@@ -389,6 +391,13 @@ int validate_command(const std::vector<std::string>& raw) {
         phase = a.value(arg);
       } else if (arg == "--probes") {
         probes = static_cast<std::size_t>(integer_value(arg, a.value(arg), 1, kMaxValidationProbes));
+      } else if (arg == "--alpha") {
+        const std::string v = a.value(arg);
+        options.alpha = number_value(arg, v);
+        if (!(options.alpha > 0 && options.alpha <= 0.5)) {
+          throw UsageError(arg + ": \"" + v + "\" is not a level; give how often a faithful link may fail by " +
+                           "chance, above 0 and at most 0.5 (default 0.05)");
+        }
       } else if (!arg.empty() && arg[0] == '-') {
         throw UsageError("validate: unknown option " + arg);
       } else if (profile_path.empty()) {
@@ -424,6 +433,9 @@ int validate_command(const std::vector<std::string>& raw) {
       }
       profile = std::move(held);
     }
+    // A replay profile claims the capture's time line: its correlation and stalls are judged too (a
+    // phase held alone claims none).
+    options.judge_timeline = profile->schedule && profile->schedule->replay_window.has_value();
     std::optional<Trace> capture, shaped;
     if (!trace_path.empty() && !(capture = load_trace(trace_path, parse))) return kExitBadInput;
     if (!shaped_path.empty() && !(shaped = load_trace(shaped_path, parse))) return kExitBadInput;
@@ -454,8 +466,8 @@ int validate_command(const std::vector<std::string>& raw) {
     if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
     // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
     ValidationReport report =
-        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p)
-                : validate_shaped_only(capture_s, profile_s, noise_p);
+        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, options)
+                : validate_shaped_only(capture_s, profile_s, noise_p, options);
     if (profile_s.delay.size() < capture_s.delay.size() * copies) {
       report.notes.push_back("the profile was simulated for " + std::to_string(profile_s.delay.size()) +
                              " probes, not " + std::to_string(capture_s.delay.size() * copies) +

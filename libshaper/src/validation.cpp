@@ -609,7 +609,7 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
   int share = judged;
   for (;;) {
     int spending = 0;
-    build(kVerdictAlpha / share, spending);
+    build(options.alpha / share, spending);
     spending = std::max(spending, 1);
     if (spending >= share) break;
     share = spending;

@@ -184,4 +184,25 @@ TEST_F(OfflineCommands, SeedsAbove2To53AreTakenWhole) {
   EXPECT_EQ(p50_and_mean("18446744073709551615"), p50_and_mean("18446744073709551615"));
 }
 
+// --alpha sets how often a faithful profile may fail by chance: each judged figure's level is that
+// share of it (docs/validation.md), so a larger alpha gives every figure a larger level; out of
+// range is a usage error naming the option.
+TEST_F(OfflineCommands, AlphaSetsTheLevelTheFiguresAreJudgedAt) {
+  const fs::path profile = dir_ / "regimes.json";
+  ASSERT_EQ(run("compile " + kCapture + " -o " + profile.string()).exit_code, 0);
+  auto level = [&](const std::string& extra) {
+    const Completed r = run("validate " + profile.string() + " " + kCapture + " --probes 1 --json" + extra);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
+    return nlohmann::json::parse(r.out).at("comparisons").at("capture_vs_profile").at("level").get<double>();
+  };
+  const double standard = level(""), loose = level(" --alpha 0.2");
+  EXPECT_GT(standard, 0);
+  EXPECT_NEAR(loose / standard, 4.0, 1e-9) << "the same figures judged, at four times the level";
+  for (const char* bad : {"0", "0.6", "-0.01", "nan", "five"}) {
+    const Completed r = run("validate " + profile.string() + " " + kCapture + " --alpha " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--alpha: \"" + std::string(bad) + "\""), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace

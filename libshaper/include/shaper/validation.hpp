@@ -73,11 +73,13 @@ struct ValidationOptions {
   // Off, they are reported only: a profile of independent draws cannot have a capture's
   // correlation, and does not claim to.
   bool judge_timeline = false;
+  // How often a faithful profile (or link) may fail a comparison by chance alone: the family-wise
+  // level, split among the judged figures (docs/validation.md). Smaller: fewer false failures, and
+  // less power against a profile that is a little off.
+  double alpha = 0.05;
 };
 
-// How often a faithful profile (or link) may fail a comparison by chance alone: the family-wise
-// level, split among the judged figures (docs/validation.md).
-inline constexpr double kVerdictAlpha = 0.05;
+inline constexpr double kVerdictAlpha = ValidationOptions{}.alpha;
 
 struct ValidationReport {
   SeriesStats capture, profile;
