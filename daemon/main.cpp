@@ -171,6 +171,10 @@ int run(const Options& options) {
   const auto namespace_claim = jitterd::NamespaceClaim::acquire(&claim_warning);
   if (!claim_warning.empty()) log.warning(claim_warning);
   jitterd::asio::io_context io(1);
+  // SIGTERM and SIGINT are caught from here on, before the socket is visible: a signal that comes as
+  // soon as a client can see jitterd (a supervisor, a test waiting for the socket) is queued until the
+  // handler below waits for it, never the default action that leaves the shaping behind.
+  jitterd::asio::signal_set signals(io, SIGTERM, SIGINT);
   jitterd::KernelBackend backend;
   jitterd::Ledger ledger(config.state_dir);
   jitterd::EventBus bus;
@@ -216,7 +220,6 @@ int run(const Options& options) {
   // Clients that do not read their last lines get this long before the daemon exits anyway.
   constexpr auto kFlushLimit = std::chrono::seconds(1);
   jitterd::asio::steady_timer flush_limit(io);
-  jitterd::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
     log.info(std::string("stopping on ") + strsignal(signal) + "; removing everything jitterd installed");
