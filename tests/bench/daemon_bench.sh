@@ -11,7 +11,7 @@
 # Builds jitterd, jitterctl and daemon_bench first if needed, and compiles the memory run's profile
 # (tests/fixtures/captures/multimodal.txt, a 4096-entry exact table) with jitterctl.
 #
-# Environment: JITTERD_BUILD_DIR (default build/bench; not under /tmp, which the VM cannot see).
+# Environment: JITTERD_BUILD_DIR (default build/bench; under /tmp only inside this checkout).
 # The VM parts need what tests/vm/run needs (root, qemu, a Debian kernel with netem; docs/testing.md).
 # Output: the tables on stdout, also kept in $JITTERD_BUILD_DIR/daemon_bench.log; every transition of
 # the lateness run in $JITTERD_BUILD_DIR/daemon_bench-lateness.csv, jitterd's memory every 10 s in
@@ -70,7 +70,13 @@ wanted() { [[ " ${only[*]} " == *" $1 "* ]]; }
 mkdir -p "$build"
 build=$(cd "$build" && pwd -P)
 case $build/ in
-/tmp/*) echo "daemon_bench.sh: $build is under /tmp, which the VM cannot see; set JITTERD_BUILD_DIR" >&2 && exit 2 ;;
+/tmp/*)
+  # The VM keeps this checkout visible, not the rest of its /tmp.
+  [[ $build/ == "$repo"/* ]] || {
+    echo "daemon_bench.sh: $build is under /tmp outside this checkout, which the VM cannot see; set JITTERD_BUILD_DIR" >&2
+    exit 2
+  }
+  ;;
 esac
 [[ -f $build/build.ninja ]] || cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$build" jitterd jitterctl daemon_bench >/dev/null
