@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "shaper/errors.hpp"
-#include "shaper/json_reader.hpp"
 #include "shaper/files.hpp"
+#include "shaper/json_reader.hpp"
 #include "unix_peer.hpp"
 
 namespace jitterd {
@@ -248,9 +248,7 @@ void Ledger::write() {
   // crash, finds the old ledger or the whole new one; on failure the temporary goes, since half of a
   // ledger helps nobody and on a full disk it holds the room the next attempt needs.
   try {
-    shaper::OutputFile out(path(), 0644);
-    out.write(text);
-    out.commit();
+    shaper::write_file_atomically(path(), text, 0644);
   } catch (const shaper::SystemError& e) {
     // Named by the ledger's own path: the temporary's random name would tell an operator nothing.
     throw shaper::SystemError(e.operation() + " the ledger", path(), e.error_number(),

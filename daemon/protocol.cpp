@@ -300,6 +300,13 @@ std::string Dispatcher::error_line(std::string_view code, std::string_view messa
   return to_line(error_json(nullptr, RequestError{std::string(code), std::string(message), "", std::string(hint)}));
 }
 
+RequestError Dispatcher::permission_denied(const Peer& peer, const std::string& socket_group) {
+  return {"permission-denied",
+          "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ") may not use jitterd", "",
+          "ask an administrator to add you to the socket's group" +
+              (socket_group.empty() ? std::string() : " (" + socket_group + ")")};
+}
+
 std::string Dispatcher::event_line(const Event& e) {
   json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", stamp_json(e.at)}};
   if (!e.direction.empty()) j["direction"] = e.direction;
@@ -429,13 +436,7 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
     for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + std::string(m.name);
     return fail({"unknown-method", "no method \"" + *method + "\"", "/method", "methods: " + names});
   }
-  if (!authorized) {
-    return fail({"permission-denied",
-                 "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
-                     ") may not use jitterd",
-                 "", "ask an administrator to add you to the socket's group" +
-                         (config_.socket.group.empty() ? std::string() : " (" + config_.socket.group + ")")});
-  }
+  if (!authorized) return fail(permission_denied(peer, config_.socket.group));
 
   shaper::Diagnostics diagnostics;
   JsonReader r(diagnostics);

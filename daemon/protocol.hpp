@@ -69,6 +69,9 @@ class Dispatcher {
   // A reply for a line that was never parsed (too long, too many connections).
   static std::string error_line(std::string_view code, std::string_view message, std::string_view hint = {});
   static std::string event_line(const Event& event);
+  // Why `peer` may not use jitterd at all: the one wording, for the server's refusal at accept and
+  // for handle() when called unauthorized.
+  static RequestError permission_denied(const Peer& peer, const std::string& socket_group);
   std::string metrics_text();
 
  private:

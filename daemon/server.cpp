@@ -539,14 +539,8 @@ asio::awaitable<void> ControlServer::accept_loop() {
       ++stats_.connections_refused;
       log_.warning("refused a control connection from uid " + std::to_string(peer.uid) + " pid " +
                    std::to_string(peer.pid) + " (" + peer.command + "): not in the socket's group");
-      refuse_at_once(std::move(socket),
-                     Dispatcher::error_line("permission-denied",
-                                            "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
-                                                ") may not use jitterd",
-                                            "ask an administrator to add you to the socket's group" +
-                                                (config_.socket.group.empty()
-                                                     ? std::string()
-                                                     : " (" + config_.socket.group + ")")));
+      const RequestError denied = Dispatcher::permission_denied(peer, config_.socket.group);
+      refuse_at_once(std::move(socket), Dispatcher::error_line(denied.code, denied.message, denied.hint));
       continue;
     }
     if (const auto why = slots_.refusal(peer.uid, policy_.is_admin(peer))) {

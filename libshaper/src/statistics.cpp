@@ -298,11 +298,7 @@ std::optional<double> ks_distance(const SortedSamples& a, const SortedSamples& b
 }
 
 std::optional<double> ks_critical_value(std::size_t n, std::size_t m, double alpha) {
-  if (n == 0 || m == 0 || !(alpha > 0.0 && alpha < 1.0)) return std::nullopt;
-  const double c = std::sqrt(-std::log(alpha / 2.0) / 2.0);
-  const double nn = static_cast<double>(n);
-  const double mm = static_cast<double>(m);
-  return c * std::sqrt((nn + mm) / (nn * mm));
+  return ks_critical_value_effective(static_cast<double>(n), static_cast<double>(m), alpha);
 }
 
 std::optional<double> ks_critical_value_effective(double n, double m, double alpha) {
