@@ -106,9 +106,13 @@ constexpr const char* kInspectUsage =
     "usage: jitterctl inspect PROFILE [--json]\n"
     "  show a profile's phases, schedule and digest\n";
 constexpr const char* kValidateUsage =
-    "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE]] [--phase P]\n"
-    "                          [--json] [--plot FILE.svg] [--log] [--seed N] [--probes N] [--alpha P]\n"
+    "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE\n"
+    "                          [--calibration-delay D]]] [--phase P] [--json] [--plot FILE.svg] [--log]\n"
+    "                          [--seed N] [--probes N] [--alpha P]\n"
     "  compare capture, profile (simulated) and shaped link\n"
+    "  --link-calibration TRACE  the same probes through a constant netem delay: the link's own noise\n"
+    "  --calibration-delay D     the round trip that constant netem added (e.g. 500us): the link's own\n"
+    "                            base is then measured, not estimated from the shaped trace\n"
     "  --seed N    the simulation's seed, 0 to 18446744073709551615 (default 1)\n"
     "  --probes N  probes to simulate, 1 to 100000000 (default 1000000)\n"
     "  --alpha P   how often a faithful profile or link may fail by chance, per comparison (default 0.05)\n";
@@ -365,6 +369,7 @@ int validate_command(const std::vector<std::string>& raw) {
   try {
     Args a(raw);
     std::string profile_path, trace_path, shaped_path, plot_path, calibration_path, phase;
+    std::optional<Nanoseconds> calibration_delay;
     bool json = false, log_scale = false;
     std::uint64_t seed = 1;
     std::size_t probes = kValidationProbes;
@@ -381,6 +386,8 @@ int validate_command(const std::vector<std::string>& raw) {
         shaped_path = a.value(arg);
       } else if (arg == "--link-calibration") {
         calibration_path = a.value(arg);
+      } else if (arg == "--calibration-delay") {
+        calibration_delay = duration_value(arg, a.value(arg));
       } else if (arg == "--plot") {
         plot_path = a.value(arg);
       } else if (arg == "--log") {
@@ -413,6 +420,9 @@ int validate_command(const std::vector<std::string>& raw) {
     }
     if (!calibration_path.empty() && shaped_path.empty()) {
       throw UsageError("validate: --link-calibration describes the link of --shaped; give both");
+    }
+    if (calibration_delay && calibration_path.empty()) {
+      throw UsageError("validate: --calibration-delay is the delay of --link-calibration's netem; give both");
     }
     auto profile = load_profile(profile_path);
     if (!profile) return kExitBadInput;
@@ -453,12 +463,18 @@ int validate_command(const std::vector<std::string>& raw) {
       const auto calibration = load_trace(calibration_path, parse);
       if (!calibration) return kExitBadInput;
       std::string problem;
-      auto samples = link_noise(*calibration, &problem);
-      if (!samples) {
+      auto measured = link_calibration(*calibration, calibration_delay, &problem);
+      if (!measured) {
         std::cerr << "jitterctl: validate: " << calibration_path << ": " << problem << '\n';
         return kExitBadInput;
       }
-      noise = with_link_noise(std::move(*samples), profile_s, halved);
+      if (measured->print_step >= std::chrono::microseconds(100)) {
+        std::cerr << "jitterctl: validate: " << calibration_path << ": warning: every RTT is printed to "
+                  << format_duration(measured->print_step)
+                  << ", coarser than the link's noise (ping prints 3 significant digits); calibrate through a "
+                     "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
+      }
+      noise = with_link_noise(std::move(*measured), profile_s, halved);
     }
     const LinkNoise* noise_p = noise ? &*noise : nullptr;
     std::optional<DelaySeries> shaped_s;

@@ -19,6 +19,8 @@ using namespace std::chrono_literals;
 // (with_link_noise): the two expectations must not share their draws.
 constexpr std::uint64_t kCaptureNoiseSeed = 1;
 constexpr std::uint64_t kProfileNoiseSeed = 2;
+// The seed of the half draws calibration_inverse_size adds to a halved series.
+constexpr std::uint64_t kShareSeed = 3;
 
 // Thresholds (docs/validation.md), all of them here. Each figure passes within the larger of a
 // tolerance (a difference not worth failing on) and the interval its sampling noise allows at the
@@ -275,14 +277,18 @@ DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool 
   // delay, so min(shaped) - min(profile) overstates the link by the gap between the two (0.1 ms on
   // multimodal.txt with 4000 probes) and shifts the whole shaped series by it.
   std::optional<Nanoseconds> rtt_anchor, profile_anchor;
-  if (!rtts.empty()) rtt_anchor = quantile_inverse_ecdf(SortedSamples(std::move(rtts)), kLinkAnchor);
-  const auto delays = (noise ? noise->profile : profile).delivered();
-  if (!delays.empty()) {
-    profile_anchor = quantile_inverse_ecdf(SortedSamples(delays), kLinkAnchor);
+  if (!(noise && noise->base)) {
+    if (!rtts.empty()) rtt_anchor = quantile_inverse_ecdf(SortedSamples(std::move(rtts)), kLinkAnchor);
+    const auto delays = (noise ? noise->profile : profile).delivered();
+    if (!delays.empty()) {
+      profile_anchor = quantile_inverse_ecdf(SortedSamples(delays), kLinkAnchor);
+    }
   }
   const Nanoseconds profile_low = profile_anchor.value_or(0ns);
   const Nanoseconds link =
-      rtt_anchor ? std::max(*rtt_anchor - (halved ? 2 * profile_low : profile_low), 0ns) : 0ns;
+      noise && noise->base ? *noise->base
+      : rtt_anchor         ? std::max(*rtt_anchor - (halved ? 2 * profile_low : profile_low), 0ns)
+                           : 0ns;
   const Nanoseconds t0 = shaped.samples.empty() ? 0ns : shaped.samples.front().send_time.value_or(0ns);
   for (const auto& s : shaped.samples) {
     out.sent.push_back(s.send_time.value_or(shaped.interval * static_cast<std::int64_t>(s.seq)) - t0);
@@ -430,6 +436,8 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
   // Everything that does not depend on the level.
   const double neff_a = effective_sample_size(da.size(), sa.lag1_autocorr);
   const double neff_b = effective_sample_size(db.size(), sb.lag1_autocorr);
+  const double ks_a = 1 / (1 / neff_a + pa.extra_inverse_size);
+  const double ks_b = 1 / (1 / neff_b + pb.extra_inverse_size);
   c.ks = ks_distance(da, db).value_or(1.0);
   c.w1_ms = ms(wasserstein1(da, db).value_or(FractionalNanoseconds(0)));
   auto relative = [](double x, double reference) { return reference != 0 ? (x - reference) / reference : x; };
@@ -473,8 +481,9 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
     const double z = normal_quantile(1 - level / 2).value_or(HUGE_VAL);
     const std::string level_pct = format("%.3g %%", 100 * (1 - level));
 
-    // KS, with each sample counted at its effective size under its own lag-1 autocorrelation.
-    const double critical = ks_critical_value_effective(neff_a, neff_b, level).value_or(1.0);
+    // KS, with each sample counted at its effective size under its own lag-1 autocorrelation, and
+    // a series built with the link's noise also at the precision of the calibration it drew from.
+    const double critical = ks_critical_value_effective(ks_a, ks_b, level).value_or(1.0);
     c.ks_limit = std::max(t.ks_floor, critical);
     spending += critical > t.ks_floor;
     {
@@ -483,12 +492,20 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
       f.difference = c.ks;
       f.low = 0;
       f.high = c.ks_limit;
+      auto calibrated = [&](const char* which, double extra, double neff, double size) {
+        return extra > 0 ? format("; the %s's %.0f counts the link calibration's sampling too "
+                                  "(%s added to 1 / %.0f)",
+                                  which, size, number(extra).c_str(), neff)
+                         : std::string();
+      };
       f.basis = format(
           "the larger of %s and the %s critical value %s for effective sizes %.0f and %.0f "
-          "(n (1 - r) / (1 + r), lag-1 r %s and %s)",
-          number(t.ks_floor).c_str(), level_pct.c_str(), number(critical).c_str(), neff_a, neff_b,
+          "(n (1 - r) / (1 + r), lag-1 r %s and %s%s%s)",
+          number(t.ks_floor).c_str(), level_pct.c_str(), number(critical).c_str(), ks_a, ks_b,
           number(sa.lag1_autocorr.value_or(0)).c_str(),
-          number(sb.lag1_autocorr.value_or(0)).c_str());
+          number(sb.lag1_autocorr.value_or(0)).c_str(),
+          calibrated(c.a.c_str(), pa.extra_inverse_size, neff_a, ks_a).c_str(),
+          calibrated(c.b.c_str(), pb.extra_inverse_size, neff_b, ks_b).c_str());
       f.judged = true;
       c.figures.push_back(std::move(f));
     }
@@ -636,7 +653,9 @@ std::string describe(const Figure& f) {
   return out;
 }
 
-std::optional<std::vector<Nanoseconds>> link_noise(const Trace& calibration, std::string* problem) {
+std::optional<LinkCalibration> link_calibration(const Trace& calibration,
+                                                std::optional<Nanoseconds> constant_delay,
+                                                std::string* problem) {
   std::vector<Nanoseconds> rtts;
   for (const auto& s : calibration.samples) {
     if (s.rtt) rtts.push_back(*s.rtt);
@@ -646,13 +665,90 @@ std::optional<std::vector<Nanoseconds>> link_noise(const Trace& calibration, std
   if (rtts.size() < kMinCalibrationReplies) {
     if (problem) {
       *problem = "the link calibration has " + std::to_string(rtts.size()) + " replies; at least " +
-                 std::to_string(kMinCalibrationReplies) + " are needed (ping -c 1000 through netem delay 10ms)";
+                 std::to_string(kMinCalibrationReplies) +
+                 " are needed (ping -D -c 1000 through netem delay 500us)";
     }
     return std::nullopt;
   }
   const Nanoseconds floor = *std::min_element(rtts.begin(), rtts.end());
+  LinkCalibration out;
+  if (constant_delay) {
+    if (floor < *constant_delay) {
+      if (problem) {
+        *problem = format(
+            "its fastest reply took %s ms, less than the constant delay of %s ms it was taken "
+            "through: give the round trip that netem added (its delay; twice that if it shaped "
+            "both directions)",
+            number(ms(FractionalNanoseconds(floor))).c_str(),
+            number(ms(FractionalNanoseconds(*constant_delay))).c_str());
+      }
+      return std::nullopt;
+    }
+    out.base = floor - *constant_delay;
+  }
+  out.effective_probes = effective_sample_size(rtts.size(), autocorrelation(rtts, 1));
+  // Whether every reply is a multiple of 1 ms, 100 µs or 10 µs: the calibration was printed that
+  // coarsely (finer steps are a microsecond clock's own).
+  for (const Nanoseconds step : {Nanoseconds(1ms), Nanoseconds(100us), Nanoseconds(10us)}) {
+    if (std::all_of(rtts.begin(), rtts.end(), [&](Nanoseconds r) { return r % step == 0ns; })) {
+      out.print_step = step;
+      break;
+    }
+  }
   for (auto& r : rtts) r -= floor;
-  return rtts;
+  out.noise = std::move(rtts);
+  return out;
+}
+
+double calibration_inverse_size(const DelaySeries& series, const std::vector<Nanoseconds>& noise,
+                                bool halved, double effective_probes) {
+  if (effective_probes <= 0 || noise.empty()) return 0;
+  std::vector<Nanoseconds> g = series.delivered();
+  if (g.empty()) return 0;
+  // G: the series itself, or for a halved one with one half draw added (the other draw is the
+  // variable below).
+  if (halved) {
+    Pcg32 rng(kShareSeed, 0x5a1e);
+    for (auto& d : g) d += noise[rng() % noise.size()] / 2;
+  }
+  std::sort(g.begin(), g.end());
+  auto cdf = [&](double x_ns) {
+    const auto it = std::upper_bound(g.begin(), g.end(), x_ns,
+                                     [](double x, Nanoseconds v) { return x < static_cast<double>(v.count()); });
+    return static_cast<double>(it - g.begin()) / static_cast<double>(g.size());
+  };
+  // The calibration's distinct values and how often each was drawn.
+  std::vector<Nanoseconds> sorted_noise = noise;
+  std::sort(sorted_noise.begin(), sorted_noise.end());
+  std::vector<std::pair<double, double>> values;  // (value in ns, weight)
+  for (const Nanoseconds v : sorted_noise) {
+    if (!values.empty() && values.back().first == static_cast<double>(v.count())) {
+      values.back().second += 1;
+    } else {
+      values.emplace_back(static_cast<double>(v.count()), 1.0);
+    }
+  }
+  for (auto& [v, w] : values) w /= static_cast<double>(sorted_noise.size());
+  const double k = halved ? 0.5 : 1.0, m = halved ? 4.0 : 1.0;
+  const double median_noise = static_cast<double>(sorted_noise[sorted_noise.size() / 2].count());
+  // Over the noised series' percentiles (G's, moved by the typical draw), where its F (1 - F) is
+  // at least that of the 1st percentile: further out both are too small to move KS.
+  double worst = 0;
+  constexpr int kGrid = 200;
+  for (int j = 1; j < kGrid; ++j) {
+    const double x = static_cast<double>(g[g.size() * static_cast<std::size_t>(j) / kGrid].count()) +
+                     k * median_noise;
+    double mean = 0, square = 0;
+    for (const auto& [v, w] : values) {
+      const double f = cdf(x - k * v);
+      mean += w * f;
+      square += w * f * f;
+    }
+    const double bridge = mean * (1 - mean);
+    if (bridge < 0.01 * 0.99) continue;
+    worst = std::max(worst, m * std::max(square - mean * mean, 0.0) / bridge);
+  }
+  return worst / effective_probes;
 }
 
 DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise, bool halved,
@@ -668,9 +764,16 @@ DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseco
   return out;
 }
 
-LinkNoise with_link_noise(std::vector<Nanoseconds> samples, const DelaySeries& profile, bool halved) {
-  DelaySeries noisy = add_link_noise(profile, samples, halved, kProfileNoiseSeed);
-  return LinkNoise{std::move(samples), halved, std::move(noisy)};
+LinkNoise with_link_noise(LinkCalibration calibration, const DelaySeries& profile, bool halved) {
+  LinkNoise out;
+  out.profile = add_link_noise(profile, calibration.noise, halved, kProfileNoiseSeed);
+  out.profile_extra_inverse_size =
+      calibration_inverse_size(profile, calibration.noise, halved, calibration.effective_probes);
+  out.samples = std::move(calibration.noise);
+  out.halved = halved;
+  out.base = calibration.base;
+  out.effective_probes = calibration.effective_probes;
+  return out;
 }
 
 namespace {
@@ -700,9 +803,12 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
     const PreparedSeries shaped_p(*shaped);
     r.shaped = shaped_p.stats;
     if (noise && !noise->samples.empty()) {
-      const PreparedSeries capture_n(
+      PreparedSeries capture_n(
           add_link_noise(capture, noise->samples, noise->halved, kCaptureNoiseSeed));
-      const PreparedSeries profile_n(noise->profile);
+      capture_n.extra_inverse_size = calibration_inverse_size(
+          capture, noise->samples, noise->halved, noise->effective_probes);
+      PreparedSeries profile_n(noise->profile);
+      profile_n.extra_inverse_size = noise->profile_extra_inverse_size;
       r.comparisons.push_back(compare(capture_n, shaped_p, kShapedThresholds, options));
       r.comparisons.push_back(compare(profile_n, shaped_p, kShapedThresholds, options));
       r.notes.push_back(noise_note(noise->samples, "the capture and the profile"));
@@ -736,7 +842,9 @@ ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeri
                                       const LinkNoise* noise, const ValidationOptions& options) {
   if (!noise || noise->samples.empty())
     return validate_shaped_only(shaped, PreparedSeries(profile), options);
-  ValidationReport r = validate_shaped_only(shaped, PreparedSeries(noise->profile), options);
+  PreparedSeries profile_n(noise->profile);
+  profile_n.extra_inverse_size = noise->profile_extra_inverse_size;
+  ValidationReport r = validate_shaped_only(shaped, profile_n, options);
   r.profile = series_stats(profile);
   r.notes.insert(r.notes.begin(), noise_note(noise->samples, "the profile"));
   return r;

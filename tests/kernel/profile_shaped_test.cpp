@@ -97,17 +97,18 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
   ASSERT_FALSE(profile.schedule);
 
   jitterd_test::NetemBed bed;
-  // The calibration: the same probes through a constant 10 ms netem. Any constant works; the noise is
-  // what lies above the calibration's minimum RTT.
+  // The calibration: the same probes through a constant 500 µs netem. The noise is what lies above
+  // the calibration's minimum RTT, the veth's own round trip that minimum less 500 µs; below 1 ms,
+  // ping prints microseconds.
   NetemSpec constant;
-  constant.delay.latency = std::chrono::milliseconds(10);
+  constant.delay.latency = std::chrono::microseconds(500);
   NetemQdisc qdisc = bed.engine.install(bed.dev, constant);
   const std::string calibration_text = jitterd_test::run(
       "ip netns exec " + bed.net.ns_a() + " ping -D -n -i " + kPingInterval + " -c " +
       std::to_string(kCalibrationProbes) + " " + VethPair::kAddrB + " || test $? -eq 1");
   const Trace calibration = parse_trace_text(calibration_text, "calibration ping");
   std::string problem;
-  auto noise = link_noise(calibration, &problem);
+  auto noise = link_calibration(calibration, constant.delay.latency, &problem);
   ASSERT_TRUE(noise) << problem;
 
   qdisc.change(profile.phases.front().spec);

@@ -78,19 +78,66 @@ Profile two_rate_profile() {
 
 }  // namespace
 
-TEST(LinkNoise, IsWhatLiesAboveTheCalibrationsMinimum) {
+TEST(LinkCalibration, TheNoiseIsWhatLiesAboveTheCalibrationsMinimum) {
   std::string problem;
-  const auto noise = link_noise(calibration_trace(200, 10300us), &problem);
-  ASSERT_TRUE(noise) << problem;
-  ASSERT_EQ(noise->size(), 200u);  // the lost probe carries no noise
-  EXPECT_EQ(*std::min_element(noise->begin(), noise->end()), 0ns);
-  EXPECT_EQ(*std::max_element(noise->begin(), noise->end()), 900us);
+  const auto calibration = link_calibration(calibration_trace(200, 10300us), std::nullopt, &problem);
+  ASSERT_TRUE(calibration) << problem;
+  const auto& noise = calibration->noise;
+  ASSERT_EQ(noise.size(), 200u);  // the lost probe carries no noise
+  EXPECT_EQ(*std::min_element(noise.begin(), noise.end()), 0ns);
+  EXPECT_EQ(*std::max_element(noise.begin(), noise.end()), 900us);
+  EXPECT_FALSE(calibration->base) << "no constant delay given: the base is not measured";
+  // Every RTT a multiple of 100 µs: printed that coarsely.
+  EXPECT_EQ(calibration->print_step, 100us);
+  // 0, 100 ... 900 repeating: lag-1 autocorrelation 0.7 or so, worth fewer than 200 probes.
+  EXPECT_GT(calibration->effective_probes, 0);
+  EXPECT_LT(calibration->effective_probes, 200);
 }
 
-TEST(LinkNoise, TooFewRepliesIsAProblemNotANoiseModel) {
+TEST(LinkCalibration, WithItsConstantDelayTheLinksBaseIsMeasured) {
   std::string problem;
-  EXPECT_FALSE(link_noise(calibration_trace(99, 10ms), &problem));
+  Trace trace = calibration_trace(200, 10300us);
+  trace.samples[3].rtt = 10300us + 7us;  // printed to the microsecond
+  const auto calibration = link_calibration(trace, 10ms, &problem);
+  ASSERT_TRUE(calibration) << problem;
+  ASSERT_TRUE(calibration->base);
+  EXPECT_EQ(*calibration->base, 300us);
+  EXPECT_EQ(calibration->print_step, 0ns);
+}
+
+TEST(LinkCalibration, AReplyFasterThanTheConstantDelayIsAProblem) {
+  std::string problem;
+  EXPECT_FALSE(link_calibration(calibration_trace(200, 10300us), 20ms, &problem));
+  EXPECT_NE(problem.find("fastest reply took 10.3 ms, less than the constant delay of 20 ms"),
+            std::string::npos)
+      << problem;
+}
+
+TEST(LinkCalibration, TooFewRepliesIsAProblemNotANoiseModel) {
+  std::string problem;
+  EXPECT_FALSE(link_calibration(calibration_trace(99, 10ms), std::nullopt, &problem));
   EXPECT_NE(problem.find("99 replies"), std::string::npos) << problem;
+}
+
+TEST(CalibrationInverseSize, CountsTheCalibrationOnlyWhereTheNoiseShapesTheSeries) {
+  std::vector<Nanoseconds> noise;
+  for (int k = 0; k < 1000; ++k) noise.push_back(std::chrono::microseconds((k * 7919) % 100));
+  // A constant delay: the noised series is the noise itself, known only to the calibration's own
+  // precision (ratio 1 at every percentile).
+  const DelaySeries constant = series("profile", 10000, [](std::size_t) { return Nanoseconds(5ms); });
+  EXPECT_NEAR(calibration_inverse_size(constant, noise, false, 1000), 1.0 / 1000, 0.02 / 1000);
+  // Delays spread over 100 ms: 100 µs of noise hardly moves its CDF, nor an error in that noise.
+  const DelaySeries wide = series("profile", 10000, [](std::size_t i) {
+    return Nanoseconds(std::chrono::microseconds(10) * static_cast<std::int64_t>((i * 7919) % 10000));
+  });
+  EXPECT_LT(calibration_inverse_size(wide, noise, false, 1000), 0.01 / 1000);
+  // A noise of one value is known exactly, and a calibration worth nothing adds nothing.
+  EXPECT_EQ(calibration_inverse_size(constant, std::vector<Nanoseconds>(1000, 50us), false, 1000), 0);
+  EXPECT_EQ(calibration_inverse_size(constant, noise, false, 0), 0);
+  // Halved: the mean of two draws varies less than one, and the ratio stays near 1.
+  const double halved = calibration_inverse_size(constant, noise, true, 1000);
+  EXPECT_GT(halved, 0.5 / 1000);
+  EXPECT_LT(halved, 2.0 / 1000);
 }
 
 TEST(AddLinkNoise, AddsADrawToEveryDeliveredProbeAndKeepsLossesAndSeeds) {
@@ -127,7 +174,7 @@ TEST(ValidateSeries, ANoisyLinkPassesOnlyOnceItsNoiseIsAccountedFor) {
   const ValidationReport raw = validate_series(capture, profile, &shaped);
   ASSERT_EQ(raw.comparisons.size(), 3u);
   EXPECT_FALSE(raw.comparisons[2].pass()) << "a 1 ms mean shift must fail KS";
-  const LinkNoise link = with_link_noise(noise, profile, false);
+  const LinkNoise link = with_link_noise(LinkCalibration{noise, std::nullopt, 0, 0ns}, profile, false);
   const ValidationReport calibrated = validate_series(capture, profile, &shaped, &link);
   for (const auto& c : calibrated.comparisons) {
     EXPECT_TRUE(c.pass()) << c.a << " vs " << c.b << ": KS " << c.ks;
@@ -151,7 +198,7 @@ TEST(ValidateShapedOnly, OneComparisonAtTheShapedLinksThresholdsWithTheNoiseAdde
   EXPECT_EQ(raw.capture.samples, 20000u);
   EXPECT_FALSE(raw.shaped.has_value());
 
-  const LinkNoise link = with_link_noise(noise, profile, false);
+  const LinkNoise link = with_link_noise(LinkCalibration{noise, std::nullopt, 0, 0ns}, profile, false);
   const ValidationReport calibrated = validate_shaped_only(shaped, profile, &link);
   EXPECT_TRUE(calibrated.pass) << "KS " << calibrated.comparisons[0].ks;
   // The shaped link's KS floor (0.05), not the profile's (0.02).
@@ -250,6 +297,28 @@ TEST(ShapedSeries, TheLinksBaseIsReadAtTheLowEndNotAtAMinimumTheShapedRunNeverDr
   for (auto& d : halved_profile.delay) *d /= 2;
   const DelaySeries h = shaped_series(shaped, halved_profile, true);
   EXPECT_LT(std::chrono::abs(median(h.delivered()) - median(halved_profile.delivered())), 20us);
+}
+
+TEST(ShapedSeries, AMeasuredBaseIsTakenAsItIsNotEstimated) {
+  // The shaped RTTs: 1.5 to 2.5 ms. The profile: 1 to 2 ms. Estimated, the base would be 0.5 ms;
+  // measured by the calibration as 0.3 ms, every delay is its RTT less 0.3 ms, whatever the profile.
+  DelaySeries profile;
+  for (int i = 0; i < 10000; ++i) profile.delay.push_back(1ms + std::chrono::microseconds(i / 10));
+  Trace shaped;
+  for (std::size_t i = 0; i < 1000; ++i) {
+    RttSample s;
+    s.seq = i;
+    s.send_time = 10ms * static_cast<std::int64_t>(i);
+    s.rtt = 1500us + std::chrono::microseconds((i * 7919) % 1000);
+    shaped.samples.push_back(s);
+  }
+  LinkNoise link = with_link_noise(LinkCalibration{{0ns}, 300us, 0, 0ns}, profile, false);
+  const DelaySeries s = shaped_series(shaped, profile, false, &link);
+  for (std::size_t i = 0; i < shaped.samples.size(); ++i) {
+    ASSERT_EQ(s.delay[i], *shaped.samples[i].rtt - 300us) << i;
+  }
+  link.base.reset();
+  EXPECT_EQ(shaped_series(shaped, profile, false, &link).delay[0], *shaped.samples[0].rtt - 500us);
 }
 
 TEST(ValidateShapedOnly, TailQuantilesAreJudgedWithinWhatTheShapedProbesCanResolve) {

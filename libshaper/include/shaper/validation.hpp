@@ -138,39 +138,75 @@ struct PreparedSeries {
   // p90; a comparison counts the other series' stalls at this series' threshold.
   Nanoseconds stall_threshold{0};
   LossStatistics stalls;
+  // What the series' distribution owes, besides its own probes, to a sample it was built from: for
+  // a profile or capture with the link's noise added, the calibration's (calibration_inverse_size).
+  // Added to 1 / (effective size) where KS counts this series' sampling noise.
+  double extra_inverse_size = 0;
 };
 
-// The test link's own noise (link_noise) and the profile as that link shows it: with a noise draw
-// added to every delivered probe (two averaged, for a halved profile). shaped_series and the
-// comparisons with the shaped trace must see the same draw, so it is made once (with_link_noise).
+// The test link measured by probing it through a netem with a constant delay (link_calibration).
+struct LinkCalibration {
+  // Every RTT above the calibration's minimum: noise the link adds on its own (timer lateness,
+  // scheduling; tens of µs on hardware, about 0.1 ms in User-Mode Linux, 0.4 ms under qemu TCG).
+  std::vector<Nanoseconds> noise;
+  // The link's own round trip, the calibration's minimum less the constant delay it was taken
+  // through, when that delay is known; otherwise shaped_series estimates it.
+  std::optional<Nanoseconds> base;
+  // How many independent probes the calibration is worth (its replies at their lag-1
+  // autocorrelation, effective_sample_size): the noise is known to that sample's precision.
+  double effective_probes = 0;
+  // The finest step its RTTs were printed to (ping prints 3 significant digits: 0.1 ms at 10 ms
+  // and over), when every reply is a multiple of a step of 10 µs or more; 0 otherwise.
+  Nanoseconds print_step{0};
+};
+
+// The calibration read from a trace taken through a constant `constant_delay` (nullopt: not
+// known). nullopt with `problem` set when the trace has fewer than 100 replies, or a reply faster
+// than `constant_delay` (it was not taken through it).
+std::optional<LinkCalibration> link_calibration(const Trace& calibration,
+                                                std::optional<Nanoseconds> constant_delay,
+                                                std::string* problem);
+
+// The calibrated link's noise and the profile as that link shows it: with a noise draw added to
+// every delivered probe (two averaged, for a halved profile). shaped_series and the comparisons with
+// the shaped trace must see the same draw, so it is made once (with_link_noise).
 struct LinkNoise {
   std::vector<Nanoseconds> samples;
   bool halved = false;
   DelaySeries profile;
+  std::optional<Nanoseconds> base;  // LinkCalibration::base
+  double effective_probes = 0;      // LinkCalibration::effective_probes (0: not counted)
+  // calibration_inverse_size for `profile` (PreparedSeries::extra_inverse_size).
+  double profile_extra_inverse_size = 0;
 };
 
 // A trace taken through the shaped link, as added delay: its RTTs minus the test link's own base
-// delay, and halved if the profile was. The base is estimated as the shaped RTTs' kLinkAnchor
-// quantile minus `profile`'s (twice that for a halved profile); with `noise` (the link calibrated),
-// minus that of noise->profile, since the shaped RTTs carry the link's noise too.
+// delay, and halved if the profile was. The base is noise->base when the calibration measured it;
+// otherwise it is estimated as the shaped RTTs' kLinkAnchor quantile minus `profile`'s (twice that
+// for a halved profile; with `noise`, minus that of noise->profile, since the shaped RTTs carry the
+// link's noise too). The estimate moves the whole series by its own sampling error.
 DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool halved,
                           const LinkNoise* noise = nullptr);
 
 SeriesStats series_stats(const DelaySeries& series);
 
-// The test link's own delay noise, measured by probing it through a netem with a constant delay (any
-// value, e.g. `delay 10ms`): every RTT above the trace's minimum is noise the link adds on its own
-// (timer lateness, scheduling; about 0.4 ms at the median in a TCG virtual machine, tens of µs on
-// hardware). Returns nullopt with `problem` set when the trace has fewer than 100 replies.
-std::optional<std::vector<Nanoseconds>> link_noise(const Trace& calibration, std::string* problem);
+// How much the calibration's sampling error reaches `series` with the link's noise added: the
+// noised CDF at x is the mean over the calibration's draws z of F(x - z), which has the variance
+// Var_z[F(x - z)] / n over calibrations of n independent probes (for a halved series, a mean of
+// two draws: 4 Var_z[G(x - z / 2)] / n, G the series with one half draw added). Returned: the
+// largest, over the noised series' percentiles, of that variance over F (1 - F) (the variance of a
+// sample of n's CDF), divided by `effective_probes`: what KS adds to 1 / size for this series.
+// 0 when effective_probes is 0. docs/validation.md derives it.
+double calibration_inverse_size(const DelaySeries& series, const std::vector<Nanoseconds>& noise,
+                                bool halved, double effective_probes);
 
 // `series` with a noise sample (drawn with replacement, seeded) added to every delivered probe; for
 // a halved profile the link is crossed twice, so two draws are averaged as the shaped series halves.
 DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise, bool halved,
                            std::uint64_t seed = 1);
 
-// `samples` with `profile` as the link shows it (add_link_noise with the profile's own seed).
-LinkNoise with_link_noise(std::vector<Nanoseconds> samples, const DelaySeries& profile, bool halved);
+// The calibrated link with `profile` as it shows it (add_link_noise with the profile's own seed).
+LinkNoise with_link_noise(LinkCalibration calibration, const DelaySeries& profile, bool halved);
 
 // The comparisons. With `noise` (made by with_link_noise for this `profile`), what is compared with
 // the shaped link is the capture and the profile with the link's own noise added (a shaped link
