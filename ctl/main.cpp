@@ -31,7 +31,7 @@ Offline (no daemon needed):
       [--replay [--replay-window 400ms] [--once]]
       [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N]
   inspect PROFILE [--json]           show a profile's phases, schedule and digest
-  validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration T]] [--phase P] [--json] [--plot FILE.svg] [--log]
+  validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration T [--calibration-delay D]]] [--phase P] [--json] [--plot FILE.svg] [--log]
            [--seed N] [--probes N (simulated; default 1000000)]
                                      compare capture, profile (simulated) and shaped link
 

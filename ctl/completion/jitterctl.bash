@@ -140,7 +140,7 @@ _jitterctl_options_of() {
     compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
         "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once" ;;
     inspect) echo "--json" ;;
-    validate) echo "--shaped --link-calibration --phase --json --plot --log --seed --probes --format --interval" ;;
+    validate) echo "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha --format --interval" ;;
     esac
 }
 
@@ -158,7 +158,7 @@ _jitterctl_takes_value() {
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
     compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries|--replay-window) ]] ;;
-    validate) [[ $2 == @(--shaped|--link-calibration|--phase|--plot|--seed|--probes|--format|--interval) ]] ;;
+    validate) [[ $2 == @(--shaped|--link-calibration|--calibration-delay|--phase|--plot|--seed|--probes|--alpha|--format|--interval) ]] ;;
     *) return 1 ;;
     esac
 }

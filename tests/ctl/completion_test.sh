@@ -128,7 +128,7 @@ expect "version options" "--help $globals" "jitterctl version -"
 expect "compile options, no global ones" "-o --output --format --interval --host --name --description --baseline
 --halves --regimes --window --step --spike --no-reorder --packet-rate --entries --replay --replay-window --once" "jitterctl compile -"
 expect "inspect options" "--json" "jitterctl inspect -"
-expect "validate options" "--shaped --link-calibration --phase --json --plot --log --seed --probes --format --interval" \
+expect "validate options" "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha --format --interval" \
     "jitterctl validate a.json -"
 expect "option prefix" "--no-schedule --no-ssh-guard" "jitterctl apply lo wan --no"
 
