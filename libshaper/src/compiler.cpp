@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -152,30 +153,11 @@ LossFit bernoulli_fit(const std::vector<bool>& lost) {
   return fit;
 }
 
-// An exact-table phase for `probes` (delays and losses in send order). With options.tail_phases, the
-// delays its table cannot hold (above its top entry, or beyond the body cut) are returned as `tail`.
-std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector<const Probe*>& probes,
-                                      const CompileOptions& options, Diagnostics& diagnostics,
-                                      LossModelling loss = LossModelling::kFitted) {
-  BuiltPhase out;
-  out.phase.name = name;
-  out.report.name = name;
-  out.report.probes = probes.size();
-  std::vector<Nanoseconds> delays;
-  std::vector<bool> lost;
-  delays.reserve(probes.size());
-  lost.reserve(probes.size());
-  for (const Probe* p : probes) {
-    lost.push_back(!p->delay.has_value());
-    if (p->delay) delays.push_back(*p->delay);
-  }
-  out.report.samples = delays.size();
-  switch (loss) {
-    case LossModelling::kFitted: out.report.loss = fit_loss_model(lost, options.seed); break;
-    case LossModelling::kBernoulli: out.report.loss = bernoulli_fit(lost); break;
-    case LossModelling::kElsewhere: break;
-  }
-  out.phase.spec.loss = out.report.loss.chosen.model;
+// build_phase's delay part: the table of `delays` (of `probes`), and the tail it cannot hold.
+std::optional<BuiltPhase> build_delays(BuiltPhase out, std::vector<Nanoseconds>& delays,
+                                       const std::vector<const Probe*>& probes, const CompileOptions& options,
+                                       Diagnostics& diagnostics) {
+  const std::string& name = out.phase.name;
   if (delays.empty()) return out;
   std::sort(delays.begin(), delays.end());
   out.report.min = delays.front();
@@ -217,6 +199,45 @@ std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector
   }
   out.report.tail_samples = out.tail.size();
   return out;
+}
+
+// An exact-table phase for `probes` (delays and losses in send order). With options.tail_phases, the
+// delays its table cannot hold (above its top entry, or beyond the body cut) are returned as `tail`.
+std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector<const Probe*>& probes,
+                                      const CompileOptions& options, Diagnostics& diagnostics,
+                                      LossModelling loss = LossModelling::kFitted) {
+  BuiltPhase out;
+  out.phase.name = name;
+  out.report.name = name;
+  out.report.probes = probes.size();
+  std::vector<Nanoseconds> delays;
+  std::vector<bool> lost;
+  delays.reserve(probes.size());
+  lost.reserve(probes.size());
+  for (const Probe* p : probes) {
+    lost.push_back(!p->delay.has_value());
+    if (p->delay) delays.push_back(*p->delay);
+  }
+  out.report.samples = delays.size();
+  // The loss fit (Baum–Welch over up to 250 000 packets, twice) needs nothing of the delay table, so
+  // it runs on a second thread while this one builds the table; `fitted` is joined on every return.
+  std::future<LossFit> fitted;
+  switch (loss) {
+    case LossModelling::kFitted:
+      fitted = std::async(std::launch::async, [&lost, seed = options.seed] { return fit_loss_model(lost, seed); });
+      break;
+    case LossModelling::kBernoulli: out.report.loss = bernoulli_fit(lost); break;
+    case LossModelling::kElsewhere: break;
+  }
+  const auto with_loss = [&](std::optional<BuiltPhase> built) {
+    if (fitted.valid()) {
+      LossFit fit = fitted.get();
+      if (built) built->report.loss = std::move(fit);
+    }
+    if (built) built->phase.spec.loss = built->report.loss.chosen.model;
+    return built;
+  };
+  return with_loss(build_delays(std::move(out), delays, probes, options, diagnostics));
 }
 
 using Features = std::array<double, 3>;
