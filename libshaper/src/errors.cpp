@@ -1,6 +1,7 @@
 #include "shaper/errors.hpp"
 
 #include <netlink/errno.h>
+#include <openssl/err.h>
 
 #include <cerrno>
 #include <cstring>
@@ -85,6 +86,21 @@ int check_libnl(int result, const std::string& operation, const std::string& obj
   }
   throw NetlinkError(operation, object, error_number,
                      std::string("libnl: ") + nl_geterror(result));
+}
+
+void check_openssl(int result, std::string_view operation, std::string_view object) {
+  if (result == 1) return;
+  // Every reason queued, oldest first ("; " between them); the queue is libcrypto's own, at most 16
+  // entries, and this empties it so that the next failure does not repeat these.
+  std::string cause;
+  for (unsigned long code = ERR_get_error(); code != 0; code = ERR_get_error()) {
+    char text[256];  // ERR_error_string_n's documented size for its longest line
+    ERR_error_string_n(code, text, sizeof text);
+    if (!cause.empty()) cause += "; ";
+    cause += text;
+  }
+  if (cause.empty()) cause = "libcrypto failed without a reason";
+  throw CryptoError(what_for(std::string(operation), std::string(object), cause));
 }
 
 }  // namespace shaper

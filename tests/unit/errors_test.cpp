@@ -3,6 +3,8 @@
 #include <fcntl.h>
 
 #include <netlink/errno.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
 
 #include <cerrno>
 
@@ -69,6 +71,27 @@ TEST(Errors, LibnlCodesBecomeErrnoWithLibnlText) {
     return;
   }
   FAIL() << "check_libnl did not throw";
+}
+
+TEST(Errors, LibcryptoFailuresKeepEveryQueuedReasonAndEmptyTheQueue) {
+  // What EVP_DigestInit_ex queues for an algorithm the providers lack.
+  ERR_raise(ERR_LIB_EVP, EVP_R_UNSUPPORTED_ALGORITHM);
+  try {
+    check_openssl(0, "EVP_DigestInit_ex", "SHA-256");
+    FAIL() << "check_openssl did not throw";
+  } catch (const CryptoError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("EVP_DigestInit_ex (SHA-256): error:", 0), 0u) << what;
+    EXPECT_NE(what.find("unsupported"), std::string::npos) << what;
+  }
+  EXPECT_EQ(ERR_peek_error(), 0u);
+  try {
+    check_openssl(0, "EVP_MD_CTX_new", "SHA-256");
+    FAIL() << "check_openssl did not throw";
+  } catch (const CryptoError& e) {
+    EXPECT_STREQ(e.what(), "EVP_MD_CTX_new (SHA-256): libcrypto failed without a reason");
+  }
+  EXPECT_NO_THROW(check_openssl(1, "EVP_DigestUpdate", "SHA-256"));
 }
 
 TEST(Errors, HandlesFormatLikeTc) {

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace shaper {
 
@@ -64,6 +65,13 @@ class OwnershipError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A libcrypto (OpenSSL) call that failed, with the reasons libcrypto queued for it:
+// "EVP_DigestInit_ex (SHA-256): error:0308010C:digital envelope routines::unsupported".
+class CryptoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // The one checker for system calls: returns `result` when it is not -1, throws SystemError with errno
 // otherwise.
 long check_syscall(long result, const std::string& operation, const std::string& object);
@@ -71,5 +79,10 @@ long check_syscall(long result, const std::string& operation, const std::string&
 // The one checker for libnl calls that return 0 or a negative NLE_* code (not kernel errnos; those go
 // through RouteSocket, which keeps the extended ACK).
 int check_libnl(int result, const std::string& operation, const std::string& object);
+
+// The one checker for libcrypto calls, which return 1 for success: throws CryptoError otherwise,
+// emptying libcrypto's (per-thread) error queue into its text. string_view, not string: it runs once
+// per chunk hashed, and "EVP_DigestUpdate" is one byte too long for std::string's in-place buffer.
+void check_openssl(int result, std::string_view operation, std::string_view object);
 
 }  // namespace shaper
