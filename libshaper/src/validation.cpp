@@ -711,11 +711,11 @@ double calibration_inverse_size(const DelaySeries& series, const std::vector<Nan
     Pcg32 rng(kShareSeed, 0x5a1e);
     for (auto& d : g) d += noise[rng() % noise.size()] / 2;
   }
-  std::sort(g.begin(), g.end());
+  const SortedSamples sorted_g(std::move(g));
+  const auto at = sorted_g.values();
+  // G's ECDF at a point between whole nanoseconds: at its floor, since every delay is whole.
   auto cdf = [&](double x_ns) {
-    const auto it = std::upper_bound(g.begin(), g.end(), x_ns,
-                                     [](double x, Nanoseconds v) { return x < static_cast<double>(v.count()); });
-    return static_cast<double>(it - g.begin()) / static_cast<double>(g.size());
+    return *ecdf(sorted_g, Nanoseconds(static_cast<std::int64_t>(std::floor(x_ns))));
   };
   // The calibration's distinct values and how often each was drawn.
   std::vector<Nanoseconds> sorted_noise = noise;
@@ -736,7 +736,7 @@ double calibration_inverse_size(const DelaySeries& series, const std::vector<Nan
   double worst = 0;
   constexpr int kGrid = 200;
   for (int j = 1; j < kGrid; ++j) {
-    const double x = static_cast<double>(g[g.size() * static_cast<std::size_t>(j) / kGrid].count()) +
+    const double x = static_cast<double>(at[at.size() * static_cast<std::size_t>(j) / kGrid].count()) +
                      k * median_noise;
     double mean = 0, square = 0;
     for (const auto& [v, w] : values) {

@@ -24,16 +24,25 @@ std::string figures_text(const Comparison& c) {
   return out;
 }
 
-Trace calibration_trace(std::size_t replies, Nanoseconds base) {
+// `count` replies 10 ms apart, the i-th with the RTT rtt(i).
+template <typename Rtt>
+Trace ping_trace(std::size_t count, Rtt rtt) {
   Trace t;
-  for (std::size_t i = 0; i < replies; ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     RttSample s;
     s.seq = i;
     s.send_time = std::chrono::milliseconds(10) * static_cast<std::int64_t>(i);
-    // Noise 0, 100, 200 ... 900 µs above the base, repeating.
-    s.rtt = base + std::chrono::microseconds(100) * static_cast<std::int64_t>(i % 10);
+    s.rtt = rtt(i);
     t.samples.push_back(s);
   }
+  return t;
+}
+
+Trace calibration_trace(std::size_t replies, Nanoseconds base) {
+  // Noise 0, 100, 200 ... 900 µs above the base, repeating.
+  Trace t = ping_trace(replies, [&](std::size_t i) {
+    return base + std::chrono::microseconds(100) * static_cast<std::int64_t>(i % 10);
+  });
   RttSample lost;
   lost.seq = replies;
   t.samples.push_back(lost);
@@ -276,14 +285,8 @@ TEST(ShapedSeries, TheLinksBaseIsReadAtTheLowEndNotAtAMinimumTheShapedRunNeverDr
   DelaySeries profile;
   profile.delay.push_back(0ms);
   for (int i = 0; i < 10000; ++i) profile.delay.push_back(1ms + std::chrono::microseconds(i / 10));
-  Trace shaped;
-  for (std::size_t i = 0; i < 4000; ++i) {
-    RttSample s;
-    s.seq = i;
-    s.send_time = 10ms * static_cast<std::int64_t>(i);
-    s.rtt = 500us + 1ms + std::chrono::microseconds((i * 7919) % 1000);
-    shaped.samples.push_back(s);
-  }
+  const Trace shaped = ping_trace(
+      4000, [](std::size_t i) { return 500us + 1ms + std::chrono::microseconds((i * 7919) % 1000); });
   const DelaySeries s = shaped_series(shaped, profile, false);
   auto median = [](std::vector<Nanoseconds> v) {
     std::sort(v.begin(), v.end());
@@ -304,14 +307,8 @@ TEST(ShapedSeries, AMeasuredBaseIsTakenAsItIsNotEstimated) {
   // measured by the calibration as 0.3 ms, every delay is its RTT less 0.3 ms, whatever the profile.
   DelaySeries profile;
   for (int i = 0; i < 10000; ++i) profile.delay.push_back(1ms + std::chrono::microseconds(i / 10));
-  Trace shaped;
-  for (std::size_t i = 0; i < 1000; ++i) {
-    RttSample s;
-    s.seq = i;
-    s.send_time = 10ms * static_cast<std::int64_t>(i);
-    s.rtt = 1500us + std::chrono::microseconds((i * 7919) % 1000);
-    shaped.samples.push_back(s);
-  }
+  const Trace shaped =
+      ping_trace(1000, [](std::size_t i) { return 1500us + std::chrono::microseconds((i * 7919) % 1000); });
   LinkNoise link = with_link_noise(LinkCalibration{{0ns}, 300us, 0, 0ns}, profile, false);
   const DelaySeries s = shaped_series(shaped, profile, false, &link);
   for (std::size_t i = 0; i < shaped.samples.size(); ++i) {
