@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <span>
 
 #include "shaper/distribution_tables.hpp"
 #include "shaper/sha256.hpp"
@@ -91,7 +92,7 @@ struct BuiltPhase {
 // sample when there are no more than entries, else the sample quantile at each entry's midpoint level,
 // as build_exact_delay_table picks them) and the delays those entries decode to. A quantile table's
 // own coarseness (1/entries of probability per entry) is not counted: no step could remove it.
-double rounding_ks(const std::vector<Nanoseconds>& sorted, const ExactDelayTable& table) {
+double rounding_ks(std::span<const Nanoseconds> sorted, const ExactDelayTable& table) {
   std::vector<Nanoseconds> intended, decoded;
   const std::size_t n = sorted.size(), entries = table.table.size();
   for (std::size_t i = 0; i < entries; ++i) {
@@ -118,9 +119,9 @@ constexpr double kTableKsBudget = 0.005;
 // The largest delay the body table keeps: all of `sorted` when one table over them keeps within the
 // budget, otherwise the largest cut below which the table does (a bisection over the samples: the
 // step, and with it the table's error, grows with the range it spans).
-Nanoseconds body_cut(const std::vector<Nanoseconds>& sorted, std::size_t entries) {
+Nanoseconds body_cut(std::span<const Nanoseconds> sorted, std::size_t entries) {
   auto fits = [&](std::size_t count) {
-    const std::vector<Nanoseconds> body(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(count));
+    const std::span<const Nanoseconds> body = sorted.first(count);
     const ExactTableResult t = build_exact_delay_table(body, entries);
     return t.table && rounding_ks(body, *t.table) <= kTableKsBudget;
   };
@@ -159,7 +160,7 @@ std::optional<BuiltPhase> build_delays(BuiltPhase out, std::vector<Nanoseconds>&
                                        Diagnostics& diagnostics) {
   const std::string& name = out.phase.name;
   if (delays.empty()) return out;
-  std::sort(delays.begin(), delays.end());
+  sort_samples(delays);
   out.report.min = delays.front();
   out.report.max = delays.back();
   if (delays.front() == delays.back()) {
@@ -169,7 +170,7 @@ std::optional<BuiltPhase> build_delays(BuiltPhase out, std::vector<Nanoseconds>&
   }
   Nanoseconds cut = delays.back();
   if (options.tail_phases) cut = body_cut(delays, options.table_entries);
-  const std::vector<Nanoseconds> body(delays.begin(), std::upper_bound(delays.begin(), delays.end(), cut));
+  const std::span<const Nanoseconds> body(delays.begin(), std::upper_bound(delays.begin(), delays.end(), cut));
   ExactTableResult table = build_exact_delay_table(body, options.table_entries);
   if (!table.table) {
     for (auto& d : table.diagnostics) diagnostics.push_back({"phase " + name, d.to_string()});

@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <span>
+#include <vector>
+
+#include "shaper/statistics.hpp"
 
 namespace shaper {
 
@@ -141,18 +145,22 @@ ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
                                                      " is outside 1..16384 (NETEM_DIST_MAX)"});
     return result;
   }
-  std::vector<std::int64_t> sorted;
-  sorted.reserve(samples.size());
-  for (const auto& s : samples) sorted.push_back(s.count());
-  std::sort(sorted.begin(), sorted.end());
-  if (sorted.front() < 0) {
+  // The compiler passes its delays sorted already: then they are read in place, not copied.
+  std::vector<Nanoseconds> copy;
+  std::span<const Nanoseconds> sorted = samples;
+  if (!std::is_sorted(samples.begin(), samples.end())) {
+    copy.assign(samples.begin(), samples.end());
+    sort_samples(copy);
+    sorted = copy;
+  }
+  if (sorted.front().count() < 0) {
     result.diagnostics.push_back(
-        {"samples", "a delay sample is negative (" + format_duration(Nanoseconds(sorted.front())) +
+        {"samples", "a delay sample is negative (" + format_duration(sorted.front()) +
                         "); remove the baseline before building a table, not after"});
     return result;
   }
-  const std::int64_t lo = sorted.front();
-  const std::int64_t range = sorted.back() - lo;
+  const std::int64_t lo = sorted.front().count();
+  const std::int64_t range = sorted.back().count() - lo;
   // 65535 steps between the lowest entry (-32768) and the highest (32767).
   constexpr std::int64_t kSteps = 65535;
   const std::int64_t min_step = std::max<std::int64_t>(1, (range + kSteps - 1) / kSteps);
@@ -161,7 +169,10 @@ ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
   // makes every sample land on an entry exactly; any other step shifts whole blocks of tied samples to
   // one side, which a KS distance notices (found on the bursty-loss capture, docs/fidelity.md).
   std::int64_t grain = 0;
-  for (std::int64_t d : sorted) grain = std::gcd(grain, d - lo);
+  for (const Nanoseconds d : sorted) {
+    grain = std::gcd(grain, d.count() - lo);
+    if (grain == 1) break;  // no coarser grain can come back
+  }
   std::int64_t step = min_step;
   if (grain > min_step) {
     // The smallest divisor of the grain that is at least min_step: divisors come in pairs (d, g/d)
@@ -196,7 +207,7 @@ ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
   const std::size_t n = sorted.size();
   if (n <= max_entries) {
     table.table.reserve(n);
-    for (std::int64_t d : sorted) table.table.push_back(entry_for(d));
+    for (const Nanoseconds d : sorted) table.table.push_back(entry_for(d.count()));
   } else {
     table.table.reserve(max_entries);
     for (std::size_t i = 0; i < max_entries; ++i) {
@@ -205,7 +216,7 @@ ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
       const double u = level(i, max_entries);
       std::size_t k = static_cast<std::size_t>(std::ceil(u * static_cast<double>(n)));
       k = std::clamp<std::size_t>(k, 1, n) - 1;
-      table.table.push_back(entry_for(sorted[k]));
+      table.table.push_back(entry_for(sorted[k].count()));
     }
   }
   result.table = std::move(table);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <future>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -292,11 +293,15 @@ std::string to_string(LossModelKind kind) {
   return "?";
 }
 
-GilbertElliottLoss fit_simple_gilbert(const std::vector<bool>& lost) {
+namespace {
+
+// The fitters from what fit_loss_model computes once for all of them: the capture's loss statistics
+// and the stretch Baum–Welch runs on (fitting_window).
+
+GilbertElliottLoss simple_gilbert(const LossStatistics& s) {
   // netem decides a packet's loss by the state it arrives in and then moves the chain, so with
   // loss_bad = 1 and loss_good = 0 the loss sequence itself is the Markov chain: p and r are its
   // transition frequencies (reference §2).
-  const LossStatistics s = loss_statistics(lost);
   GilbertElliottLoss out;
   out.p = clamp_probability(s.delivered_followed ? static_cast<double>(s.delivered_to_lost) /
                                                        static_cast<double>(s.delivered_followed)
@@ -309,9 +314,7 @@ GilbertElliottLoss fit_simple_gilbert(const std::vector<bool>& lost) {
   return out;
 }
 
-GilbertElliottLoss fit_gilbert_elliott(const std::vector<bool>& lost, int iterations) {
-  const GilbertElliottLoss start = fit_simple_gilbert(lost);
-  const std::vector<bool> obs = fitting_window(lost);
+GilbertElliottLoss gilbert_elliott(const GilbertElliottLoss& start, const std::vector<bool>& obs, int iterations) {
   Hmm<2> m;
   // State 0 = Good, 1 = Bad; started from the simple Gilbert fit, with a little loss in Good and a
   // little delivery in Bad so that EM can move them.
@@ -334,9 +337,7 @@ GilbertElliottLoss fit_gilbert_elliott(const std::vector<bool>& lost, int iterat
   return out;
 }
 
-FourStateLoss fit_four_state(const std::vector<bool>& lost, int iterations) {
-  const LossStatistics s = loss_statistics(lost);
-  const std::vector<bool> obs = fitting_window(lost);
+FourStateLoss four_state(const LossStatistics& s, const std::vector<bool>& obs, int iterations) {
   // States (netem's numbering less one): 0 = delivered in gap (1), 1 = delivered in burst (2),
   // 2 = lost in burst (3), 3 = isolated loss in gap (4). A packet's fate is that of the state it
   // moves into; 4 always returns to 1.
@@ -363,6 +364,18 @@ FourStateLoss fit_four_state(const std::vector<bool>& lost, int iterations) {
   out.p31 = clamp_probability(m.a[2][0]);
   out.p32 = clamp_probability(m.a[2][1]);
   return out;
+}
+
+}  // namespace
+
+GilbertElliottLoss fit_simple_gilbert(const std::vector<bool>& lost) { return simple_gilbert(loss_statistics(lost)); }
+
+GilbertElliottLoss fit_gilbert_elliott(const std::vector<bool>& lost, int iterations) {
+  return gilbert_elliott(fit_simple_gilbert(lost), fitting_window(lost), iterations);
+}
+
+FourStateLoss fit_four_state(const std::vector<bool>& lost, int iterations) {
+  return four_state(loss_statistics(lost), fitting_window(lost), iterations);
 }
 
 std::vector<bool> simulate_loss(const LossModel& model, std::size_t packets, std::uint64_t seed) {
@@ -405,34 +418,41 @@ LossFit fit_loss_model(const std::vector<bool>& lost, std::uint64_t seed) {
     fit.candidates = {fit.chosen};
     return fit;
   }
-  struct Model {
-    LossModelKind kind;
-    LossModel model;
-    std::size_t parameters;
-  };
-  std::vector<Model> models;
-  models.push_back({LossModelKind::kBernoulli,
-                    RandomLoss{clamp_probability(fit.capture_loss_rate), Probability::zero()}, 1});
-  models.push_back({LossModelKind::kGilbert, fit_simple_gilbert(lost), 2});
-  if (capture.lost >= 10) {
-    models.push_back({LossModelKind::kGilbertElliott, fit_gilbert_elliott(lost), 4});
-    models.push_back({LossModelKind::kFourState, fit_four_state(lost), 5});
-  }
   // Score on at least 200 000 simulated packets, so that the model's own sampling noise is small next
-  // to the differences being judged.
+  // to the differences being judged. Every model is simulated from the same seed.
   const std::size_t packets = std::max<std::size_t>(lost.size(), 200'000);
-  for (const auto& m : models) {
-    const LossStatistics sim = loss_statistics(simulate_loss(m.model, packets, seed));
+  const auto scored = [&](LossModelKind kind, LossModel model, std::size_t parameters) {
+    const LossStatistics sim = loss_statistics(simulate_loss(model, packets, seed));
     LossCandidate c;
-    c.kind = m.kind;
-    c.model = m.model;
-    c.parameters = m.parameters;
+    c.kind = kind;
+    c.model = std::move(model);
+    c.parameters = parameters;
     c.loss_rate = sim.loss_rate.value_or(0);
     c.mean_burst = sim.mean_burst.value_or(0);
     c.score = relative(c.loss_rate, fit.capture_loss_rate) +
               histogram_w1(sim.burst_lengths, capture.burst_lengths, fit.capture_mean_burst) +
               histogram_w1(sim.gap_lengths, capture.gap_lengths, capture.mean_gap.value_or(0));
-    fit.candidates.push_back(c);
+    return c;
+  };
+  // The 4-state fit (Baum–Welch) is the compile's largest piece of arithmetic and needs nothing of
+  // the other models: it starts at once on a thread of its own (docs/benchmarks.md). The statistics
+  // and the fitting window are computed once for every model.
+  std::vector<bool> window;
+  std::future<LossCandidate> fitted_four_state;
+  if (capture.lost >= 10) {
+    window = fitting_window(lost);
+    fitted_four_state = std::async(std::launch::async, [&] {
+      return scored(LossModelKind::kFourState, four_state(capture, window, kBaumWelchIterations), 5);
+    });
+  }
+  const GilbertElliottLoss gilbert = simple_gilbert(capture);
+  fit.candidates.push_back(scored(LossModelKind::kBernoulli,
+                                  RandomLoss{clamp_probability(fit.capture_loss_rate), Probability::zero()}, 1));
+  fit.candidates.push_back(scored(LossModelKind::kGilbert, gilbert, 2));
+  if (fitted_four_state.valid()) {
+    fit.candidates.push_back(
+        scored(LossModelKind::kGilbertElliott, gilbert_elliott(gilbert, window, kBaumWelchIterations), 4));
+    fit.candidates.push_back(fitted_four_state.get());
   }
   std::sort(fit.candidates.begin(), fit.candidates.end(),
             [](const LossCandidate& a, const LossCandidate& b) { return a.score < b.score; });

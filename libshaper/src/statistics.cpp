@@ -1,10 +1,12 @@
 #include "shaper/statistics.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 namespace shaper {
 
@@ -102,13 +104,45 @@ std::optional<double> mean_run(const std::vector<std::uint64_t>& lengths, std::u
 
 // Samples often come sorted already (quantiles picked from sorted samples, a table's entries): one
 // look costs a fraction of the sort it saves, and leaves the same values in the same order.
+void sort_samples(std::vector<Nanoseconds>& samples) {
+  if (std::is_sorted(samples.begin(), samples.end())) return;
+  // Below this a comparison sort wins: a radix pass costs a histogram and a buffer.
+  constexpr std::size_t kRadixMinimum = 1 << 16;
+  if (samples.size() < kRadixMinimum) {
+    std::sort(samples.begin(), samples.end());
+    return;
+  }
+  const auto [lo, hi] = std::minmax_element(samples.begin(), samples.end());
+  const Nanoseconds low = *lo;
+  // Keys are offsets from the smallest sample: unsigned, and only as wide as the range.
+  const std::uint64_t range = span_between(low, *hi);
+  const int bits = std::bit_width(range);
+  constexpr int kMaxDigitBits = 12;
+  const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
+  const int digit_bits = (bits + passes - 1) / passes;
+  const std::uint64_t mask = (std::uint64_t{1} << digit_bits) - 1;
+  const auto key = [low](Nanoseconds v) { return span_between(low, v); };
+  std::vector<Nanoseconds> buffer(samples.size());
+  std::vector<std::size_t> offsets(std::size_t{1} << digit_bits);
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = pass * digit_bits;
+    std::fill(offsets.begin(), offsets.end(), 0);
+    for (const Nanoseconds v : samples) ++offsets[(key(v) >> shift) & mask];
+    std::size_t total = 0;
+    for (auto& o : offsets) total += std::exchange(o, total);
+    // Stable scatter: equal digits keep the previous passes' order.
+    for (const Nanoseconds v : samples) buffer[offsets[(key(v) >> shift) & mask]++] = v;
+    samples.swap(buffer);
+  }
+}
+
 SortedSamples::SortedSamples(std::span<const Nanoseconds> samples)
     : values_(samples.begin(), samples.end()) {
-  if (!std::is_sorted(values_.begin(), values_.end())) std::sort(values_.begin(), values_.end());
+  sort_samples(values_);
 }
 
 SortedSamples::SortedSamples(std::vector<Nanoseconds>&& samples) : values_(std::move(samples)) {
-  if (!std::is_sorted(values_.begin(), values_.end())) std::sort(values_.begin(), values_.end());
+  sort_samples(values_);
 }
 
 Nanoseconds SortedSamples::min() const {

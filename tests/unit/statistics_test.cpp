@@ -3,6 +3,7 @@
 // sorted pairing for W1 of equal-size samples).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -53,6 +54,36 @@ double brute_force_ks(const std::vector<Nanoseconds>& a, const std::vector<Nanos
 }
 
 }  // namespace
+
+// ---- Sorting ------------------------------------------------------------------------------------
+
+// sort_samples radix-sorts large inputs; std::sort is the independent reference. The inputs cover
+// one radix pass (a narrow range), several (wide), the whole int64 range with negative samples (the
+// keys are offsets from the minimum), ties, and inputs sorted or reversed already.
+TEST(SortSamples, LargeInputsComeOutAsStdSortPutsThem) {
+  std::mt19937_64 rng(7);
+  const std::size_t n = 200'000;  // above the radix threshold
+  auto check = [&](const char* what, auto draw) {
+    std::vector<Nanoseconds> v;
+    for (std::size_t i = 0; i < n; ++i) v.emplace_back(draw(i));
+    std::vector<Nanoseconds> expected = v;
+    std::sort(expected.begin(), expected.end());
+    sort_samples(v);
+    EXPECT_EQ(v, expected) << what;
+  };
+  std::uniform_int_distribution<std::int64_t> narrow(0, 4000);
+  std::uniform_int_distribution<std::int64_t> wide(0, 13'400'000'000);
+  std::uniform_int_distribution<std::int64_t> full(std::numeric_limits<std::int64_t>::min(),
+                                                   std::numeric_limits<std::int64_t>::max());
+  std::uniform_int_distribution<std::int64_t> signed_ms(-5'000'000, 5'000'000);
+  check("narrow range, many ties", [&](std::size_t) { return narrow(rng); });
+  check("13.4 s range", [&](std::size_t) { return wide(rng); });
+  check("the whole int64 range", [&](std::size_t) { return full(rng); });
+  check("negative and positive", [&](std::size_t) { return signed_ms(rng); });
+  check("reversed", [&](std::size_t i) { return static_cast<std::int64_t>(n - i) * 1000; });
+  check("one value", [&](std::size_t) { return std::int64_t{42}; });
+  check("sorted", [&](std::size_t i) { return static_cast<std::int64_t>(i); });
+}
 
 // ---- Quantiles ---------------------------------------------------------------------------------
 

@@ -40,10 +40,11 @@ struct LossFit {
 // simulation reproducible.
 LossFit fit_loss_model(const std::vector<bool>& lost, std::uint64_t seed = 1);
 
-// The fitters on their own (exposed for tests).
+// The fitters on their own (exposed for tests). Baum–Welch runs at most this many passes.
+inline constexpr int kBaumWelchIterations = 60;
 GilbertElliottLoss fit_simple_gilbert(const std::vector<bool>& lost);
-GilbertElliottLoss fit_gilbert_elliott(const std::vector<bool>& lost, int iterations = 60);
-FourStateLoss fit_four_state(const std::vector<bool>& lost, int iterations = 60);
+GilbertElliottLoss fit_gilbert_elliott(const std::vector<bool>& lost, int iterations = kBaumWelchIterations);
+FourStateLoss fit_four_state(const std::vector<bool>& lost, int iterations = kBaumWelchIterations);
 
 // The loss sequence a model produces for `packets` packets (netem's arithmetic, seeded).
 std::vector<bool> simulate_loss(const LossModel& model, std::size_t packets, std::uint64_t seed);

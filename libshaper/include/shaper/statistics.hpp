@@ -26,6 +26,11 @@ namespace shaper {
 
 using FractionalNanoseconds = std::chrono::duration<double, std::nano>;
 
+// Sorts `samples` ascending. For large inputs an LSD radix sort over the samples' range (as few
+// passes of up to 12 bits as the range needs: a 2.6 M-sample capture sorts several times faster
+// than std::sort); the result is the same as std::sort's, samples being exact integers.
+void sort_samples(std::vector<Nanoseconds>& samples);
+
 // A copy of the samples in ascending order.
 class SortedSamples {
  public:
