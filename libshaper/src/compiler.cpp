@@ -211,15 +211,9 @@ std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector
   out.phase.name = name;
   out.report.name = name;
   out.report.probes = probes.size();
-  std::vector<Nanoseconds> delays;
   std::vector<bool> lost;
-  delays.reserve(probes.size());
   lost.reserve(probes.size());
-  for (const Probe* p : probes) {
-    lost.push_back(!p->delay.has_value());
-    if (p->delay) delays.push_back(*p->delay);
-  }
-  out.report.samples = delays.size();
+  for (const Probe* p : probes) lost.push_back(!p->delay.has_value());
   // The loss fit (Baum–Welch over up to 250 000 packets, twice) needs nothing of the delay table, so
   // it runs on a second thread while this one builds the table; `fitted` is joined on every return.
   std::future<LossFit> fitted;
@@ -230,6 +224,12 @@ std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector
     case LossModelling::kBernoulli: out.report.loss = bernoulli_fit(lost); break;
     case LossModelling::kElsewhere: break;
   }
+  std::vector<Nanoseconds> delays;
+  delays.reserve(probes.size());
+  for (const Probe* p : probes) {
+    if (p->delay) delays.push_back(*p->delay);
+  }
+  out.report.samples = delays.size();
   const auto with_loss = [&](std::optional<BuiltPhase> built) {
     if (fitted.valid()) {
       LossFit fit = fitted.get();
@@ -643,24 +643,31 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
 
   std::vector<Probe> probes = merge(captures, report);
   report.probes = probes.size();
-  std::vector<Nanoseconds> rtts;
-  rtts.reserve(probes.size());
+  // The delivered probes' count and smallest RTT in one pass; only a percentile baseline needs the
+  // RTTs gathered and sorted.
+  std::optional<Nanoseconds> smallest;
   for (const auto& p : probes) {
-    if (p.delay) rtts.push_back(*p.delay);
+    if (!p.delay) continue;
+    ++report.delivered;
+    if (!smallest || *p.delay < *smallest) smallest = p.delay;
   }
-  report.delivered = rtts.size();
-  if (rtts.empty()) {
+  if (!smallest) {
     diagnostics.push_back({captures.front().name, "no delivered probe with an RTT: nothing to build a delay model from"});
     return result;
   }
 
-  // Baseline and one-way delays. Only a percentile needs the RTTs sorted; the minimum (the default)
-  // is one pass, not a sort of every RTT.
+  // Baseline and one-way delays.
   switch (options.baseline.kind) {
-    case BaselineKind::kMinimum: report.baseline = *std::min_element(rtts.begin(), rtts.end()); break;
-    case BaselineKind::kPercentile:
+    case BaselineKind::kMinimum: report.baseline = *smallest; break;
+    case BaselineKind::kPercentile: {
+      std::vector<Nanoseconds> rtts;
+      rtts.reserve(report.delivered);
+      for (const auto& p : probes) {
+        if (p.delay) rtts.push_back(*p.delay);
+      }
       report.baseline = *quantile_inverse_ecdf(SortedSamples(std::move(rtts)), options.baseline.percentile / 100.0);
       break;
+    }
     case BaselineKind::kFixed: report.baseline = options.baseline.value; break;
     case BaselineKind::kNone: report.baseline = 0ns; break;
   }
