@@ -24,6 +24,7 @@
 #include "netlink_monitor.hpp"
 #include "profile_store.hpp"
 #include "protocol.hpp"
+#include "protocol/methods.hpp"
 #include "server.hpp"
 #include "sessions.hpp"
 #include "shaper/errors.hpp"
@@ -69,7 +70,7 @@ std::optional<Options> parse_arguments(int argc, char** argv, int* exit_code) {
       *exit_code = 0;
       return std::nullopt;
     } else if (arg == "--version") {
-      std::cout << "jitterd " << JITTERD_VERSION << " (protocol " << jitterd::kProtocolVersion << ")\n";
+      std::cout << "jitterd " << JITTERD_VERSION << " (protocol " << jitterd::protocol::kProtocolVersion << ")\n";
       *exit_code = 0;
       return std::nullopt;
     } else if (arg == "--check-config") {

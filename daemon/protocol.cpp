@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "protocol/methods.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/json_reader.hpp"
 #include "shaper/match_rules.hpp"
@@ -23,36 +24,8 @@ constexpr Nanoseconds kStartPast = std::chrono::seconds(1);
 // ... and this far ahead (further is a typo of the year or the time zone).
 constexpr Nanoseconds kStartFuture = std::chrono::hours(24 * 7);
 
-struct Method {
-  std::string_view name;
-  std::string_view summary;
-  bool mutating;
-};
-
 // A rule set's u32 matches (each one a filter in the kernel): port ranges split into aligned blocks.
 constexpr std::size_t kMaxSelectorsPerSet = 256;
-
-constexpr Method kMethods[] = {
-    {"list-commands", "the methods, with a line each", false},
-    {"version", "jitterd's version, protocol version, pid and kernel", false},
-    {"interfaces", "interfaces with their root qdisc and whether jitterd may shape or owns them", false},
-    {"profiles", "the profiles in the profile folders, with digests", false},
-    {"apply",
-     "shape an interface (egress, ingress or both; all traffic or a matched rule set) with a profile: a held "
-     "phase or its schedule, now or at a time, with a lease or commit-confirmed",
-     true},
-    {"switch", "change the phase of an interface (every lane at once) or of one lane, now or at a time, in place",
-     true},
-    {"confirm", "keep a commit-confirmed apply (otherwise it rolls back by itself)", true},
-    {"pause", "pause an interface's schedule", true},
-    {"resume", "resume a paused schedule", true},
-    {"skip", "jump to a step of the schedule", true},
-    {"status", "sessions: phase, next transition, lease, kernel counters, transitions", false},
-    {"clear", "remove jitterd's shaping from an interface, or from all", true},
-    {"renew", "renew a session's lease", true},
-    {"subscribe", "stream events (applied, phase-changed, cleared, ...) on this connection", false},
-    {"metrics", "Prometheus text exposition", false},
-};
 
 // How deep a request may nest: the limit of every user JSON (shaper::kMaxJsonDepth, where the deepest
 // valid request is counted). A parsed document costs about 70 bytes per level, so a line of '[' as
@@ -129,13 +102,8 @@ class ShallowScan final : public nlohmann::json_sax<json> {
 // the line would never be sent.
 std::string to_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json stamp_json(const Stamp& s) { return {{"monotonic_ns", s.monotonic.count()}, {"realtime_ns", s.realtime.count()}}; }
-
 json error_json(const json& id, const RequestError& e) {
-  json err = {{"code", e.code}, {"message", e.message}};
-  if (!e.where.empty()) err["where"] = e.where;
-  if (!e.hint.empty()) err["hint"] = e.hint;
-  json reply = {{"ok", false}, {"error", err}};
+  json reply = {{"ok", false}, {"error", e}};
   if (!id.is_null()) reply["id"] = id;
   return reply;
 }
@@ -149,7 +117,7 @@ RequestError invalid(const shaper::Diagnostics& diagnostics) {
       hint += (i > 1 ? "; " : "") + diagnostics[i].to_string();
     }
   }
-  return {"invalid-params", first.message, first.where, hint};
+  return {ErrorCode::kInvalidParams, first.message, first.where, hint};
 }
 
 // A duration in a request: "250ms" or integer nanoseconds.
@@ -200,71 +168,6 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const
   return at;
 }
 
-json status_json(const SessionStatus& s) {
-  json j = {{"interface", s.interface},
-            {"index", s.index},
-            {"direction", to_string(s.direction)},
-            {"set", s.set.empty() ? json(nullptr) : json(s.set)},
-            {"match", s.match},
-            {"unshaped", s.unshaped},
-            {"offloads_off", s.offloads_off},
-            {"state", s.state},
-            {"profile", s.profile},
-            {"digest", s.digest},
-            {"phase", s.phase.empty() ? json(nullptr) : json(s.phase)},
-            {"phase_since", s.phase_since ? stamp_json(*s.phase_since) : json(nullptr)},
-            {"time_in_phase_ns", s.time_in_phase.count()},
-            {"client", {{"uid", s.client.uid}, {"pid", s.client.pid}}}};
-  j["schedule"] = nullptr;
-  if (s.schedule) {
-    j["schedule"] = {{"state", s.schedule->state},
-                     {"step", s.schedule->step},
-                     {"steps", s.schedule->steps},
-                     {"loop", s.schedule->loop},
-                     {"iteration", s.schedule->iteration}};
-  }
-  j["next_transition"] = nullptr;
-  if (s.next_transition) {
-    const auto& n = *s.next_transition;
-    j["next_transition"] = {{"phase", n.phase},
-                            {"step", n.step ? json(*n.step) : json(nullptr)},
-                            {"deadline", stamp_json(n.deadline)},
-                            {"in_ns", n.in.count()}};
-  }
-  j["lease"] = nullptr;
-  if (s.lease) {
-    j["lease"] = {{"lease_ns", s.lease->length.count()},
-                  {"expires", stamp_json(s.lease->expires)},
-                  {"remaining_ns", s.lease->remaining.count()}};
-  }
-  j["confirm"] = nullptr;
-  if (s.confirm) {
-    j["confirm"] = {{"deadline", stamp_json(s.confirm->deadline)}, {"remaining_ns", s.confirm->remaining.count()}};
-  }
-  j["counters"] = nullptr;
-  if (s.counters) {
-    j["counters"] = {{"packets", s.counters->packets},
-                     {"bytes", s.counters->bytes},
-                     {"drops", s.counters->drops},
-                     {"backlog_bytes", s.counters->backlog},
-                     {"backlog_packets", s.counters->qlen}};
-  }
-  json recent = json::array();
-  for (const auto& t : s.recent) {
-    recent.push_back({{"phase", t.phase},
-                      {"step", t.step ? json(*t.step) : json(nullptr)},
-                      {"deadline", stamp_json(t.deadline)},
-                      {"applied", stamp_json(t.applied)},
-                      {"lateness_ns", t.lateness.count()},
-                      {"apply_ns", t.apply_time.count()}});
-  }
-  j["transitions"] = {{"count", s.transitions},
-                      {"missed", s.missed},
-                      {"late_max_ns", s.late_max.count()},
-                      {"recent", recent}};
-  return j;
-}
-
 std::string kernel_release() {
   utsname u{};
   if (::uname(&u) != 0) return "";
@@ -296,19 +199,23 @@ Dispatcher::Dispatcher(SessionManager& sessions, ProfileStore& profiles, Shaping
     : sessions_(sessions), profiles_(profiles), backend_(backend), config_(config), stats_(stats),
       started_(now_stamp()) {}
 
+std::string Dispatcher::error_line(ErrorCode code, std::string_view message, std::string_view hint) {
+  return to_line(error_json(nullptr, RequestError{code, std::string(message), "", std::string(hint)}));
+}
+
 std::string Dispatcher::error_line(std::string_view code, std::string_view message, std::string_view hint) {
-  return to_line(error_json(nullptr, RequestError{std::string(code), std::string(message), "", std::string(hint)}));
+  return error_line(protocol::error_code_from_string(code), message, hint);
 }
 
 RequestError Dispatcher::permission_denied(const Peer& peer, const std::string& socket_group) {
-  return {"permission-denied",
+  return {ErrorCode::kPermissionDenied,
           "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ") may not use jitterd", "",
           "ask an administrator to add you to the socket's group" +
               (socket_group.empty() ? std::string() : " (" + socket_group + ")")};
 }
 
 std::string Dispatcher::event_line(const Event& e) {
-  json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", stamp_json(e.at)}};
+  json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", e.at}};
   if (!e.direction.empty()) j["direction"] = e.direction;
   if (!e.direction.empty()) j["set"] = e.set.empty() ? json(nullptr) : json(e.set);
   if (!e.profile.empty()) j["profile"] = e.profile;
@@ -320,7 +227,7 @@ std::string Dispatcher::event_line(const Event& e) {
   } else if (e.type == EventType::kPhaseChanged) {
     j["step"] = nullptr;  // a switch, not a schedule step
   }
-  if (e.deadline) j["deadline"] = stamp_json(*e.deadline);
+  if (e.deadline) j["deadline"] = *e.deadline;
   if (e.lateness) j["lateness_ns"] = e.lateness->count();
   if (e.apply_time) j["apply_ns"] = e.apply_time->count();
   if (e.lease) j["lease_ns"] = e.lease->count();
@@ -352,7 +259,7 @@ ReadRequest Dispatcher::read(std::string_view line) {
     case shaper::JsonProblem::kSyntax: {
       // A request is one line: "1:19" is column 19.
       const std::string column = doc.where.substr(doc.where.find(':') + 1);
-      out.error = RequestError{"parse-error", "the request is not JSON: column " + column + ": " + doc.message, "",
+      out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: column " + column + ": " + doc.message, "",
                                not_json_hint};
       break;
     }
@@ -361,10 +268,10 @@ ReadRequest Dispatcher::read(std::string_view line) {
       // parse-error without an id, as any other (found by fuzz_control).
       ShallowScan scan;
       if (const std::string error = scan.read(line); !error.empty()) {
-        out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "", not_json_hint};
       } else {
         out.id = scan.id().value_or(nullptr);
-        out.error = RequestError{"invalid-request", doc.message, doc.where, ""};
+        out.error = RequestError{ErrorCode::kInvalidRequest, doc.message, doc.where, ""};
       }
       break;
     }
@@ -373,14 +280,14 @@ ReadRequest Dispatcher::read(std::string_view line) {
       // come from a reading of the whole line that builds nothing.
       ShallowScan scan;
       if (const std::string error = scan.read(line); !error.empty()) {
-        out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "", not_json_hint};
       } else if (!scan.is_object()) {
-        out.error = RequestError{"invalid-request", "the request is a JSON array, not an object", "",
+        out.error = RequestError{ErrorCode::kInvalidRequest, "the request is a JSON array, not an object", "",
                                  "send {\"method\": \"...\", \"params\": {...}}"};
       } else {
         out.id = scan.id().value_or(nullptr);
         out.error = RequestError{
-            "invalid-request",
+            ErrorCode::kInvalidRequest,
             "the request nests deeper than " + std::to_string(kMaxRequestDepth) + " levels; it was not read",
             doc.where, "no request nests more than 8 levels (an apply with an inline profile)"};
       }
@@ -400,14 +307,14 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   if (read.error) return fail(*read.error);
   const json& request = read.request;
   if (!request.is_object()) {
-    return fail({"invalid-request", "the request is a JSON " + std::string(request.type_name()) + ", not an object",
+    return fail({ErrorCode::kInvalidRequest, "the request is a JSON " + std::string(request.type_name()) + ", not an object",
                  "", "send {\"method\": \"...\", \"params\": {...}}"});
   }
   if (auto it = request.find("id"); it != request.end()) {
     // Echoed exactly or not at all: a number with a fraction or an exponent, or an integer beyond
     // 64 bits, is a double to nlohmann and would come back rounded (a 30-digit id did).
     if (!it->is_string() && !it->is_number_integer()) {
-      return fail({"invalid-request",
+      return fail({ErrorCode::kInvalidRequest,
                    it->is_number() ? "id " + shaper::json_excerpt(*it) +
                                          " is not an integer jitterd can echo exactly (a fraction, an exponent, or "
                                          "more than 64 bits)"
@@ -424,17 +331,13 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   const json* params = request.contains("params") ? &request["params"] : &empty;
   if (!params->is_object()) er.error("/params", "params must be an object");
   if (!envelope.empty()) {
-    return fail({"invalid-request", envelope.front().message, envelope.front().where,
+    return fail({ErrorCode::kInvalidRequest, envelope.front().message, envelope.front().where,
                  "the envelope is {\"id\": ..., \"method\": \"...\", \"params\": {...}}"});
   }
-  const Method* known = nullptr;
-  for (const auto& m : kMethods) {
-    if (m.name == *method) known = &m;
-  }
+  const protocol::MethodInfo* known = protocol::find_method(*method);
   if (!known) {
-    std::string names;
-    for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + std::string(m.name);
-    return fail({"unknown-method", "no method \"" + *method + "\"", "/method", "methods: " + names});
+    return fail({ErrorCode::kUnknownMethod, "no method \"" + *method + "\"", "/method",
+                 "methods: " + protocol::method_names()});
   }
   if (!authorized) return fail(permission_denied(peer, config_.socket.group));
 
@@ -447,10 +350,7 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   auto status_outcome = [](Outcome<SessionManager::Statuses> o) -> Outcome<json> {
     if (auto* e = std::get_if<RequestError>(&o)) return *e;
     const auto& list = std::get<SessionManager::Statuses>(o);
-    if (list.size() == 1) return status_json(list.front());
-    json sessions = json::array();
-    for (const auto& st : list) sessions.push_back(status_json(st));
-    return json{{"sessions", sessions}};
+    return protocol::lanes_result(list);
   };
   // "interface", and optionally "direction" and "set", naming sessions.
   auto read_target = [&](bool interface_required) {
@@ -479,64 +379,47 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
     const std::string& m = *method;
     if (m == "list-commands") {
       r.object(*params, p, {});
-      json list = json::array();
-      for (const auto& c : kMethods) {
-        list.push_back({{"name", c.name}, {"summary", c.summary}, {"mutating", c.mutating}});
+      protocol::CommandList list;
+      for (const auto& c : protocol::kMethods) {
+        list.commands.push_back({std::string(c.name), std::string(c.summary), c.mutating});
       }
-      outcome = json{{"commands", list}};
+      outcome = json(list);
     } else if (m == "version") {
       r.object(*params, p, {});
-      outcome = json{{"version", JITTERD_VERSION},
-                     {"protocol", kProtocolVersion},
-                     {"pid", ::getpid()},
-                     {"kernel", kernel_release()},
-                     {"started", stamp_json(started_)}};
+      outcome = json(protocol::VersionInfo{JITTERD_VERSION, protocol::kProtocolVersion, ::getpid(),
+                                           kernel_release(), started_});
     } else if (m == "interfaces") {
       r.object(*params, p, {});
       if (diagnostics.empty()) {
         const auto roots = backend_.root_qdiscs();
-        json list = json::array();
+        protocol::InterfaceList list;
         for (const auto& i : backend_.interfaces()) {
-          json root = nullptr;
+          protocol::InterfaceInfo& info = list.interfaces.emplace_back();
+          info = {i.name, i.index, config_.interface_allowed(i.name), sessions_.has_session(i.index), std::nullopt};
           for (const auto& q : roots) {
             if (q.ifindex != i.index) continue;
-            root = {{"kind", q.kind},
-                    {"handle", shaper::format_handle(q.handle)},
-                    {"owner", q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"}};
+            info.root = {q.kind, shaper::format_handle(q.handle),
+                         q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"};
           }
-          list.push_back({{"name", i.name},
-                          {"index", i.index},
-                          {"allowed", config_.interface_allowed(i.name)},
-                          {"session", sessions_.has_session(i.index)},
-                          {"root", root}});
         }
-        outcome = json{{"interfaces", list}};
+        outcome = json(list);
       }
     } else if (m == "profiles") {
       r.object(*params, p, {});
       const auto listing = profiles_.list();
-      json list = json::array();
+      protocol::ProfileListing out;
       for (const auto& sp : listing.profiles) {
-        json phases = json::array();
-        for (const auto& ph : sp.profile->phases) phases.push_back(ph.name);
-        json schedule = nullptr;
+        protocol::ProfileSummary& p = out.profiles.emplace_back();
+        p = {sp.name, sp.file, sp.digest, sp.profile->description, {}, std::nullopt};
+        for (const auto& ph : sp.profile->phases) p.phases.push_back(ph.name);
         if (sp.profile->schedule) {
           Nanoseconds total{0};
           for (const auto& s : sp.profile->schedule->steps) total += s.duration;
-          schedule = {{"steps", sp.profile->schedule->steps.size()},
-                      {"loop", sp.profile->schedule->loop},
-                      {"duration_ns", total.count()}};
+          p.schedule = {sp.profile->schedule->steps.size(), sp.profile->schedule->loop, total};
         }
-        list.push_back({{"name", sp.name},
-                        {"file", sp.file},
-                        {"digest", sp.digest},
-                        {"description", sp.profile->description},
-                        {"phases", phases},
-                        {"schedule", schedule}});
       }
-      json bad = json::array();
-      for (const auto& ip : listing.invalid) bad.push_back({{"file", ip.file}, {"errors", ip.errors}});
-      outcome = json{{"profiles", list}, {"invalid", bad}};
+      for (const auto& ip : listing.invalid) out.invalid.push_back({ip.file, ip.errors});
+      outcome = json(out);
     } else if (m == "apply") {
       r.object(*params, p,
                {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start", "lease", "force",
@@ -600,7 +483,7 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
           bool not_found = false;
           auto stored = profiles_.load(prof->get<std::string>(), &error, &not_found);
           if (!stored) {
-            outcome = RequestError{not_found ? "not-found" : "invalid-params", error, p + "/profile",
+            outcome = RequestError{not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, error, p + "/profile",
                                    not_found ? "the profiles method lists them; or send the profile inline" : ""};
           } else {
             a.profile = stored->profile;
@@ -670,9 +553,7 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
         if (auto* e = std::get_if<RequestError>(&s)) {
           outcome = *e;
         } else {
-          json list = json::array();
-          for (const auto& st : std::get<SessionManager::Statuses>(s)) list.push_back(status_json(st));
-          outcome = json{{"sessions", list}};
+          outcome = json(protocol::SessionList{std::get<SessionManager::Statuses>(s)});
         }
       }
     } else if (m == "clear") {
@@ -690,7 +571,7 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
         if (auto* e = std::get_if<RequestError>(&c)) {
           outcome = *e;
         } else {
-          outcome = json{{"cleared", std::get<std::vector<std::string>>(c)}};
+          outcome = json(protocol::Cleared{std::get<std::vector<std::string>>(c)});
         }
       }
     } else if (m == "renew") {
@@ -729,17 +610,17 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
       }
     } else if (m == "metrics") {
       r.object(*params, p, {});
-      outcome = json{{"text", metrics_text()}};
+      outcome = json(protocol::MetricsText{metrics_text()});
     }
   } catch (const shaper::NetlinkError& e) {
     // what() ends with the hint; the reply carries it in its own member.
-    return fail({"kernel-error", e.without_hint(), "", e.hint()});
+    return fail({ErrorCode::kKernelError, e.without_hint(), "", e.hint()});
   } catch (const shaper::OwnershipError& e) {
-    return fail({"conflict", e.what(), "", ""});
+    return fail({ErrorCode::kConflict, e.what(), "", ""});
   } catch (const shaper::SystemError& e) {
-    return fail({"system-error", e.what(), "", e.hint()});
+    return fail({ErrorCode::kSystemError, e.what(), "", e.hint()});
   } catch (const std::exception& e) {
-    return fail({"internal-error", e.what(), "", "this is a bug in jitterd; please report it with the request"});
+    return fail({ErrorCode::kInternalError, e.what(), "", "this is a bug in jitterd; please report it with the request"});
   }
   if (!diagnostics.empty()) return fail(invalid(diagnostics));
   if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
@@ -813,7 +694,7 @@ std::string Dispatcher::metrics_text() {
     }
     metric("jitterd_qdisc_backlog_packets", "gauge", "Packets held by jitterd's qdisc.");
     for (const auto& s : *list) {
-      if (s.counters) out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} " << s.counters->qlen << '\n';
+      if (s.counters) out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} " << s.counters->backlog_packets << '\n';
     }
   }
   return out.str();

@@ -20,8 +20,6 @@
 
 namespace jitterd {
 
-inline constexpr int kProtocolVersion = 1;
-
 // Counters the server keeps, for `metrics`.
 struct ServerStats {
   std::uint64_t connections_total = 0;
@@ -67,6 +65,8 @@ class Dispatcher {
   Reply handle(const ReadRequest& read, const Peer& peer, bool authorized);
 
   // A reply for a line that was never parsed (too long, too many connections).
+  static std::string error_line(ErrorCode code, std::string_view message, std::string_view hint = {});
+  // The same with the code's wire spelling ("too-large"), as tests name it.
   static std::string error_line(std::string_view code, std::string_view message, std::string_view hint = {});
   static std::string event_line(const Event& event);
   // Why `peer` may not use jitterd at all: the one wording, for the server's refusal at accept and

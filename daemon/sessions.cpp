@@ -28,7 +28,7 @@ std::string phase_list(const shaper::Profile& profile) {
 std::optional<RequestError> out_of_lease_range(const std::string& what, Nanoseconds length, Nanoseconds max) {
   if (length > Nanoseconds(0) && length <= max) return std::nullopt;
   const std::string shown = what + " " + shaper::duration_to_string(length);
-  return RequestError{"invalid-params",
+  return RequestError{ErrorCode::kInvalidParams,
                       length <= Nanoseconds(0) ? shown + " is not positive"
                                                : shown + " is longer than the limit, " +
                                                      shaper::duration_to_string(max) + " (leases.max in the config)",
@@ -131,7 +131,7 @@ Outcome<std::vector<SessionManager::Session*>> SessionManager::require(const Tar
     }
     if (!lanes.empty()) hint = "sessions on " + target.interface + ": " + lanes;
   }
-  return RequestError{"not-found", what + " has no jitterd session", "/params/interface", hint};
+  return RequestError{ErrorCode::kNotFound, what + " has no jitterd session", "/params/interface", hint};
 }
 
 void SessionManager::log_request(const Peer& peer, const std::string& what) {
@@ -185,7 +185,7 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
   Layout layout;
   for (const auto& e : entries) {
     if (!e.s->profile) {
-      return RequestError{"conflict",
+      return RequestError{ErrorCode::kConflict,
                           e.s->label() + " was adopted after a restart; jitterd does not have its profile",
                           "/params/interface",
                           "apply a profile to it again (in place, no unshaped moment) before adding or "
@@ -207,21 +207,21 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
 Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& request, const Peer& peer) {
   const std::string& name = request.interface;
   if (!config_.interface_allowed(name)) {
-    return RequestError{"permission-denied", name + " is not in the interface allowlist", "/params/interface",
+    return RequestError{ErrorCode::kPermissionDenied, name + " is not in the interface allowlist", "/params/interface",
                         "add it (or a pattern such as \"veth*\") to interfaces.allow in the config and restart "
                         "jitterd; the allowlist keeps management interfaces safe"};
   }
   const auto interface = backend_.find_interface(name);
   if (!interface) {
-    return RequestError{"not-found", "no interface " + name + " in jitterd's network namespace",
+    return RequestError{ErrorCode::kNotFound, "no interface " + name + " in jitterd's network namespace",
                         "/params/interface", "the interfaces method lists them"};
   }
   if (request.force && !config_.allow_force) {
-    return RequestError{"permission-denied", "force is not allowed by this jitterd's config", "/params/force",
+    return RequestError{ErrorCode::kPermissionDenied, "force is not allowed by this jitterd's config", "/params/force",
                         "set allow_force in the config, or remove the other root qdisc yourself"};
   }
   if (config_.lease_required && !request.lease) {
-    return RequestError{"invalid-params", "this jitterd requires a lease", "/params/lease",
+    return RequestError{ErrorCode::kInvalidParams, "this jitterd requires a lease", "/params/lease",
                         "pass \"lease\": \"60s\" and renew it while your run lasts"};
   }
   if (request.lease) {
@@ -234,27 +234,27 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
     }
   }
   if (request.confirm && request.start > MonotonicClock::now()) {
-    return RequestError{"invalid-params", "a commit-confirmed apply starts now", "/params/start",
+    return RequestError{ErrorCode::kInvalidParams, "a commit-confirmed apply starts now", "/params/start",
                         "drop \"start\", or drop \"confirm\""};
   }
   const shaper::Profile& profile = *request.profile;
   if (request.phase && !profile.find_phase(*request.phase)) {
-    return RequestError{"not-found", "phase \"" + *request.phase + "\" is not in profile \"" + profile.name + "\"",
+    return RequestError{ErrorCode::kNotFound, "phase \"" + *request.phase + "\" is not in profile \"" + profile.name + "\"",
                         "/params/phase", "phases: " + phase_list(profile)};
   }
   if (request.schedule && !profile.schedule) {
-    return RequestError{"invalid-params", "profile \"" + profile.name + "\" has no schedule", "/params/schedule",
+    return RequestError{ErrorCode::kInvalidParams, "profile \"" + profile.name + "\" has no schedule", "/params/schedule",
                         "pick a phase instead: " + phase_list(profile)};
   }
   if (profile.phases.empty()) {
-    return RequestError{"invalid-params", "profile \"" + profile.name + "\" has no phases", "/params/profile", ""};
+    return RequestError{ErrorCode::kInvalidParams, "profile \"" + profile.name + "\" has no phases", "/params/profile", ""};
   }
   // Say now, not at the start time, when the root belongs to someone else.
   const bool egress = std::find(request.directions.begin(), request.directions.end(), Direction::kEgress) !=
                       request.directions.end();
   if (egress && !backend_.installed(*interface, Direction::kEgress) && !request.force) {
     if (auto root = backend_.root_qdisc(*interface); root && !root->is_default() && !root->is_jitterd()) {
-      return RequestError{"conflict",
+      return RequestError{ErrorCode::kConflict,
                           "the root qdisc of " + name + " is " + root->kind + " " + shaper::format_handle(root->handle) +
                               ", installed by someone else; jitterd leaves it alone",
                           "/params/interface",
@@ -447,12 +447,12 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
   const auto& list = std::get<std::vector<Session*>>(found);
   for (Session* s : list) {
     if (!s->profile) {
-      return RequestError{"invalid-params",
+      return RequestError{ErrorCode::kInvalidParams,
                           s->label() + " was adopted after a restart; jitterd does not have its profile",
                           "/params/interface", "apply the profile again (in place, no unshaped moment), then switch"};
     }
     if (!s->profile->find_phase(phase)) {
-      return RequestError{"not-found",
+      return RequestError{ErrorCode::kNotFound,
                           "phase \"" + phase + "\" is not in profile \"" + s->profile_name + "\"" +
                               (list.size() > 1 ? " (" + s->label() + ")" : ""),
                           "/params/phase",
@@ -530,7 +530,7 @@ Outcome<SessionManager::Statuses> SessionManager::on_lanes(
 std::optional<RequestError> SessionManager::needs_schedule(const Session& s, const std::string& what,
                                                            const std::string& hint) {
   if (s.schedule) return std::nullopt;
-  return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule " + what,
+  return RequestError{ErrorCode::kInvalidParams, s.label() + " holds a phase; there is no schedule " + what,
                       "/params/interface", hint};
 }
 
@@ -576,7 +576,7 @@ Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std
         const auto& steps = s.schedule->steps();
         if (step) {
           if (*step >= steps.size()) {
-            return RequestError{"invalid-params", "step " + std::to_string(*step) + " is out of range",
+            return RequestError{ErrorCode::kInvalidParams, "step " + std::to_string(*step) + " is out of range",
                                 "/params/step",
                                 "the schedule" + (several ? " of " + s.label() : std::string()) + " has steps 0 to " +
                                     std::to_string(steps.size() - 1)};
@@ -593,7 +593,7 @@ Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std
             return std::nullopt;
           }
         }
-        return RequestError{"not-found",
+        return RequestError{ErrorCode::kNotFound,
                             "no step of the schedule of " + s.label() + " runs phase \"" + *phase + "\"",
                             "/params/phase", "pass a step number, or switch to hold a phase"};
       },
@@ -623,7 +623,7 @@ Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target, st
       [&](Session& s) -> std::optional<RequestError> {
         const auto length = lease ? lease : s.lease;
         if (!length) {
-          return RequestError{"invalid-params", s.label() + " has no lease to renew", "/params/lease",
+          return RequestError{ErrorCode::kInvalidParams, s.label() + " has no lease to renew", "/params/lease",
                               "pass \"lease\": \"60s\" to give it one"};
         }
         if (auto e = out_of_lease_range("lease", *length, config_.max_lease)) return e;
@@ -643,7 +643,7 @@ Outcome<SessionManager::Statuses> SessionManager::confirm(const Target& target, 
   bool any = false;
   for (Session* s : list) any = any || s->confirm_by.has_value();
   if (!any) {
-    return RequestError{"invalid-params", target.interface + " has no apply waiting for confirmation",
+    return RequestError{ErrorCode::kInvalidParams, target.interface + " has no apply waiting for confirmation",
                         "/params/interface", "confirm keeps an apply made with \"confirm\"; it may have rolled back already"};
   }
   Statuses out;
@@ -1301,7 +1301,7 @@ SessionStatus SessionManager::describe(const Session& s, const std::vector<shape
   out.profile = s.profile_name;
   out.digest = s.digest;
   out.phase = s.phase;
-  out.client = s.client;
+  out.client = {s.client.uid, s.client.pid};
   if (s.pending) {
     out.state = "pending";
   } else {
@@ -1334,10 +1334,11 @@ SessionStatus SessionManager::describe(const Session& s, const std::vector<shape
   }
   if (s.confirm_by) out.confirm = SessionStatus::Confirm{stamp_of(*s.confirm_by), *s.confirm_by - now};
   if (!s.pending && backend_.installed(s.interface, s.direction)) {
-    if (all) {
-      out.counters = backend_.lane_counters(s.interface, s.direction, s.set, *all);
-    } else {
-      out.counters = backend_.lane_counters(s.interface, s.direction, s.set, backend_.all_qdiscs());
+    const auto counters = all ? backend_.lane_counters(s.interface, s.direction, s.set, *all)
+                              : backend_.lane_counters(s.interface, s.direction, s.set, backend_.all_qdiscs());
+    if (counters) {
+      out.counters = protocol::Counters{counters->packets, counters->bytes, counters->drops, counters->backlog,
+                                        counters->qlen};
     }
   }
   out.transitions = s.transitions;

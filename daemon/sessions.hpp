@@ -27,6 +27,8 @@
 #include "events.hpp"
 #include "ledger.hpp"
 #include "logger.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/results.hpp"
 #include "scheduler.hpp"
 #include "shaper/profile.hpp"
 #include "shaper/route_facts.hpp"
@@ -43,12 +45,8 @@ struct Peer {
 };
 
 // A request the daemon refuses: a protocol error code (docs/protocol.md) and the usual what/where/fix.
-struct RequestError {
-  std::string code;  // invalid-params, not-found, permission-denied, conflict ...
-  std::string message;
-  std::string where;  // JSON pointer into the request
-  std::string hint;
-};
+using RequestError = protocol::Error;
+using protocol::ErrorCode;
 
 template <typename T>
 using Outcome = std::variant<T, RequestError>;
@@ -83,62 +81,8 @@ struct ApplyRequest {
   bool force = false;
 };
 
-struct TransitionRecord {
-  std::string phase;
-  std::optional<std::size_t> step;
-  Stamp deadline;
-  Stamp applied;
-  Nanoseconds lateness{0};
-  Nanoseconds apply_time{0};
-};
-
-struct SessionStatus {
-  std::string interface;
-  int index = 0;
-  Direction direction = Direction::kEgress;
-  std::string set;
-  std::vector<std::string> match;
-  std::vector<std::string> unshaped;  // what the SSH guard keeps out of the shaping
-  bool offloads_off = false;
-  std::string state;  // pending, active, paused
-  std::string profile;
-  std::string digest;
-  std::string phase;  // empty while pending
-  std::optional<Stamp> phase_since;
-  Nanoseconds time_in_phase{0};
-  struct Next {
-    std::string phase;
-    std::optional<std::size_t> step;
-    Stamp deadline;
-    Nanoseconds in{0};
-  };
-  struct Schedule {
-    std::string state;  // running, paused
-    std::size_t step = 0;
-    std::size_t steps = 0;
-    bool loop = false;
-    std::uint64_t iteration = 0;
-  };
-  std::optional<Schedule> schedule;
-  std::optional<Next> next_transition;
-  struct Lease {
-    Nanoseconds length{0};
-    Stamp expires;
-    Nanoseconds remaining{0};
-  };
-  std::optional<Lease> lease;
-  struct Confirm {
-    Stamp deadline;
-    Nanoseconds remaining{0};
-  };
-  std::optional<Confirm> confirm;  // a commit-confirmed apply still waiting for confirm
-  std::optional<shaper::QdiscStats> counters;
-  std::uint64_t transitions = 0;
-  std::uint64_t missed = 0;
-  Nanoseconds late_max{0};
-  std::vector<TransitionRecord> recent;
-  Peer client;
-};
+using protocol::SessionStatus;
+using protocol::TransitionRecord;
 
 // Figures for the metrics endpoint, kept as running totals.
 struct SessionMetrics {
