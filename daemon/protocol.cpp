@@ -168,6 +168,12 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const
   return at;
 }
 
+// One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
+Outcome<json> lanes_outcome(const Outcome<SessionManager::Statuses>& o) {
+  if (auto* e = std::get_if<RequestError>(&o)) return *e;
+  return protocol::lanes_result(std::get<SessionManager::Statuses>(o));
+}
+
 std::string kernel_release() {
   utsname u{};
   if (::uname(&u) != 0) return "";
@@ -297,6 +303,72 @@ ReadRequest Dispatcher::read(std::string_view line) {
   return out;
 }
 
+// One request being answered: its peer and params, the problems found in them so far, and whether
+// the connection now streams events. Handlers read params through `r`; any diagnostic makes the
+// reply invalid-params, whatever the handler returned.
+struct Dispatcher::Call {
+  Call(const Peer& requester, const json& request_params) : peer(requester), params(request_params) {}
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  bool ok() const { return diagnostics.empty(); }
+  // "interface", and optionally "direction" and "set", naming sessions.
+  Target read_target(bool interface_required);
+
+  const Peer& peer;
+  const json& params;
+  const std::string p = "/params";
+  shaper::Diagnostics diagnostics;
+  JsonReader r{diagnostics};
+  std::optional<SubscribeFilter> subscribe;
+};
+
+Target Dispatcher::Call::read_target(bool interface_required) {
+  Target t;
+  t.interface = r.string(params, p, "interface", interface_required, 15).value_or("");
+  if (params.contains("direction")) {
+    const auto d = r.string(params, p, "direction", true, 16).value_or("");
+    if (auto dir = direction_from_string(d)) {
+      t.direction = dir;
+    } else if (d != "both") {
+      r.error(p + "/direction", "\"" + d + "\" is not a direction; give egress, ingress or both");
+    }
+  }
+  if (params.contains("set")) {
+    if (params["set"].is_null()) {
+      t.set = std::string();
+    } else {
+      t.set = r.string(params, p, "set", true, shaper::kMaxNameLength).value_or("");
+    }
+  }
+  return t;
+}
+
+// The handler of each method, in the order of protocol::kMethods.
+const Dispatcher::MethodHandler Dispatcher::kHandlers[] = {
+    {protocol::Method::kListCommands, &Dispatcher::list_commands},
+    {protocol::Method::kVersion, &Dispatcher::version},
+    {protocol::Method::kInterfaces, &Dispatcher::interfaces},
+    {protocol::Method::kProfiles, &Dispatcher::profiles},
+    {protocol::Method::kApply, &Dispatcher::apply},
+    {protocol::Method::kSwitch, &Dispatcher::switch_phase},
+    {protocol::Method::kConfirm, &Dispatcher::confirm},
+    {protocol::Method::kPause, &Dispatcher::pause},
+    {protocol::Method::kResume, &Dispatcher::resume},
+    {protocol::Method::kSkip, &Dispatcher::skip},
+    {protocol::Method::kStatus, &Dispatcher::status},
+    {protocol::Method::kClear, &Dispatcher::clear},
+    {protocol::Method::kRenew, &Dispatcher::renew},
+    {protocol::Method::kSubscribe, &Dispatcher::subscribe},
+    {protocol::Method::kMetrics, &Dispatcher::metrics},
+};
+const Dispatcher::MethodHandler& Dispatcher::handler_of(protocol::Method method) {
+  static_assert(std::size(kHandlers) == std::size(protocol::kMethods), "a handler for every method");
+  const MethodHandler& h = kHandlers[static_cast<std::size_t>(method)];
+  if (h.method != method) std::abort();  // kHandlers is out of protocol::kMethods' order
+  return h;
+}
+
 Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authorized) {
   ++stats_.requests_total;
   json id = read.id;
@@ -341,277 +413,10 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   }
   if (!authorized) return fail(permission_denied(peer, config_.socket.group));
 
-  shaper::Diagnostics diagnostics;
-  JsonReader r(diagnostics);
-  const std::string p = "/params";
+  Call call(peer, *params);
   Outcome<json> outcome = json::object();
-  std::optional<SubscribeFilter> subscribe;
-  // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
-  auto status_outcome = [](Outcome<SessionManager::Statuses> o) -> Outcome<json> {
-    if (auto* e = std::get_if<RequestError>(&o)) return *e;
-    const auto& list = std::get<SessionManager::Statuses>(o);
-    return protocol::lanes_result(list);
-  };
-  // "interface", and optionally "direction" and "set", naming sessions.
-  auto read_target = [&](bool interface_required) {
-    Target t;
-    t.interface = r.string(*params, p, "interface", interface_required, 15).value_or("");
-    if (params->contains("direction")) {
-      const auto d = r.string(*params, p, "direction", true, 16).value_or("");
-      if (auto dir = direction_from_string(d)) {
-        t.direction = dir;
-      } else if (d != "both") {
-        r.error(p + "/direction", "\"" + d + "\" is not a direction; give egress, ingress or both");
-      }
-    }
-    if (params->contains("set")) {
-      const json& v = (*params)["set"];
-      if (v.is_null()) {
-        t.set = std::string();
-      } else {
-        t.set = r.string(*params, p, "set", true, shaper::kMaxNameLength).value_or("");
-      }
-    }
-    return t;
-  };
-
   try {
-    const std::string& m = *method;
-    if (m == "list-commands") {
-      r.object(*params, p, {});
-      protocol::CommandList list;
-      for (const auto& c : protocol::kMethods) {
-        list.commands.push_back({std::string(c.name), std::string(c.summary), c.mutating});
-      }
-      outcome = json(list);
-    } else if (m == "version") {
-      r.object(*params, p, {});
-      outcome = json(protocol::VersionInfo{JITTERD_VERSION, protocol::kProtocolVersion, ::getpid(),
-                                           kernel_release(), started_});
-    } else if (m == "interfaces") {
-      r.object(*params, p, {});
-      if (diagnostics.empty()) {
-        const auto roots = backend_.root_qdiscs();
-        protocol::InterfaceList list;
-        for (const auto& i : backend_.interfaces()) {
-          protocol::InterfaceInfo& info = list.interfaces.emplace_back();
-          info = {i.name, i.index, config_.interface_allowed(i.name), sessions_.has_session(i.index), std::nullopt};
-          for (const auto& q : roots) {
-            if (q.ifindex != i.index) continue;
-            info.root = {q.kind, shaper::format_handle(q.handle),
-                         q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"};
-          }
-        }
-        outcome = json(list);
-      }
-    } else if (m == "profiles") {
-      r.object(*params, p, {});
-      const auto listing = profiles_.list();
-      protocol::ProfileListing out;
-      for (const auto& sp : listing.profiles) {
-        protocol::ProfileSummary& p = out.profiles.emplace_back();
-        p = {sp.name, sp.file, sp.digest, sp.profile->description, {}, std::nullopt};
-        for (const auto& ph : sp.profile->phases) p.phases.push_back(ph.name);
-        if (sp.profile->schedule) {
-          Nanoseconds total{0};
-          for (const auto& s : sp.profile->schedule->steps) total += s.duration;
-          p.schedule = {sp.profile->schedule->steps.size(), sp.profile->schedule->loop, total};
-        }
-      }
-      for (const auto& ip : listing.invalid) out.invalid.push_back({ip.file, ip.errors});
-      outcome = json(out);
-    } else if (m == "apply") {
-      r.object(*params, p,
-               {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start", "lease", "force",
-                "confirm", "protect_ssh", "ssh_connection", "offloads"});
-      ApplyRequest a;
-      a.interface = r.string(*params, p, "interface", true, 15).value_or("");
-      const json* prof = r.member(*params, p, "profile", true);
-      const auto phase = r.string(*params, p, "phase", false, shaper::kMaxNameLength);
-      if (phase && !phase->empty()) a.phase = *phase;
-      const auto direction = r.string(*params, p, "direction", false, 16).value_or("egress");
-      if (direction == "both") {
-        a.directions = {Direction::kEgress, Direction::kIngress};
-      } else if (auto d = direction_from_string(direction.empty() ? "egress" : direction)) {
-        a.directions = {*d};
-      } else {
-        r.error(p + "/direction", "\"" + direction +
-                                      "\" is not a direction; give egress (leaving the interface), ingress (arriving, "
-                                      "shaped on an IFB jitterd owns) or both");
-      }
-      if (params->contains("match")) {
-        if (auto rules = shaper::read_match_rules(r, (*params)["match"], p + "/match")) {
-          for (const auto& rule : *rules) {
-            a.match.push_back(shaper::to_string(rule));
-            const auto selectors = shaper::compile_match(rule);
-            a.selectors.insert(a.selectors.end(), selectors.begin(), selectors.end());
-          }
-          if (a.selectors.size() > kMaxSelectorsPerSet) {
-            r.error(p + "/match", "these rules need " + std::to_string(a.selectors.size()) +
-                                      " u32 matches; a rule set may use " + std::to_string(kMaxSelectorsPerSet) +
-                                      " (port ranges split into aligned blocks; use fewer or rounder ranges)");
-          }
-        }
-        const auto set = r.string(*params, p, "set", true, shaper::kMaxNameLength);
-        if (set && !set->empty()) a.set = *set;
-      } else if (params->contains("set")) {
-        r.error(p + "/set", "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
-      }
-      a.protect_ssh = r.boolean(*params, p, "protect_ssh", true).value_or(true);
-      if (const auto ssh = r.string(*params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
-        shaper::Diagnostics ssh_diagnostics;
-        if (auto c = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {
-          a.ssh_connections.push_back(*c);
-        } else {
-          for (auto& d : ssh_diagnostics) r.error(p + "/ssh_connection", d.message);
-        }
-      }
-      a.confirm = read_duration(r, *params, p, "confirm");
-      const auto offloads = r.string(*params, p, "offloads", false, 8).value_or("keep");
-      if (offloads == "off") {
-        a.offloads_off = true;
-      } else if (offloads != "keep" && !offloads.empty()) {
-        r.error(p + "/offloads", "\"" + offloads + "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
-                                                   "until the interface is clear) or \"keep\"");
-      }
-      a.start = read_start(r, *params, p, "start", now_stamp()).value_or(MonotonicTime{});
-      a.lease = read_duration(r, *params, p, "lease");
-      a.force = r.boolean(*params, p, "force", false).value_or(false);
-      if (prof && diagnostics.empty()) {
-        if (prof->is_string()) {
-          std::string error;
-          bool not_found = false;
-          auto stored = profiles_.load(prof->get<std::string>(), &error, &not_found);
-          if (!stored) {
-            outcome = RequestError{not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, error, p + "/profile",
-                                   not_found ? "the profiles method lists them; or send the profile inline" : ""};
-          } else {
-            a.profile = stored->profile;
-            a.digest = stored->digest;
-          }
-        } else if (prof->is_object()) {
-          auto load = shaper::parse_profile(prof->dump());
-          if (!load.profile) {
-            for (auto& d : load.diagnostics) d.where = p + "/profile" + d.where;
-            outcome = invalid(load.diagnostics);
-          } else {
-            a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
-            a.digest = load.digest;
-          }
-        } else {
-          r.error(p + "/profile", "expected a profile name or a profile object, found " + std::string(prof->type_name()));
-        }
-      }
-      if (diagnostics.empty() && a.profile) {
-        const bool has_schedule = a.profile->schedule.has_value();
-        a.schedule = r.boolean(*params, p, "schedule", has_schedule && !a.phase).value_or(false);
-        if (a.schedule && a.phase) {
-          r.error(p + "/schedule", "give a phase to hold or run the schedule, not both");
-        }
-        if (diagnostics.empty()) outcome = status_outcome(sessions_.apply(a, peer));
-      }
-    } else if (m == "switch") {
-      r.object(*params, p, {"interface", "direction", "set", "phase", "at"});
-      const Target target = read_target(true);
-      const auto phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
-      const Stamp now = now_stamp();
-      const auto at = read_start(r, *params, p, "at", now);
-      if (diagnostics.empty()) {
-        std::optional<MonotonicTime> when;
-        if (params->contains("at")) when = at;
-        outcome = status_outcome(sessions_.switch_phase(target, *phase, when, peer));
-      }
-    } else if (m == "pause" || m == "resume" || m == "confirm") {
-      r.object(*params, p, {"interface", "direction", "set"});
-      const Target target = read_target(true);
-      if (diagnostics.empty()) {
-        outcome = status_outcome(m == "pause"    ? sessions_.pause(target, peer)
-                                 : m == "resume" ? sessions_.resume(target, peer)
-                                                 : sessions_.confirm(target, peer));
-      }
-    } else if (m == "skip") {
-      r.object(*params, p, {"interface", "direction", "set", "phase", "step"});
-      const Target target = read_target(true);
-      std::optional<std::string> phase;
-      std::optional<std::size_t> step;
-      if (params->contains("phase")) phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
-      if (params->contains("step")) {
-        step = r.integer<std::size_t>(*params, p, "step", 0, shaper::kMaxScheduleSteps, 0);
-      }
-      if (params->contains("phase") == params->contains("step")) {
-        r.error(p, "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
-      }
-      if (diagnostics.empty()) outcome = status_outcome(sessions_.skip(target, step, phase, peer));
-    } else if (m == "status") {
-      r.object(*params, p, {"interface", "direction", "set"});
-      const Target target = read_target(false);
-      if (diagnostics.empty() && target.interface.empty() && (target.direction || target.set)) {
-        r.error(p, "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
-      }
-      if (diagnostics.empty()) {
-        auto s = sessions_.status(target);
-        if (auto* e = std::get_if<RequestError>(&s)) {
-          outcome = *e;
-        } else {
-          outcome = json(protocol::SessionList{std::get<SessionManager::Statuses>(s)});
-        }
-      }
-    } else if (m == "clear") {
-      r.object(*params, p, {"interface", "direction", "set", "all"});
-      const Target target = read_target(false);
-      const bool all = r.boolean(*params, p, "all", false).value_or(false);
-      if (diagnostics.empty() && (target.interface.empty() == !all)) {
-        r.error(p, "give \"interface\", or \"all\": true to clear every session");
-      }
-      if (diagnostics.empty() && all && (target.direction || target.set)) {
-        r.error(p, "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
-      }
-      if (diagnostics.empty()) {
-        auto c = sessions_.clear(all ? Target{} : target, peer);
-        if (auto* e = std::get_if<RequestError>(&c)) {
-          outcome = *e;
-        } else {
-          outcome = json(protocol::Cleared{std::get<std::vector<std::string>>(c)});
-        }
-      }
-    } else if (m == "renew") {
-      r.object(*params, p, {"interface", "direction", "set", "lease"});
-      const Target target = read_target(true);
-      const auto lease = read_duration(r, *params, p, "lease");
-      if (diagnostics.empty()) outcome = status_outcome(sessions_.renew(target, lease, peer));
-    } else if (m == "subscribe") {
-      r.object(*params, p, {"interfaces", "events"});
-      SubscribeFilter filter;
-      for (const char* key : {"interfaces", "events"}) {
-        if (!params->contains(key)) continue;
-        const json& list = (*params)[key];
-        if (!list.is_array()) {
-          r.error(p + "/" + key, "expected an array of strings");
-          continue;
-        }
-        for (std::size_t i = 0; i < list.size(); ++i) {
-          const std::string where = p + "/" + key + "/" + std::to_string(i);
-          if (!list[i].is_string()) {
-            r.error(where, "expected a string, found " + shaper::json_excerpt(list[i]));
-          } else if (std::string_view(key) == "interfaces") {
-            filter.interfaces.insert(list[i].get<std::string>());
-          } else if (auto t = event_type_from_string(list[i].get<std::string>())) {
-            filter.events.insert(*t);
-          } else {
-            std::string names;
-            for (const auto name : event_type_names()) names += (names.empty() ? "" : ", ") + std::string(name);
-            r.error(where, "no event \"" + shaper::text_excerpt(list[i].get<std::string>()) + "\"; events: " + names);
-          }
-        }
-      }
-      if (diagnostics.empty()) {
-        subscribe = filter;
-        outcome = json{{"subscribed", true}};
-      }
-    } else if (m == "metrics") {
-      r.object(*params, p, {});
-      outcome = json(protocol::MetricsText{metrics_text()});
-    }
+    outcome = (this->*handler_of(known->method).handler)(call);
   } catch (const shaper::NetlinkError& e) {
     // what() ends with the hint; the reply carries it in its own member.
     return fail({ErrorCode::kKernelError, e.without_hint(), "", e.hint()});
@@ -622,11 +427,270 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   } catch (const std::exception& e) {
     return fail({ErrorCode::kInternalError, e.what(), "", "this is a bug in jitterd; please report it with the request"});
   }
-  if (!diagnostics.empty()) return fail(invalid(diagnostics));
+  if (!call.ok()) return fail(invalid(call.diagnostics));
   if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
   json reply = {{"ok", true}, {"result", std::get<json>(outcome)}};
   if (!id.is_null()) reply["id"] = id;
-  return Reply{to_line(reply), subscribe};
+  return Reply{to_line(reply), call.subscribe};
+}
+
+// ---- The methods -------------------------------------------------------------------------------
+
+Outcome<json> Dispatcher::list_commands(Call& c) {
+  c.r.object(c.params, c.p, {});
+  protocol::CommandList list;
+  for (const auto& m : protocol::kMethods) list.commands.push_back({std::string(m.name), std::string(m.summary), m.mutating});
+  return json(list);
+}
+
+Outcome<json> Dispatcher::version(Call& c) {
+  c.r.object(c.params, c.p, {});
+  return json(protocol::VersionInfo{JITTERD_VERSION, protocol::kProtocolVersion, ::getpid(), kernel_release(), started_});
+}
+
+Outcome<json> Dispatcher::interfaces(Call& c) {
+  c.r.object(c.params, c.p, {});
+  if (!c.ok()) return json::object();
+  const auto roots = backend_.root_qdiscs();
+  protocol::InterfaceList list;
+  for (const auto& i : backend_.interfaces()) {
+    protocol::InterfaceInfo& info = list.interfaces.emplace_back();
+    info = {i.name, i.index, config_.interface_allowed(i.name), sessions_.has_session(i.index), std::nullopt};
+    for (const auto& q : roots) {
+      if (q.ifindex != i.index) continue;
+      info.root = {q.kind, shaper::format_handle(q.handle), q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"};
+    }
+  }
+  return json(list);
+}
+
+Outcome<json> Dispatcher::profiles(Call& c) {
+  c.r.object(c.params, c.p, {});
+  const auto listing = profiles_.list();
+  protocol::ProfileListing out;
+  for (const auto& sp : listing.profiles) {
+    protocol::ProfileSummary& p = out.profiles.emplace_back();
+    p = {sp.name, sp.file, sp.digest, sp.profile->description, {}, std::nullopt};
+    for (const auto& ph : sp.profile->phases) p.phases.push_back(ph.name);
+    if (sp.profile->schedule) {
+      Nanoseconds total{0};
+      for (const auto& s : sp.profile->schedule->steps) total += s.duration;
+      p.schedule = {sp.profile->schedule->steps.size(), sp.profile->schedule->loop, total};
+    }
+  }
+  for (const auto& ip : listing.invalid) out.invalid.push_back({ip.file, ip.errors});
+  return json(out);
+}
+
+// The members of an apply that say where and how to shape (everything but the profile and its phase).
+void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
+  auto& r = c.r;
+  const auto& params = c.params;
+  const std::string& p = c.p;
+  const auto direction = r.string(params, p, "direction", false, 16).value_or("egress");
+  if (direction == "both") {
+    a.directions = {Direction::kEgress, Direction::kIngress};
+  } else if (auto d = direction_from_string(direction.empty() ? "egress" : direction)) {
+    a.directions = {*d};
+  } else {
+    r.error(p + "/direction", "\"" + direction +
+                                  "\" is not a direction; give egress (leaving the interface), ingress (arriving, "
+                                  "shaped on an IFB jitterd owns) or both");
+  }
+  if (params.contains("match")) {
+    if (auto rules = shaper::read_match_rules(r, params["match"], p + "/match")) {
+      for (const auto& rule : *rules) {
+        a.match.push_back(shaper::to_string(rule));
+        const auto selectors = shaper::compile_match(rule);
+        a.selectors.insert(a.selectors.end(), selectors.begin(), selectors.end());
+      }
+      if (a.selectors.size() > kMaxSelectorsPerSet) {
+        r.error(p + "/match", "these rules need " + std::to_string(a.selectors.size()) +
+                                  " u32 matches; a rule set may use " + std::to_string(kMaxSelectorsPerSet) +
+                                  " (port ranges split into aligned blocks; use fewer or rounder ranges)");
+      }
+    }
+    const auto set = r.string(params, p, "set", true, shaper::kMaxNameLength);
+    if (set && !set->empty()) a.set = *set;
+  } else if (params.contains("set")) {
+    r.error(p + "/set", "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
+  }
+  a.protect_ssh = r.boolean(params, p, "protect_ssh", true).value_or(true);
+  if (const auto ssh = r.string(params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
+    shaper::Diagnostics ssh_diagnostics;
+    if (auto conn = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {
+      a.ssh_connections.push_back(*conn);
+    } else {
+      for (auto& d : ssh_diagnostics) r.error(p + "/ssh_connection", d.message);
+    }
+  }
+  a.confirm = read_duration(r, params, p, "confirm");
+  const auto offloads = r.string(params, p, "offloads", false, 8).value_or("keep");
+  if (offloads == "off") {
+    a.offloads_off = true;
+  } else if (offloads != "keep" && !offloads.empty()) {
+    r.error(p + "/offloads", "\"" + offloads + "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
+                                               "until the interface is clear) or \"keep\"");
+  }
+  a.start = read_start(r, params, p, "start", now_stamp()).value_or(MonotonicTime{});
+  a.lease = read_duration(r, params, p, "lease");
+  a.force = r.boolean(params, p, "force", false).value_or(false);
+}
+
+// `profile`: a name in the profile folders, or a whole profile inline.
+std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& prof, ApplyRequest& a) {
+  const std::string where = c.p + "/profile";
+  if (prof.is_string()) {
+    std::string error;
+    bool not_found = false;
+    auto stored = profiles_.load(prof.get<std::string>(), &error, &not_found);
+    if (!stored) {
+      return RequestError{not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, error, where,
+                          not_found ? "the profiles method lists them; or send the profile inline" : ""};
+    }
+    a.profile = stored->profile;
+    a.digest = stored->digest;
+  } else if (prof.is_object()) {
+    auto load = shaper::parse_profile(prof.dump());
+    if (!load.profile) {
+      for (auto& d : load.diagnostics) d.where = where + d.where;
+      return invalid(load.diagnostics);
+    }
+    a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
+    a.digest = load.digest;
+  } else {
+    c.r.error(where, "expected a profile name or a profile object, found " + std::string(prof.type_name()));
+  }
+  return std::nullopt;
+}
+
+Outcome<json> Dispatcher::apply(Call& c) {
+  c.r.object(c.params, c.p,
+             {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start", "lease", "force",
+              "confirm", "protect_ssh", "ssh_connection", "offloads"});
+  ApplyRequest a;
+  a.interface = c.r.string(c.params, c.p, "interface", true, 15).value_or("");
+  const json* prof = c.r.member(c.params, c.p, "profile", true);
+  const auto phase = c.r.string(c.params, c.p, "phase", false, shaper::kMaxNameLength);
+  if (phase && !phase->empty()) a.phase = *phase;
+  read_apply_lane(c, a);
+  if (prof && c.ok()) {
+    if (auto refused = read_apply_profile(c, *prof, a)) return *refused;
+  }
+  if (!c.ok() || !a.profile) return json::object();
+  const bool has_schedule = a.profile->schedule.has_value();
+  a.schedule = c.r.boolean(c.params, c.p, "schedule", has_schedule && !a.phase).value_or(false);
+  if (a.schedule && a.phase) c.r.error(c.p + "/schedule", "give a phase to hold or run the schedule, not both");
+  if (!c.ok()) return json::object();
+  return lanes_outcome(sessions_.apply(a, c.peer));
+}
+
+Outcome<json> Dispatcher::switch_phase(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "at"});
+  const Target target = c.read_target(true);
+  const auto phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
+  const auto at = read_start(c.r, c.params, c.p, "at", now_stamp());
+  if (!c.ok()) return json::object();
+  std::optional<MonotonicTime> when;
+  if (c.params.contains("at")) when = at;
+  return lanes_outcome(sessions_.switch_phase(target, *phase, when, c.peer));
+}
+
+// pause, resume and confirm: a target and nothing else.
+Outcome<json> Dispatcher::on_target(Call& c, LaneRequest request) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set"});
+  const Target target = c.read_target(true);
+  if (!c.ok()) return json::object();
+  return lanes_outcome((sessions_.*request)(target, c.peer));
+}
+
+Outcome<json> Dispatcher::pause(Call& c) { return on_target(c, &SessionManager::pause); }
+Outcome<json> Dispatcher::resume(Call& c) { return on_target(c, &SessionManager::resume); }
+Outcome<json> Dispatcher::confirm(Call& c) { return on_target(c, &SessionManager::confirm); }
+
+Outcome<json> Dispatcher::skip(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "step"});
+  const Target target = c.read_target(true);
+  std::optional<std::string> phase;
+  std::optional<std::size_t> step;
+  if (c.params.contains("phase")) phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
+  if (c.params.contains("step")) step = c.r.integer<std::size_t>(c.params, c.p, "step", 0, shaper::kMaxScheduleSteps, 0);
+  if (c.params.contains("phase") == c.params.contains("step")) {
+    c.r.error(c.p, "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
+  }
+  if (!c.ok()) return json::object();
+  return lanes_outcome(sessions_.skip(target, step, phase, c.peer));
+}
+
+Outcome<json> Dispatcher::status(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set"});
+  const Target target = c.read_target(false);
+  if (c.ok() && target.interface.empty() && (target.direction || target.set)) {
+    c.r.error(c.p, "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
+  }
+  if (!c.ok()) return json::object();
+  auto s = sessions_.status(target);
+  if (auto* e = std::get_if<RequestError>(&s)) return *e;
+  return json(protocol::SessionList{std::get<SessionManager::Statuses>(s)});
+}
+
+Outcome<json> Dispatcher::clear(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "all"});
+  const Target target = c.read_target(false);
+  const bool all = c.r.boolean(c.params, c.p, "all", false).value_or(false);
+  if (c.ok() && (target.interface.empty() == !all)) {
+    c.r.error(c.p, "give \"interface\", or \"all\": true to clear every session");
+  }
+  if (c.ok() && all && (target.direction || target.set)) {
+    c.r.error(c.p, "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
+  }
+  if (!c.ok()) return json::object();
+  auto cleared = sessions_.clear(all ? Target{} : target, c.peer);
+  if (auto* e = std::get_if<RequestError>(&cleared)) return *e;
+  return json(protocol::Cleared{std::get<std::vector<std::string>>(cleared)});
+}
+
+Outcome<json> Dispatcher::renew(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "lease"});
+  const Target target = c.read_target(true);
+  const auto lease = read_duration(c.r, c.params, c.p, "lease");
+  if (!c.ok()) return json::object();
+  return lanes_outcome(sessions_.renew(target, lease, c.peer));
+}
+
+Outcome<json> Dispatcher::subscribe(Call& c) {
+  c.r.object(c.params, c.p, {"interfaces", "events"});
+  SubscribeFilter filter;
+  for (const char* key : {"interfaces", "events"}) {
+    if (!c.params.contains(key)) continue;
+    const json& list = c.params[key];
+    if (!list.is_array()) {
+      c.r.error(c.p + "/" + key, "expected an array of strings");
+      continue;
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string where = c.p + "/" + key + "/" + std::to_string(i);
+      if (!list[i].is_string()) {
+        c.r.error(where, "expected a string, found " + shaper::json_excerpt(list[i]));
+      } else if (std::string_view(key) == "interfaces") {
+        filter.interfaces.insert(list[i].get<std::string>());
+      } else if (auto t = event_type_from_string(list[i].get<std::string>())) {
+        filter.events.insert(*t);
+      } else {
+        std::string names;
+        for (const auto name : event_type_names()) names += (names.empty() ? "" : ", ") + std::string(name);
+        c.r.error(where, "no event \"" + shaper::text_excerpt(list[i].get<std::string>()) + "\"; events: " + names);
+      }
+    }
+  }
+  if (!c.ok()) return json::object();
+  c.subscribe = filter;
+  return json{{"subscribed", true}};
+}
+
+Outcome<json> Dispatcher::metrics(Call& c) {
+  c.r.object(c.params, c.p, {});
+  return json(protocol::MetricsText{metrics_text()});
 }
 
 std::string Dispatcher::metrics_text() {
