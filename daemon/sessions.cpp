@@ -205,13 +205,34 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
 // Requests
 
 Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& request, const Peer& peer) {
+  auto checked = check_apply(request);
+  if (auto* e = std::get_if<RequestError>(&checked)) return *e;
+  const shaper::Interface& interface = std::get<shaper::Interface>(checked);
+  const SshGuard guard = ssh_guard(request, interface);
+  const MonotonicTime now = MonotonicClock::now();
+  std::vector<std::unique_ptr<Session>> made = make_sessions(request, interface, guard, peer, now);
+  std::string lanes;
+  for (const auto& m : made) lanes += (lanes.empty() ? "" : ", ") + m->label();
+  log_request(peer, "apply " + request.profile->name + " (" + request.digest + ") to " + lanes +
+                        (guard.unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
+                        (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
+
+  for (const auto& m : made) {
+    // A later apply supersedes a successor that has not started yet.
+    drop_successor(key_of(*m), EventType::kCleared, "replaced");
+  }
+  if (request.start > now) return queue_for_start(made);
+  return install_now(request, interface, made);
+}
+
+Outcome<shaper::Interface> SessionManager::check_apply(const ApplyRequest& request) {
   const std::string& name = request.interface;
   if (!config_.interface_allowed(name)) {
     return RequestError{ErrorCode::kPermissionDenied, name + " is not in the interface allowlist", "/params/interface",
                         "add it (or a pattern such as \"veth*\") to interfaces.allow in the config and restart "
                         "jitterd; the allowlist keeps management interfaces safe"};
   }
-  const auto interface = backend_.find_interface(name);
+  auto interface = backend_.find_interface(name);
   if (!interface) {
     return RequestError{ErrorCode::kNotFound, "no interface " + name + " in jitterd's network namespace",
                         "/params/interface", "the interfaces method lists them"};
@@ -261,11 +282,15 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
                           "remove it yourself, or pass \"force\": true if the config allows it (its queue is dropped)"};
     }
   }
+  return std::move(*interface);
+}
 
+SessionManager::SshGuard SessionManager::ssh_guard(const ApplyRequest& request, const shaper::Interface& interface) {
   // The SSH guard: on the interface the host is reached through, the operator's way in stays unshaped.
-  std::vector<shaper::U32Selector> bypass;
-  std::vector<std::string> unshaped;
-  if (request.protect_ssh && backend_.carries_default_route(*interface)) {
+  SshGuard guard;
+  auto& bypass = guard.bypass;
+  auto& unshaped = guard.unshaped;
+  if (request.protect_ssh && backend_.carries_default_route(interface)) {
     // Port 22, and every port sshd listens on here: other operators' sessions stay up too.
     std::vector<std::uint16_t> ports = backend_.ssh_listening_ports();
     ports.insert(ports.begin(), shaper::kSshPort);
@@ -284,20 +309,25 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
                          std::to_string(c.server_port));
     }
   }
+  return guard;
+}
 
-  const MonotonicTime now = MonotonicClock::now();
-  const bool later = request.start > now;
+std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessions(const ApplyRequest& request,
+                                                                                   const shaper::Interface& interface,
+                                                                                   const SshGuard& guard,
+                                                                                   const Peer& peer, MonotonicTime now) {
+  const shaper::Profile& profile = *request.profile;
   std::vector<std::unique_ptr<Session>> made;
   for (Direction direction : request.directions) {
     auto owned = std::make_unique<Session>(executor_);
     Session& s = *owned;
-    s.interface = *interface;
+    s.interface = interface;
     s.direction = direction;
     s.set = request.set;
     s.selectors = request.selectors;
     s.match = request.match;
-    s.bypass = bypass;
-    s.unshaped = unshaped;
+    s.bypass = guard.bypass;
+    s.unshaped = guard.unshaped;
     s.offloads_off = request.offloads_off;
     s.sequence = next_sequence_++;
     s.profile = request.profile;
@@ -318,34 +348,31 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
     if (request.confirm) s.confirm_by = now + *request.confirm;
     made.push_back(std::move(owned));
   }
-  std::string lanes;
-  for (const auto& m : made) lanes += (lanes.empty() ? "" : ", ") + m->label();
-  log_request(peer, "apply " + profile.name + " (" + request.digest + ") to " + lanes +
-                        (unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
-                        (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
+  return made;
+}
 
-  for (const auto& m : made) {
-    // A later apply supersedes a successor that has not started yet.
-    drop_successor(key_of(*m), EventType::kCleared, "replaced");
-  }
+SessionManager::Statuses SessionManager::queue_for_start(std::vector<std::unique_ptr<Session>>& made) {
   Statuses out;
-  if (later) {
-    for (auto& m : made) {
-      Session& s = *m;
-      const Key key = key_of(s);
-      if (sessions_.contains(key)) {
-        successors_.emplace(key, std::move(m));
-      } else {
-        sessions_.emplace(key, std::move(m));
-      }
-      if (s.lease) arm_lease(s);
-      arm(s);
-      out.push_back(describe(s));
+  for (auto& m : made) {
+    Session& s = *m;
+    const Key key = key_of(s);
+    if (sessions_.contains(key)) {
+      successors_.emplace(key, std::move(m));
+    } else {
+      sessions_.emplace(key, std::move(m));
     }
-    return out;
+    if (s.lease) arm_lease(s);
+    arm(s);
+    out.push_back(describe(s));
   }
+  return out;
+}
+
+SessionManager::Statuses SessionManager::install_now(const ApplyRequest& request, const shaper::Interface& interface,
+                                                      std::vector<std::unique_ptr<Session>>& made) {
+  Statuses out;
   // Now: every lane in one step, in place over whatever is installed (no unshaped moment).
-  const bool was_installed = backend_.installed(*interface);
+  const bool was_installed = backend_.installed(interface);
   std::vector<Change> changes;
   MonotonicTime deadline = request.start;
   for (auto& m : made) {
@@ -362,17 +389,17 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
   try {
     // Inside the try: offloads turned off for an apply that then fails come back with the removal
     // below. A later start turns them off when it starts (start_session).
-    if (request.offloads_off) turn_offloads_off(*interface);
+    if (request.offloads_off) turn_offloads_off(interface);
     transition_group(changes, deadline, EventType::kApplied);
   } catch (...) {
     // The sessions in place are untouched: the kernel refused the change (transition_group put back
     // what it had already changed). If the interface held nothing before, nothing stays.
     if (!was_installed) {
       try {
-        backend_.remove(*interface);
-        erase_from_ledger(interface->index);
+        backend_.remove(interface);
+        erase_from_ledger(interface.index);
       } catch (const std::exception& e) {
-        log_.error("removing the shaping after a failed apply on " + name + ": " + e.what());
+        log_.error("removing the shaping after a failed apply on " + interface.name + ": " + e.what());
       }
     }
     throw;

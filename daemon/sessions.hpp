@@ -156,6 +156,20 @@ class SessionManager {
     std::optional<std::size_t> step;
   };
 
+  // apply, in steps: the checks before anything is built (the interface, or why not); what the SSH
+  // guard keeps unshaped; the sessions; then either waiting for the start time or installed now, every
+  // lane in one step over whatever is installed (no unshaped moment), nothing left if that fails.
+  struct SshGuard {
+    std::vector<shaper::U32Selector> bypass;
+    std::vector<std::string> unshaped;  // the same, for status
+  };
+  Outcome<shaper::Interface> check_apply(const ApplyRequest& request);
+  SshGuard ssh_guard(const ApplyRequest& request, const shaper::Interface& interface);
+  std::vector<std::unique_ptr<Session>> make_sessions(const ApplyRequest& request, const shaper::Interface& interface,
+                                                      const SshGuard& guard, const Peer& peer, MonotonicTime now);
+  Statuses queue_for_start(std::vector<std::unique_ptr<Session>>& made);
+  Statuses install_now(const ApplyRequest& request, const shaper::Interface& interface,
+                       std::vector<std::unique_ptr<Session>>& made);
   static Key key_of(const Session& s);
   std::vector<Session*> find(const Target& target);
   Outcome<std::vector<Session*>> require(const Target& target);
