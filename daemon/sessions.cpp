@@ -820,22 +820,54 @@ std::vector<std::exception_ptr> SessionManager::transition_batch(const std::vect
 
 void SessionManager::transition_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
                                       std::vector<std::exception_ptr>& failures) {
-  // One transition of the round: what each of its directions must become and what it is now (to put
-  // back if another direction of it fails), its ledger entries, and its requests in the batch.
-  struct Plan {
-    std::size_t t = 0;
-    shaper::Interface interface;
-    bool force = false;
-    std::vector<std::pair<Direction, Layout>> previous;
-    std::vector<LedgerEntry> entries;
-    bool label_after = false;
-    std::size_t first_request = 0;
-  };
-  std::vector<Plan> plans;
   std::vector<ShapeRequest> requests;
+  std::vector<RoundPlan> plans = plan_round(all, round, failures, requests);
+  if (plans.empty()) return;
+  const std::optional<Ledger::Entries> recorded = record_round(plans, requests, failures);
+  if (plans.empty()) return;
+
+  const Stamp before = now_stamp();
+  std::vector<std::exception_ptr> results;
+  try {
+    results = backend_.shape_batch(requests);
+  } catch (...) {
+    results.assign(requests.size(), std::current_exception());
+  }
+  const Stamp acked = now_stamp();
+  put_back_refused(plans, results, failures);
+  bool noted = false;
+  for (const auto& p : plans) {
+    if (failures[p.t]) {
+      if (p.label_after) continue;
+      try {
+        ledger_.put_back(p.entries, *recorded);
+      } catch (const std::exception& e) {
+        // The file names a phase or lane the kernel refused: more than is installed, which the next
+        // start tolerates (it removes what the kernel holds).
+        log_.warning("putting the ledger back after a failed transition on " + p.interface.name + ": " +
+                     e.what());
+      }
+      continue;
+    }
+    if (p.label_after) {
+      for (const auto& e : p.entries) ledger_.note_phase(e);
+      noted = true;
+    }
+  }
+  if (noted) flush_ledger_soon();
+  for (const auto& p : plans) {
+    if (!failures[p.t]) record_transition(all[p.t], before, acked);
+  }
+}
+
+std::vector<SessionManager::RoundPlan> SessionManager::plan_round(const std::vector<Transition>& all,
+                                                                  const std::vector<std::size_t>& round,
+                                                                  std::vector<std::exception_ptr>& failures,
+                                                                  std::vector<ShapeRequest>& requests) {
+  std::vector<RoundPlan> plans;
   for (std::size_t t : round) {
     const Transition& tr = all[t];
-    Plan p;
+    RoundPlan p;
     p.t = t;
     p.interface = tr.changes.front().session->interface;
     std::vector<Direction> directions;
@@ -872,8 +904,12 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
     for (auto& w : wanted) requests.push_back(std::move(w));
     plans.push_back(std::move(p));
   }
-  if (plans.empty()) return;
+  return plans;
+}
 
+std::optional<Ledger::Entries> SessionManager::record_round(std::vector<RoundPlan>& plans,
+                                                            std::vector<ShapeRequest>& requests,
+                                                            std::vector<std::exception_ptr>& failures) {
   // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start must
   // find it named there. A ledger that cannot be written refuses the transitions before the kernel is
   // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry. A
@@ -890,7 +926,7 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
       ledger_.record(to_record);
     } catch (...) {
       const std::exception_ptr failure = std::current_exception();
-      std::vector<Plan> kept;
+      std::vector<RoundPlan> kept;
       std::vector<ShapeRequest> kept_requests;
       for (auto& p : plans) {
         if (!p.label_after) {
@@ -905,19 +941,14 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
       }
       plans = std::move(kept);
       requests = std::move(kept_requests);
-      if (plans.empty()) return;
     }
   }
+  return recorded;
+}
 
-  const Stamp before = now_stamp();
-  std::vector<std::exception_ptr> results;
-  try {
-    results = backend_.shape_batch(requests);
-  } catch (...) {
-    results.assign(requests.size(), std::current_exception());
-  }
-  const Stamp acked = now_stamp();
-
+void SessionManager::put_back_refused(const std::vector<RoundPlan>& plans,
+                                      const std::vector<std::exception_ptr>& results,
+                                      std::vector<std::exception_ptr>& failures) {
   // A transition the kernel refused in part: nothing half-done, the directions of it already changed
   // go back to what they were (one more batch for all such), and so do its ledger entries.
   std::vector<ShapeRequest> put_back;
@@ -948,29 +979,6 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
                    " back after a failed transition: " + e.what());
       }
     }
-  }
-  bool noted = false;
-  for (const auto& p : plans) {
-    if (failures[p.t]) {
-      if (p.label_after) continue;
-      try {
-        ledger_.put_back(p.entries, *recorded);
-      } catch (const std::exception& e) {
-        // The file names a phase or lane the kernel refused: more than is installed, which the next
-        // start tolerates (it removes what the kernel holds).
-        log_.warning("putting the ledger back after a failed transition on " + p.interface.name + ": " +
-                     e.what());
-      }
-      continue;
-    }
-    if (p.label_after) {
-      for (const auto& e : p.entries) ledger_.note_phase(e);
-      noted = true;
-    }
-  }
-  if (noted) flush_ledger_soon();
-  for (const auto& p : plans) {
-    if (!failures[p.t]) record_transition(all[p.t], before, acked);
   }
 }
 

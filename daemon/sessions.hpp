@@ -213,6 +213,27 @@ class SessionManager {
   // One batch of transition_batch(): those of `all` at `round`, at most one per interface.
   void transition_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
                         std::vector<std::exception_ptr>& failures);
+  // One transition of a round: what each of its directions must become and what it is now (to put
+  // back if another direction of it fails), its ledger entries, and its requests in the batch.
+  struct RoundPlan {
+    std::size_t t = 0;
+    shaper::Interface interface;
+    bool force = false;
+    std::vector<std::pair<Direction, Layout>> previous;
+    std::vector<LedgerEntry> entries;
+    bool label_after = false;
+    std::size_t first_request = 0;
+  };
+  // transition_round's steps: the plans and their requests (a lane whose layout cannot be computed
+  // fails its transition here); the ledger written first, for the transitions that need it (those it
+  // refuses fail and leave the round; returns what to put back); after the batch, the directions of a
+  // transition refused in part put back.
+  std::vector<RoundPlan> plan_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
+                                    std::vector<std::exception_ptr>& failures, std::vector<ShapeRequest>& requests);
+  std::optional<Ledger::Entries> record_round(std::vector<RoundPlan>& plans, std::vector<ShapeRequest>& requests,
+                                              std::vector<std::exception_ptr>& failures);
+  void put_back_refused(const std::vector<RoundPlan>& plans, const std::vector<std::exception_ptr>& results,
+                        std::vector<std::exception_ptr>& failures);
   // A transition that took effect: the sessions' phases and records, the metrics, the event.
   void record_transition(const Transition& t, const Stamp& before, const Stamp& acked);
   // Writes the phases the ledger noted, at most one write per kLedgerFlushDelay.
