@@ -478,7 +478,7 @@ Outcome<json> Dispatcher::profiles(Call& c) {
       p.schedule = {sp.profile->schedule->steps.size(), sp.profile->schedule->loop, total};
     }
   }
-  for (const auto& ip : listing.invalid) out.invalid.push_back({ip.file, ip.errors});
+  out.invalid = listing.invalid;
   return json(out);
 }
 
