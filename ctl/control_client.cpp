@@ -80,7 +80,7 @@ ErrorReply read_error(const Json& message) {
   ErrorReply error;
   const auto e = message.find("error");
   if (e == message.end() || !e->is_object()) {
-    error.code = "internal-error";
+    error.code = jitterd::protocol::ErrorCode::kInternalError;
     error.message = "jitterd sent an error reply without an error object";
     return error;
   }
@@ -88,11 +88,12 @@ ErrorReply read_error(const Json& message) {
     const auto v = e->find(key);
     return v != e->end() && v->is_string() ? v->get<std::string>() : std::string();
   };
-  error.code = text("code");
+  const std::string code = text("code");
+  error.code = jitterd::protocol::error_code_from_string(code);
   error.message = text("message");
   error.where = text("where");
   error.hint = text("hint");
-  if (error.message.empty()) error.message = error.code.empty() ? "unspecified error" : error.code;
+  if (error.message.empty()) error.message = code.empty() ? "unspecified error" : code;
   return error;
 }
 

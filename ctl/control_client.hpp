@@ -15,6 +15,7 @@
 
 #include <signal.h>
 
+#include "protocol/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/quantities.hpp"
 
@@ -92,13 +93,8 @@ class InterruptSignals {
   sigset_t previous_mask_;
 };
 
-// An error reply's `error` object.
-struct ErrorReply {
-  std::string code;  // "invalid-params", "not-found", ... (docs/protocol.md, "Error codes")
-  std::string message;
-  std::string where;  // a JSON pointer into the request, empty when absent
-  std::string hint;   // empty when absent
-};
+// An error reply's `error` object (docs/protocol.md, "Error codes").
+using ErrorReply = jitterd::protocol::Error;
 
 // One reply line: either `result` (ok) or `error`.
 struct Reply {

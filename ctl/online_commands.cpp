@@ -15,6 +15,7 @@
 
 #include "control_client.hpp"
 #include "exit_codes.hpp"
+#include "protocol/methods.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/json_reader.hpp"
 #include "shaper/match_rules.hpp"
@@ -31,8 +32,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The protocol version this jitterctl speaks (docs/protocol.md).
-constexpr std::int64_t kProtocolVersion = 1;
+using jitterd::protocol::ErrorCode;
+using jitterd::protocol::kProtocolVersion;
 // `digest` values are "sha256:<64 hex>"; twelve hex digits tell profiles apart in a table.
 constexpr std::size_t kShortDigest = 12;
 // watch: how many events it keeps under the table, and how soon after an event it redraws at the
@@ -239,8 +240,8 @@ Json match_rule(const std::string& option, const std::string& text) {
 
 // "veth0" for the whole egress (what most sessions are), "veth0 ingress", "veth0 egress/redis".
 std::string lane_name(const SessionStatus& s) {
-  if ((s.direction.empty() || s.direction == "egress") && s.set.empty()) return s.interface;
-  return s.interface + " " + (s.direction.empty() ? "egress" : s.direction) + (s.set.empty() ? "" : "/" + s.set);
+  if (s.direction == Direction::kEgress && s.set.empty()) return s.interface;
+  return s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
 }
 
 Request no_params(const char* method, Args& a) {
@@ -489,7 +490,7 @@ std::string next_transition(const SessionStatus& s) {
 }
 
 std::string late_max(const SessionStatus& s) {
-  return s.transitions.count == 0 ? "-" : format_human_duration(s.transitions.late_max);
+  return s.transitions == 0 ? "-" : format_human_duration(s.late_max);
 }
 
 // Event lines give lateness and apply time in whole µs, the resolution that matters for a switch.
@@ -528,7 +529,7 @@ void render_version(const Json& result, std::ostream& out) {
   TextTable t({{"jitterd"}, {or_dash(v.version) + ", protocol " + std::to_string(v.protocol)}});
   t.add_row({"pid", std::to_string(v.pid)});
   t.add_row({"kernel", or_dash(v.kernel)});
-  t.add_row({"started", v.started ? format_local_time(v.started->realtime_ns, true, 0) : "-"});
+  t.add_row({"started", v.started ? format_local_time(v.started->realtime.count(), true, 0) : "-"});
   t.add_row({"jitterctl",
              std::string(JITTERCTL_VERSION) + ", protocol " + std::to_string(kProtocolVersion)});
   t.print(out);
@@ -626,14 +627,15 @@ void print_watch_frame(const WatchFrame& frame, std::ostream& out) {
                  {"LATE-MAX", true},
                  {"MISSED", true}});
     for (const auto& s : frame.sessions) {
-      const auto& recent = s.transitions.recent;
+      const auto& recent = s.recent;
+      const Counters counters = s.counters.value_or(Counters{});  // none while pending
       t.add_row({lane_name(s), or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
                  s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
-                 next_transition(s), std::to_string(s.counters.packets),
-                 format_bytes(s.counters.bytes), std::to_string(s.counters.drops),
-                 std::to_string(s.counters.backlog_packets), std::to_string(s.transitions.count),
+                 next_transition(s), std::to_string(counters.packets),
+                 format_bytes(counters.bytes), std::to_string(counters.drops),
+                 std::to_string(counters.backlog_packets), std::to_string(s.transitions),
                  recent.empty() ? "-" : format_human_duration(recent.back().lateness), late_max(s),
-                 std::to_string(s.transitions.missed)});
+                 std::to_string(s.missed)});
     }
     t.print(out);
   }
@@ -845,16 +847,32 @@ void print_online_usage(std::ostream& out) {
   }
 }
 
-int exit_code_for_error(std::string_view code) {
-  if (code == "invalid-params" || code == "not-found" || code == "invalid-request" ||
-      code == "parse-error" || code == "unknown-method" || code == "too-large") {
-    return kExitBadInput;
+int exit_code_for_error(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidParams:
+    case ErrorCode::kNotFound:
+    case ErrorCode::kInvalidRequest:
+    case ErrorCode::kParseError:
+    case ErrorCode::kUnknownMethod:
+    case ErrorCode::kTooLarge:
+      return kExitBadInput;
+    case ErrorCode::kPermissionDenied:
+      return kExitPermission;
+    case ErrorCode::kConflict:
+      return kExitConflict;
+    case ErrorCode::kKernelError:
+    case ErrorCode::kSystemError:
+    case ErrorCode::kBusy:
+    case ErrorCode::kInternalError:
+    case ErrorCode::kUnknown:
+      // jitterd or its environment failed (or a code newer than this jitterctl), not the request.
+      return kExitEnvironment;
   }
-  if (code == "permission-denied") return kExitPermission;
-  if (code == "conflict") return kExitConflict;
-  // kernel-error, busy, internal-error, and codes newer than this jitterctl: jitterd or its
-  // environment failed, not the user's request.
   return kExitEnvironment;
+}
+
+int exit_code_for_error(std::string_view code) {
+  return exit_code_for_error(jitterd::protocol::error_code_from_string(code));
 }
 
 int run_online_command(const std::vector<std::string>& raw, const std::string& default_socket,
@@ -934,17 +952,17 @@ void print_status_table(const std::vector<SessionStatus>& sessions, std::ostream
                {"DROPS", true},
                {"LATE-MAX", true}});
   for (const auto& s : sessions) {
+    const Counters counters = s.counters.value_or(Counters{});  // none while pending
     t.add_row({lane_name(s), or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
                s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
                next_transition(s), s.lease ? format_human_duration(s.lease->remaining) : "-",
-               std::to_string(s.counters.packets), std::to_string(s.counters.drops), late_max(s)});
+               std::to_string(counters.packets), std::to_string(counters.drops), late_max(s)});
   }
   t.print(out);
   // What the table cannot say in a column: the rules, what stays unshaped, a pending confirm.
   std::vector<std::string> said;
   for (const auto& s : sessions) {
-    const std::string who = s.interface + " " + (s.direction.empty() ? "egress" : s.direction) +
-                            (s.set.empty() ? "" : "/" + s.set);
+    const std::string who = s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
     for (const auto& m : s.match) out << who << ": matches " << m << '\n';
     std::string unshaped;
     for (const auto& u : s.unshaped) unshaped += (unshaped.empty() ? "" : "; ") + u;
@@ -952,8 +970,8 @@ void print_status_table(const std::vector<SessionStatus>& sessions, std::ostream
       said.push_back(s.interface + unshaped);
       out << s.interface << " carries the default route; left unshaped: " << unshaped << '\n';
     }
-    if (s.confirm_remaining) {
-      out << who << ": rolls back in " << format_human_duration(*s.confirm_remaining)
+    if (s.confirm) {
+      out << who << ": rolls back in " << format_human_duration(s.confirm->remaining)
           << " unless confirmed: jitterctl confirm " << s.interface << '\n';
     }
   }
@@ -1007,7 +1025,7 @@ std::string format_event_line(const Event& e, bool date) {
     if (w < width) text.append(width - w, ' ');
     return text;
   };
-  std::string line = pad(e.at ? format_local_time(e.at->realtime_ns, date, 6) : "-", time_width) +
+  std::string line = pad(e.at ? format_local_time(e.at->realtime.count(), date, 6) : "-", time_width) +
                      "  " + pad(or_dash(e.interface), kInterfaceWidth) + "  " +
                      pad(or_dash(e.event), kEventWidth);
   std::vector<std::string> details;

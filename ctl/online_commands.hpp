@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/errors.hpp"
 #include "replies.hpp"
 
 namespace jitterctl {
@@ -26,7 +27,9 @@ void print_online_usage(std::ostream& out);
 int run_online_command(const std::vector<std::string>& args, const std::string& default_socket,
                        std::ostream& out, std::ostream& err);
 
-// The exit code for an error reply's code (docs/jitterctl.md, "Exit codes").
+// The exit code for an error reply's code (docs/jitterctl.md, "Exit codes"); the second takes the
+// code's wire spelling.
+int exit_code_for_error(jitterd::protocol::ErrorCode code);
 int exit_code_for_error(std::string_view code);
 
 // The tables and lines the commands print, exposed for tests.

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "protocol/values.hpp"
+
 namespace jitterd {
 
 using Nanoseconds = std::chrono::nanoseconds;
@@ -13,10 +15,7 @@ using Nanoseconds = std::chrono::nanoseconds;
 using MonotonicClock = std::chrono::steady_clock;
 using MonotonicTime = MonotonicClock::time_point;
 
-struct Stamp {
-  Nanoseconds monotonic{0};
-  Nanoseconds realtime{0};
-};
+using protocol::Stamp;
 
 // Both clocks, read back to back.
 Stamp now_stamp();

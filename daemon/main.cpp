@@ -24,6 +24,7 @@
 #include "netlink_monitor.hpp"
 #include "profile_store.hpp"
 #include "protocol.hpp"
+#include "protocol/methods.hpp"
 #include "server.hpp"
 #include "sessions.hpp"
 #include "shaper/errors.hpp"
@@ -69,7 +70,7 @@ std::optional<Options> parse_arguments(int argc, char** argv, int* exit_code) {
       *exit_code = 0;
       return std::nullopt;
     } else if (arg == "--version") {
-      std::cout << "jitterd " << JITTERD_VERSION << " (protocol " << jitterd::kProtocolVersion << ")\n";
+      std::cout << "jitterd " << JITTERD_VERSION << " (protocol " << jitterd::protocol::kProtocolVersion << ")\n";
       *exit_code = 0;
       return std::nullopt;
     } else if (arg == "--check-config") {
@@ -103,8 +104,9 @@ std::optional<gid_t> socket_group(const jitterd::Config& config, std::string* er
   return g->gr_gid;
 }
 
-int run(const Options& options) {
-  jitterd::Logger log(std::cerr);
+// The config with the command line's overrides; nullopt when it cannot be read (`*status` 4) or is
+// invalid (3), with the reason printed.
+std::optional<jitterd::Config> load_config(const Options& options, int* status) {
   jitterd::ConfigLoad load;
   try {
     load = jitterd::load_config_file(options.config, options.config_given);
@@ -116,39 +118,53 @@ int run(const Options& options) {
                       : "make it readable for jitterd (uid " + std::to_string(::geteuid()) +
                             "), or name another file with --config")
               << '\n';
-    return 4;
+    *status = 4;
+    return std::nullopt;
   }
   if (!load.config) {
     for (const auto& d : load.diagnostics) std::cerr << d.in_file(options.config) << '\n';
-    return 3;
+    *status = 3;
+    return std::nullopt;
   }
   jitterd::Config config = *load.config;
   if (options.socket) config.socket.path = *options.socket;
   if (options.state_dir) config.state_dir = *options.state_dir;
+  return config;
+}
+
+// --check-config: the config's problems and its profiles', and a summary line; the exit status.
+int check_config(const Options& options, const jitterd::Config& config, const std::string& group_error) {
+  int status = 0;
+  if (!group_error.empty()) {
+    std::cerr << options.config << ": /socket/group: " << group_error << '\n';
+    status = 3;
+  }
+  const auto listing = jitterd::ProfileStore(config.profile_dirs).list();
+  for (const auto& bad : listing.invalid) {
+    for (const auto& e : bad.errors) std::cerr << "profile " << bad.file << ": " << e << '\n';
+    status = 3;
+  }
+  std::cout << options.config << ": " << (status ? "has problems (above)" : "OK") << "; "
+            << listing.profiles.size() << " profile(s); interfaces allowed: "
+            << (config.allow_interfaces.empty() ? std::string("none (set interfaces.allow)") : [&] {
+                 std::string s;
+                 for (const auto& p : config.allow_interfaces) s += (s.empty() ? "" : ", ") + p;
+                 return s;
+               }())
+            << '\n';
+  return status;
+}
+
+int run(const Options& options) {
+  jitterd::Logger log(std::cerr);
+  int load_status = 0;
+  const auto loaded = load_config(options, &load_status);
+  if (!loaded) return load_status;
+  const jitterd::Config& config = *loaded;
 
   std::string group_error;
   const auto gid = socket_group(config, &group_error);
-  if (options.check_config) {
-    int status = 0;
-    if (!group_error.empty()) {
-      std::cerr << options.config << ": /socket/group: " << group_error << '\n';
-      status = 3;
-    }
-    const auto listing = jitterd::ProfileStore(config.profile_dirs).list();
-    for (const auto& bad : listing.invalid) {
-      for (const auto& e : bad.errors) std::cerr << "profile " << bad.file << ": " << e << '\n';
-      status = 3;
-    }
-    std::cout << options.config << ": " << (status ? "has problems (above)" : "OK") << "; "
-              << listing.profiles.size() << " profile(s); interfaces allowed: "
-              << (config.allow_interfaces.empty() ? std::string("none (set interfaces.allow)") : [&] {
-                   std::string s;
-                   for (const auto& p : config.allow_interfaces) s += (s.empty() ? "" : ", ") + p;
-                   return s;
-                 }())
-              << '\n';
-    return status;
-  }
+  if (options.check_config) return check_config(options, config, group_error);
   if (!group_error.empty()) {
     std::cerr << "jitterd: " << options.config << ": " << group_error << '\n';
     return 3;

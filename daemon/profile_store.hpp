@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/results.hpp"
 #include "shaper/diagnostics.hpp"
 #include "shaper/profile.hpp"
 
@@ -28,10 +29,8 @@ struct StoredProfile {
   std::string digest;
 };
 
-struct InvalidProfile {
-  std::string file;
-  std::vector<std::string> errors;
-};
+// A file in a profile folder that is not a valid profile, as `profiles` lists it.
+using protocol::InvalidProfile;
 
 struct ProfileListing {
   std::vector<StoredProfile> profiles;

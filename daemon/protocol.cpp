@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "protocol/methods.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/json_reader.hpp"
 #include "shaper/match_rules.hpp"
@@ -23,36 +24,8 @@ constexpr Nanoseconds kStartPast = std::chrono::seconds(1);
 // ... and this far ahead (further is a typo of the year or the time zone).
 constexpr Nanoseconds kStartFuture = std::chrono::hours(24 * 7);
 
-struct Method {
-  std::string_view name;
-  std::string_view summary;
-  bool mutating;
-};
-
 // A rule set's u32 matches (each one a filter in the kernel): port ranges split into aligned blocks.
 constexpr std::size_t kMaxSelectorsPerSet = 256;
-
-constexpr Method kMethods[] = {
-    {"list-commands", "the methods, with a line each", false},
-    {"version", "jitterd's version, protocol version, pid and kernel", false},
-    {"interfaces", "interfaces with their root qdisc and whether jitterd may shape or owns them", false},
-    {"profiles", "the profiles in the profile folders, with digests", false},
-    {"apply",
-     "shape an interface (egress, ingress or both; all traffic or a matched rule set) with a profile: a held "
-     "phase or its schedule, now or at a time, with a lease or commit-confirmed",
-     true},
-    {"switch", "change the phase of an interface (every lane at once) or of one lane, now or at a time, in place",
-     true},
-    {"confirm", "keep a commit-confirmed apply (otherwise it rolls back by itself)", true},
-    {"pause", "pause an interface's schedule", true},
-    {"resume", "resume a paused schedule", true},
-    {"skip", "jump to a step of the schedule", true},
-    {"status", "sessions: phase, next transition, lease, kernel counters, transitions", false},
-    {"clear", "remove jitterd's shaping from an interface, or from all", true},
-    {"renew", "renew a session's lease", true},
-    {"subscribe", "stream events (applied, phase-changed, cleared, ...) on this connection", false},
-    {"metrics", "Prometheus text exposition", false},
-};
 
 // How deep a request may nest: the limit of every user JSON (shaper::kMaxJsonDepth, where the deepest
 // valid request is counted). A parsed document costs about 70 bytes per level, so a line of '[' as
@@ -129,13 +102,8 @@ class ShallowScan final : public nlohmann::json_sax<json> {
 // the line would never be sent.
 std::string to_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json stamp_json(const Stamp& s) { return {{"monotonic_ns", s.monotonic.count()}, {"realtime_ns", s.realtime.count()}}; }
-
 json error_json(const json& id, const RequestError& e) {
-  json err = {{"code", e.code}, {"message", e.message}};
-  if (!e.where.empty()) err["where"] = e.where;
-  if (!e.hint.empty()) err["hint"] = e.hint;
-  json reply = {{"ok", false}, {"error", err}};
+  json reply = {{"ok", false}, {"error", e}};
   if (!id.is_null()) reply["id"] = id;
   return reply;
 }
@@ -149,7 +117,7 @@ RequestError invalid(const shaper::Diagnostics& diagnostics) {
       hint += (i > 1 ? "; " : "") + diagnostics[i].to_string();
     }
   }
-  return {"invalid-params", first.message, first.where, hint};
+  return {ErrorCode::kInvalidParams, first.message, first.where, hint};
 }
 
 // A duration in a request: "250ms" or integer nanoseconds.
@@ -200,69 +168,10 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const
   return at;
 }
 
-json status_json(const SessionStatus& s) {
-  json j = {{"interface", s.interface},
-            {"index", s.index},
-            {"direction", to_string(s.direction)},
-            {"set", s.set.empty() ? json(nullptr) : json(s.set)},
-            {"match", s.match},
-            {"unshaped", s.unshaped},
-            {"offloads_off", s.offloads_off},
-            {"state", s.state},
-            {"profile", s.profile},
-            {"digest", s.digest},
-            {"phase", s.phase.empty() ? json(nullptr) : json(s.phase)},
-            {"phase_since", s.phase_since ? stamp_json(*s.phase_since) : json(nullptr)},
-            {"time_in_phase_ns", s.time_in_phase.count()},
-            {"client", {{"uid", s.client.uid}, {"pid", s.client.pid}}}};
-  j["schedule"] = nullptr;
-  if (s.schedule) {
-    j["schedule"] = {{"state", s.schedule->state},
-                     {"step", s.schedule->step},
-                     {"steps", s.schedule->steps},
-                     {"loop", s.schedule->loop},
-                     {"iteration", s.schedule->iteration}};
-  }
-  j["next_transition"] = nullptr;
-  if (s.next_transition) {
-    const auto& n = *s.next_transition;
-    j["next_transition"] = {{"phase", n.phase},
-                            {"step", n.step ? json(*n.step) : json(nullptr)},
-                            {"deadline", stamp_json(n.deadline)},
-                            {"in_ns", n.in.count()}};
-  }
-  j["lease"] = nullptr;
-  if (s.lease) {
-    j["lease"] = {{"lease_ns", s.lease->length.count()},
-                  {"expires", stamp_json(s.lease->expires)},
-                  {"remaining_ns", s.lease->remaining.count()}};
-  }
-  j["confirm"] = nullptr;
-  if (s.confirm) {
-    j["confirm"] = {{"deadline", stamp_json(s.confirm->deadline)}, {"remaining_ns", s.confirm->remaining.count()}};
-  }
-  j["counters"] = nullptr;
-  if (s.counters) {
-    j["counters"] = {{"packets", s.counters->packets},
-                     {"bytes", s.counters->bytes},
-                     {"drops", s.counters->drops},
-                     {"backlog_bytes", s.counters->backlog},
-                     {"backlog_packets", s.counters->qlen}};
-  }
-  json recent = json::array();
-  for (const auto& t : s.recent) {
-    recent.push_back({{"phase", t.phase},
-                      {"step", t.step ? json(*t.step) : json(nullptr)},
-                      {"deadline", stamp_json(t.deadline)},
-                      {"applied", stamp_json(t.applied)},
-                      {"lateness_ns", t.lateness.count()},
-                      {"apply_ns", t.apply_time.count()}});
-  }
-  j["transitions"] = {{"count", s.transitions},
-                      {"missed", s.missed},
-                      {"late_max_ns", s.late_max.count()},
-                      {"recent", recent}};
-  return j;
+// One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
+Outcome<json> lanes_outcome(const Outcome<SessionManager::Statuses>& o) {
+  if (auto* e = std::get_if<RequestError>(&o)) return *e;
+  return protocol::lanes_result(std::get<SessionManager::Statuses>(o));
 }
 
 std::string kernel_release() {
@@ -296,19 +205,23 @@ Dispatcher::Dispatcher(SessionManager& sessions, ProfileStore& profiles, Shaping
     : sessions_(sessions), profiles_(profiles), backend_(backend), config_(config), stats_(stats),
       started_(now_stamp()) {}
 
+std::string Dispatcher::error_line(ErrorCode code, std::string_view message, std::string_view hint) {
+  return to_line(error_json(nullptr, RequestError{code, std::string(message), "", std::string(hint)}));
+}
+
 std::string Dispatcher::error_line(std::string_view code, std::string_view message, std::string_view hint) {
-  return to_line(error_json(nullptr, RequestError{std::string(code), std::string(message), "", std::string(hint)}));
+  return error_line(protocol::error_code_from_string(code), message, hint);
 }
 
 RequestError Dispatcher::permission_denied(const Peer& peer, const std::string& socket_group) {
-  return {"permission-denied",
+  return {ErrorCode::kPermissionDenied,
           "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ") may not use jitterd", "",
           "ask an administrator to add you to the socket's group" +
               (socket_group.empty() ? std::string() : " (" + socket_group + ")")};
 }
 
 std::string Dispatcher::event_line(const Event& e) {
-  json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", stamp_json(e.at)}};
+  json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", e.at}};
   if (!e.direction.empty()) j["direction"] = e.direction;
   if (!e.direction.empty()) j["set"] = e.set.empty() ? json(nullptr) : json(e.set);
   if (!e.profile.empty()) j["profile"] = e.profile;
@@ -320,7 +233,7 @@ std::string Dispatcher::event_line(const Event& e) {
   } else if (e.type == EventType::kPhaseChanged) {
     j["step"] = nullptr;  // a switch, not a schedule step
   }
-  if (e.deadline) j["deadline"] = stamp_json(*e.deadline);
+  if (e.deadline) j["deadline"] = *e.deadline;
   if (e.lateness) j["lateness_ns"] = e.lateness->count();
   if (e.apply_time) j["apply_ns"] = e.apply_time->count();
   if (e.lease) j["lease_ns"] = e.lease->count();
@@ -352,7 +265,7 @@ ReadRequest Dispatcher::read(std::string_view line) {
     case shaper::JsonProblem::kSyntax: {
       // A request is one line: "1:19" is column 19.
       const std::string column = doc.where.substr(doc.where.find(':') + 1);
-      out.error = RequestError{"parse-error", "the request is not JSON: column " + column + ": " + doc.message, "",
+      out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: column " + column + ": " + doc.message, "",
                                not_json_hint};
       break;
     }
@@ -361,10 +274,10 @@ ReadRequest Dispatcher::read(std::string_view line) {
       // parse-error without an id, as any other (found by fuzz_control).
       ShallowScan scan;
       if (const std::string error = scan.read(line); !error.empty()) {
-        out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "", not_json_hint};
       } else {
         out.id = scan.id().value_or(nullptr);
-        out.error = RequestError{"invalid-request", doc.message, doc.where, ""};
+        out.error = RequestError{ErrorCode::kInvalidRequest, doc.message, doc.where, ""};
       }
       break;
     }
@@ -373,14 +286,14 @@ ReadRequest Dispatcher::read(std::string_view line) {
       // come from a reading of the whole line that builds nothing.
       ShallowScan scan;
       if (const std::string error = scan.read(line); !error.empty()) {
-        out.error = RequestError{"parse-error", "the request is not JSON: " + error, "", not_json_hint};
+        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "", not_json_hint};
       } else if (!scan.is_object()) {
-        out.error = RequestError{"invalid-request", "the request is a JSON array, not an object", "",
+        out.error = RequestError{ErrorCode::kInvalidRequest, "the request is a JSON array, not an object", "",
                                  "send {\"method\": \"...\", \"params\": {...}}"};
       } else {
         out.id = scan.id().value_or(nullptr);
         out.error = RequestError{
-            "invalid-request",
+            ErrorCode::kInvalidRequest,
             "the request nests deeper than " + std::to_string(kMaxRequestDepth) + " levels; it was not read",
             doc.where, "no request nests more than 8 levels (an apply with an inline profile)"};
       }
@@ -388,6 +301,72 @@ ReadRequest Dispatcher::read(std::string_view line) {
     }
   }
   return out;
+}
+
+// One request being answered: its peer and params, the problems found in them so far, and whether
+// the connection now streams events. Handlers read params through `r`; any diagnostic makes the
+// reply invalid-params, whatever the handler returned.
+struct Dispatcher::Call {
+  Call(const Peer& requester, const json& request_params) : peer(requester), params(request_params) {}
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  bool ok() const { return diagnostics.empty(); }
+  // "interface", and optionally "direction" and "set", naming sessions.
+  Target read_target(bool interface_required);
+
+  const Peer& peer;
+  const json& params;
+  const std::string p = "/params";
+  shaper::Diagnostics diagnostics;
+  JsonReader r{diagnostics};
+  std::optional<SubscribeFilter> subscribe;
+};
+
+Target Dispatcher::Call::read_target(bool interface_required) {
+  Target t;
+  t.interface = r.string(params, p, "interface", interface_required, 15).value_or("");
+  if (params.contains("direction")) {
+    const auto d = r.string(params, p, "direction", true, 16).value_or("");
+    if (auto dir = direction_from_string(d)) {
+      t.direction = dir;
+    } else if (d != "both") {
+      r.error(p + "/direction", "\"" + d + "\" is not a direction; give egress, ingress or both");
+    }
+  }
+  if (params.contains("set")) {
+    if (params["set"].is_null()) {
+      t.set = std::string();
+    } else {
+      t.set = r.string(params, p, "set", true, shaper::kMaxNameLength).value_or("");
+    }
+  }
+  return t;
+}
+
+// The handler of each method, in the order of protocol::kMethods.
+const Dispatcher::MethodHandler Dispatcher::kHandlers[] = {
+    {protocol::Method::kListCommands, &Dispatcher::list_commands},
+    {protocol::Method::kVersion, &Dispatcher::version},
+    {protocol::Method::kInterfaces, &Dispatcher::interfaces},
+    {protocol::Method::kProfiles, &Dispatcher::profiles},
+    {protocol::Method::kApply, &Dispatcher::apply},
+    {protocol::Method::kSwitch, &Dispatcher::switch_phase},
+    {protocol::Method::kConfirm, &Dispatcher::confirm},
+    {protocol::Method::kPause, &Dispatcher::pause},
+    {protocol::Method::kResume, &Dispatcher::resume},
+    {protocol::Method::kSkip, &Dispatcher::skip},
+    {protocol::Method::kStatus, &Dispatcher::status},
+    {protocol::Method::kClear, &Dispatcher::clear},
+    {protocol::Method::kRenew, &Dispatcher::renew},
+    {protocol::Method::kSubscribe, &Dispatcher::subscribe},
+    {protocol::Method::kMetrics, &Dispatcher::metrics},
+};
+const Dispatcher::MethodHandler& Dispatcher::handler_of(protocol::Method method) {
+  static_assert(std::size(kHandlers) == std::size(protocol::kMethods), "a handler for every method");
+  const MethodHandler& h = kHandlers[static_cast<std::size_t>(method)];
+  if (h.method != method) std::abort();  // kHandlers is out of protocol::kMethods' order
+  return h;
 }
 
 Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authorized) {
@@ -400,14 +379,14 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   if (read.error) return fail(*read.error);
   const json& request = read.request;
   if (!request.is_object()) {
-    return fail({"invalid-request", "the request is a JSON " + std::string(request.type_name()) + ", not an object",
+    return fail({ErrorCode::kInvalidRequest, "the request is a JSON " + std::string(request.type_name()) + ", not an object",
                  "", "send {\"method\": \"...\", \"params\": {...}}"});
   }
   if (auto it = request.find("id"); it != request.end()) {
     // Echoed exactly or not at all: a number with a fraction or an exponent, or an integer beyond
     // 64 bits, is a double to nlohmann and would come back rounded (a 30-digit id did).
     if (!it->is_string() && !it->is_number_integer()) {
-      return fail({"invalid-request",
+      return fail({ErrorCode::kInvalidRequest,
                    it->is_number() ? "id " + shaper::json_excerpt(*it) +
                                          " is not an integer jitterd can echo exactly (a fraction, an exponent, or "
                                          "more than 64 bits)"
@@ -424,328 +403,294 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   const json* params = request.contains("params") ? &request["params"] : &empty;
   if (!params->is_object()) er.error("/params", "params must be an object");
   if (!envelope.empty()) {
-    return fail({"invalid-request", envelope.front().message, envelope.front().where,
+    return fail({ErrorCode::kInvalidRequest, envelope.front().message, envelope.front().where,
                  "the envelope is {\"id\": ..., \"method\": \"...\", \"params\": {...}}"});
   }
-  const Method* known = nullptr;
-  for (const auto& m : kMethods) {
-    if (m.name == *method) known = &m;
-  }
+  const protocol::MethodInfo* known = protocol::find_method(*method);
   if (!known) {
-    std::string names;
-    for (const auto& m : kMethods) names += (names.empty() ? "" : ", ") + std::string(m.name);
-    return fail({"unknown-method", "no method \"" + *method + "\"", "/method", "methods: " + names});
+    return fail({ErrorCode::kUnknownMethod, "no method \"" + *method + "\"", "/method",
+                 "methods: " + protocol::method_names()});
   }
   if (!authorized) return fail(permission_denied(peer, config_.socket.group));
 
-  shaper::Diagnostics diagnostics;
-  JsonReader r(diagnostics);
-  const std::string p = "/params";
+  Call call(peer, *params);
   Outcome<json> outcome = json::object();
-  std::optional<SubscribeFilter> subscribe;
-  // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
-  auto status_outcome = [](Outcome<SessionManager::Statuses> o) -> Outcome<json> {
-    if (auto* e = std::get_if<RequestError>(&o)) return *e;
-    const auto& list = std::get<SessionManager::Statuses>(o);
-    if (list.size() == 1) return status_json(list.front());
-    json sessions = json::array();
-    for (const auto& st : list) sessions.push_back(status_json(st));
-    return json{{"sessions", sessions}};
-  };
-  // "interface", and optionally "direction" and "set", naming sessions.
-  auto read_target = [&](bool interface_required) {
-    Target t;
-    t.interface = r.string(*params, p, "interface", interface_required, 15).value_or("");
-    if (params->contains("direction")) {
-      const auto d = r.string(*params, p, "direction", true, 16).value_or("");
-      if (auto dir = direction_from_string(d)) {
-        t.direction = dir;
-      } else if (d != "both") {
-        r.error(p + "/direction", "\"" + d + "\" is not a direction; give egress, ingress or both");
-      }
-    }
-    if (params->contains("set")) {
-      const json& v = (*params)["set"];
-      if (v.is_null()) {
-        t.set = std::string();
-      } else {
-        t.set = r.string(*params, p, "set", true, shaper::kMaxNameLength).value_or("");
-      }
-    }
-    return t;
-  };
-
   try {
-    const std::string& m = *method;
-    if (m == "list-commands") {
-      r.object(*params, p, {});
-      json list = json::array();
-      for (const auto& c : kMethods) {
-        list.push_back({{"name", c.name}, {"summary", c.summary}, {"mutating", c.mutating}});
-      }
-      outcome = json{{"commands", list}};
-    } else if (m == "version") {
-      r.object(*params, p, {});
-      outcome = json{{"version", JITTERD_VERSION},
-                     {"protocol", kProtocolVersion},
-                     {"pid", ::getpid()},
-                     {"kernel", kernel_release()},
-                     {"started", stamp_json(started_)}};
-    } else if (m == "interfaces") {
-      r.object(*params, p, {});
-      if (diagnostics.empty()) {
-        const auto roots = backend_.root_qdiscs();
-        json list = json::array();
-        for (const auto& i : backend_.interfaces()) {
-          json root = nullptr;
-          for (const auto& q : roots) {
-            if (q.ifindex != i.index) continue;
-            root = {{"kind", q.kind},
-                    {"handle", shaper::format_handle(q.handle)},
-                    {"owner", q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"}};
-          }
-          list.push_back({{"name", i.name},
-                          {"index", i.index},
-                          {"allowed", config_.interface_allowed(i.name)},
-                          {"session", sessions_.has_session(i.index)},
-                          {"root", root}});
-        }
-        outcome = json{{"interfaces", list}};
-      }
-    } else if (m == "profiles") {
-      r.object(*params, p, {});
-      const auto listing = profiles_.list();
-      json list = json::array();
-      for (const auto& sp : listing.profiles) {
-        json phases = json::array();
-        for (const auto& ph : sp.profile->phases) phases.push_back(ph.name);
-        json schedule = nullptr;
-        if (sp.profile->schedule) {
-          Nanoseconds total{0};
-          for (const auto& s : sp.profile->schedule->steps) total += s.duration;
-          schedule = {{"steps", sp.profile->schedule->steps.size()},
-                      {"loop", sp.profile->schedule->loop},
-                      {"duration_ns", total.count()}};
-        }
-        list.push_back({{"name", sp.name},
-                        {"file", sp.file},
-                        {"digest", sp.digest},
-                        {"description", sp.profile->description},
-                        {"phases", phases},
-                        {"schedule", schedule}});
-      }
-      json bad = json::array();
-      for (const auto& ip : listing.invalid) bad.push_back({{"file", ip.file}, {"errors", ip.errors}});
-      outcome = json{{"profiles", list}, {"invalid", bad}};
-    } else if (m == "apply") {
-      r.object(*params, p,
-               {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start", "lease", "force",
-                "confirm", "protect_ssh", "ssh_connection", "offloads"});
-      ApplyRequest a;
-      a.interface = r.string(*params, p, "interface", true, 15).value_or("");
-      const json* prof = r.member(*params, p, "profile", true);
-      const auto phase = r.string(*params, p, "phase", false, shaper::kMaxNameLength);
-      if (phase && !phase->empty()) a.phase = *phase;
-      const auto direction = r.string(*params, p, "direction", false, 16).value_or("egress");
-      if (direction == "both") {
-        a.directions = {Direction::kEgress, Direction::kIngress};
-      } else if (auto d = direction_from_string(direction.empty() ? "egress" : direction)) {
-        a.directions = {*d};
-      } else {
-        r.error(p + "/direction", "\"" + direction +
-                                      "\" is not a direction; give egress (leaving the interface), ingress (arriving, "
-                                      "shaped on an IFB jitterd owns) or both");
-      }
-      if (params->contains("match")) {
-        if (auto rules = shaper::read_match_rules(r, (*params)["match"], p + "/match")) {
-          for (const auto& rule : *rules) {
-            a.match.push_back(shaper::to_string(rule));
-            const auto selectors = shaper::compile_match(rule);
-            a.selectors.insert(a.selectors.end(), selectors.begin(), selectors.end());
-          }
-          if (a.selectors.size() > kMaxSelectorsPerSet) {
-            r.error(p + "/match", "these rules need " + std::to_string(a.selectors.size()) +
-                                      " u32 matches; a rule set may use " + std::to_string(kMaxSelectorsPerSet) +
-                                      " (port ranges split into aligned blocks; use fewer or rounder ranges)");
-          }
-        }
-        const auto set = r.string(*params, p, "set", true, shaper::kMaxNameLength);
-        if (set && !set->empty()) a.set = *set;
-      } else if (params->contains("set")) {
-        r.error(p + "/set", "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
-      }
-      a.protect_ssh = r.boolean(*params, p, "protect_ssh", true).value_or(true);
-      if (const auto ssh = r.string(*params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
-        shaper::Diagnostics ssh_diagnostics;
-        if (auto c = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {
-          a.ssh_connections.push_back(*c);
-        } else {
-          for (auto& d : ssh_diagnostics) r.error(p + "/ssh_connection", d.message);
-        }
-      }
-      a.confirm = read_duration(r, *params, p, "confirm");
-      const auto offloads = r.string(*params, p, "offloads", false, 8).value_or("keep");
-      if (offloads == "off") {
-        a.offloads_off = true;
-      } else if (offloads != "keep" && !offloads.empty()) {
-        r.error(p + "/offloads", "\"" + offloads + "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
-                                                   "until the interface is clear) or \"keep\"");
-      }
-      a.start = read_start(r, *params, p, "start", now_stamp()).value_or(MonotonicTime{});
-      a.lease = read_duration(r, *params, p, "lease");
-      a.force = r.boolean(*params, p, "force", false).value_or(false);
-      if (prof && diagnostics.empty()) {
-        if (prof->is_string()) {
-          std::string error;
-          bool not_found = false;
-          auto stored = profiles_.load(prof->get<std::string>(), &error, &not_found);
-          if (!stored) {
-            outcome = RequestError{not_found ? "not-found" : "invalid-params", error, p + "/profile",
-                                   not_found ? "the profiles method lists them; or send the profile inline" : ""};
-          } else {
-            a.profile = stored->profile;
-            a.digest = stored->digest;
-          }
-        } else if (prof->is_object()) {
-          auto load = shaper::parse_profile(prof->dump());
-          if (!load.profile) {
-            for (auto& d : load.diagnostics) d.where = p + "/profile" + d.where;
-            outcome = invalid(load.diagnostics);
-          } else {
-            a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
-            a.digest = load.digest;
-          }
-        } else {
-          r.error(p + "/profile", "expected a profile name or a profile object, found " + std::string(prof->type_name()));
-        }
-      }
-      if (diagnostics.empty() && a.profile) {
-        const bool has_schedule = a.profile->schedule.has_value();
-        a.schedule = r.boolean(*params, p, "schedule", has_schedule && !a.phase).value_or(false);
-        if (a.schedule && a.phase) {
-          r.error(p + "/schedule", "give a phase to hold or run the schedule, not both");
-        }
-        if (diagnostics.empty()) outcome = status_outcome(sessions_.apply(a, peer));
-      }
-    } else if (m == "switch") {
-      r.object(*params, p, {"interface", "direction", "set", "phase", "at"});
-      const Target target = read_target(true);
-      const auto phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
-      const Stamp now = now_stamp();
-      const auto at = read_start(r, *params, p, "at", now);
-      if (diagnostics.empty()) {
-        std::optional<MonotonicTime> when;
-        if (params->contains("at")) when = at;
-        outcome = status_outcome(sessions_.switch_phase(target, *phase, when, peer));
-      }
-    } else if (m == "pause" || m == "resume" || m == "confirm") {
-      r.object(*params, p, {"interface", "direction", "set"});
-      const Target target = read_target(true);
-      if (diagnostics.empty()) {
-        outcome = status_outcome(m == "pause"    ? sessions_.pause(target, peer)
-                                 : m == "resume" ? sessions_.resume(target, peer)
-                                                 : sessions_.confirm(target, peer));
-      }
-    } else if (m == "skip") {
-      r.object(*params, p, {"interface", "direction", "set", "phase", "step"});
-      const Target target = read_target(true);
-      std::optional<std::string> phase;
-      std::optional<std::size_t> step;
-      if (params->contains("phase")) phase = r.string(*params, p, "phase", true, shaper::kMaxNameLength);
-      if (params->contains("step")) {
-        step = r.integer<std::size_t>(*params, p, "step", 0, shaper::kMaxScheduleSteps, 0);
-      }
-      if (params->contains("phase") == params->contains("step")) {
-        r.error(p, "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
-      }
-      if (diagnostics.empty()) outcome = status_outcome(sessions_.skip(target, step, phase, peer));
-    } else if (m == "status") {
-      r.object(*params, p, {"interface", "direction", "set"});
-      const Target target = read_target(false);
-      if (diagnostics.empty() && target.interface.empty() && (target.direction || target.set)) {
-        r.error(p, "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
-      }
-      if (diagnostics.empty()) {
-        auto s = sessions_.status(target);
-        if (auto* e = std::get_if<RequestError>(&s)) {
-          outcome = *e;
-        } else {
-          json list = json::array();
-          for (const auto& st : std::get<SessionManager::Statuses>(s)) list.push_back(status_json(st));
-          outcome = json{{"sessions", list}};
-        }
-      }
-    } else if (m == "clear") {
-      r.object(*params, p, {"interface", "direction", "set", "all"});
-      const Target target = read_target(false);
-      const bool all = r.boolean(*params, p, "all", false).value_or(false);
-      if (diagnostics.empty() && (target.interface.empty() == !all)) {
-        r.error(p, "give \"interface\", or \"all\": true to clear every session");
-      }
-      if (diagnostics.empty() && all && (target.direction || target.set)) {
-        r.error(p, "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
-      }
-      if (diagnostics.empty()) {
-        auto c = sessions_.clear(all ? Target{} : target, peer);
-        if (auto* e = std::get_if<RequestError>(&c)) {
-          outcome = *e;
-        } else {
-          outcome = json{{"cleared", std::get<std::vector<std::string>>(c)}};
-        }
-      }
-    } else if (m == "renew") {
-      r.object(*params, p, {"interface", "direction", "set", "lease"});
-      const Target target = read_target(true);
-      const auto lease = read_duration(r, *params, p, "lease");
-      if (diagnostics.empty()) outcome = status_outcome(sessions_.renew(target, lease, peer));
-    } else if (m == "subscribe") {
-      r.object(*params, p, {"interfaces", "events"});
-      SubscribeFilter filter;
-      for (const char* key : {"interfaces", "events"}) {
-        if (!params->contains(key)) continue;
-        const json& list = (*params)[key];
-        if (!list.is_array()) {
-          r.error(p + "/" + key, "expected an array of strings");
-          continue;
-        }
-        for (std::size_t i = 0; i < list.size(); ++i) {
-          const std::string where = p + "/" + key + "/" + std::to_string(i);
-          if (!list[i].is_string()) {
-            r.error(where, "expected a string, found " + shaper::json_excerpt(list[i]));
-          } else if (std::string_view(key) == "interfaces") {
-            filter.interfaces.insert(list[i].get<std::string>());
-          } else if (auto t = event_type_from_string(list[i].get<std::string>())) {
-            filter.events.insert(*t);
-          } else {
-            std::string names;
-            for (const auto name : event_type_names()) names += (names.empty() ? "" : ", ") + std::string(name);
-            r.error(where, "no event \"" + shaper::text_excerpt(list[i].get<std::string>()) + "\"; events: " + names);
-          }
-        }
-      }
-      if (diagnostics.empty()) {
-        subscribe = filter;
-        outcome = json{{"subscribed", true}};
-      }
-    } else if (m == "metrics") {
-      r.object(*params, p, {});
-      outcome = json{{"text", metrics_text()}};
-    }
+    outcome = (this->*handler_of(known->method).handler)(call);
   } catch (const shaper::NetlinkError& e) {
     // what() ends with the hint; the reply carries it in its own member.
-    return fail({"kernel-error", e.without_hint(), "", e.hint()});
+    return fail({ErrorCode::kKernelError, e.without_hint(), "", e.hint()});
   } catch (const shaper::OwnershipError& e) {
-    return fail({"conflict", e.what(), "", ""});
+    return fail({ErrorCode::kConflict, e.what(), "", ""});
   } catch (const shaper::SystemError& e) {
-    return fail({"system-error", e.what(), "", e.hint()});
+    return fail({ErrorCode::kSystemError, e.what(), "", e.hint()});
   } catch (const std::exception& e) {
-    return fail({"internal-error", e.what(), "", "this is a bug in jitterd; please report it with the request"});
+    return fail({ErrorCode::kInternalError, e.what(), "", "this is a bug in jitterd; please report it with the request"});
   }
-  if (!diagnostics.empty()) return fail(invalid(diagnostics));
+  if (!call.ok()) return fail(invalid(call.diagnostics));
   if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
   json reply = {{"ok", true}, {"result", std::get<json>(outcome)}};
   if (!id.is_null()) reply["id"] = id;
-  return Reply{to_line(reply), subscribe};
+  return Reply{to_line(reply), call.subscribe};
+}
+
+// ---- The methods -------------------------------------------------------------------------------
+
+Outcome<json> Dispatcher::list_commands(Call& c) {
+  c.r.object(c.params, c.p, {});
+  protocol::CommandList list;
+  for (const auto& m : protocol::kMethods) list.commands.push_back({std::string(m.name), std::string(m.summary), m.mutating});
+  return json(list);
+}
+
+Outcome<json> Dispatcher::version(Call& c) {
+  c.r.object(c.params, c.p, {});
+  return json(protocol::VersionInfo{JITTERD_VERSION, protocol::kProtocolVersion, ::getpid(), kernel_release(), started_});
+}
+
+Outcome<json> Dispatcher::interfaces(Call& c) {
+  c.r.object(c.params, c.p, {});
+  if (!c.ok()) return json::object();
+  const auto roots = backend_.root_qdiscs();
+  protocol::InterfaceList list;
+  for (const auto& i : backend_.interfaces()) {
+    protocol::InterfaceInfo& info = list.interfaces.emplace_back();
+    info = {i.name, i.index, config_.interface_allowed(i.name), sessions_.has_session(i.index), std::nullopt};
+    for (const auto& q : roots) {
+      if (q.ifindex != i.index) continue;
+      info.root = {q.kind, shaper::format_handle(q.handle), q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"};
+    }
+  }
+  return json(list);
+}
+
+Outcome<json> Dispatcher::profiles(Call& c) {
+  c.r.object(c.params, c.p, {});
+  const auto listing = profiles_.list();
+  protocol::ProfileListing out;
+  for (const auto& sp : listing.profiles) {
+    protocol::ProfileSummary& p = out.profiles.emplace_back();
+    p = {sp.name, sp.file, sp.digest, sp.profile->description, {}, std::nullopt};
+    for (const auto& ph : sp.profile->phases) p.phases.push_back(ph.name);
+    if (sp.profile->schedule) {
+      Nanoseconds total{0};
+      for (const auto& s : sp.profile->schedule->steps) total += s.duration;
+      p.schedule = {sp.profile->schedule->steps.size(), sp.profile->schedule->loop, total};
+    }
+  }
+  out.invalid = listing.invalid;
+  return json(out);
+}
+
+// The members of an apply that say where and how to shape (everything but the profile and its phase).
+void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
+  auto& r = c.r;
+  const auto& params = c.params;
+  const std::string& p = c.p;
+  const auto direction = r.string(params, p, "direction", false, 16).value_or("egress");
+  if (direction == "both") {
+    a.directions = {Direction::kEgress, Direction::kIngress};
+  } else if (auto d = direction_from_string(direction.empty() ? "egress" : direction)) {
+    a.directions = {*d};
+  } else {
+    r.error(p + "/direction", "\"" + direction +
+                                  "\" is not a direction; give egress (leaving the interface), ingress (arriving, "
+                                  "shaped on an IFB jitterd owns) or both");
+  }
+  if (params.contains("match")) {
+    if (auto rules = shaper::read_match_rules(r, params["match"], p + "/match")) {
+      for (const auto& rule : *rules) {
+        a.match.push_back(shaper::to_string(rule));
+        const auto selectors = shaper::compile_match(rule);
+        a.selectors.insert(a.selectors.end(), selectors.begin(), selectors.end());
+      }
+      if (a.selectors.size() > kMaxSelectorsPerSet) {
+        r.error(p + "/match", "these rules need " + std::to_string(a.selectors.size()) +
+                                  " u32 matches; a rule set may use " + std::to_string(kMaxSelectorsPerSet) +
+                                  " (port ranges split into aligned blocks; use fewer or rounder ranges)");
+      }
+    }
+    const auto set = r.string(params, p, "set", true, shaper::kMaxNameLength);
+    if (set && !set->empty()) a.set = *set;
+  } else if (params.contains("set")) {
+    r.error(p + "/set", "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
+  }
+  a.protect_ssh = r.boolean(params, p, "protect_ssh", true).value_or(true);
+  if (const auto ssh = r.string(params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
+    shaper::Diagnostics ssh_diagnostics;
+    if (auto conn = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {
+      a.ssh_connections.push_back(*conn);
+    } else {
+      for (auto& d : ssh_diagnostics) r.error(p + "/ssh_connection", d.message);
+    }
+  }
+  a.confirm = read_duration(r, params, p, "confirm");
+  const auto offloads = r.string(params, p, "offloads", false, 8).value_or("keep");
+  if (offloads == "off") {
+    a.offloads_off = true;
+  } else if (offloads != "keep" && !offloads.empty()) {
+    r.error(p + "/offloads", "\"" + offloads + "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
+                                               "until the interface is clear) or \"keep\"");
+  }
+  a.start = read_start(r, params, p, "start", now_stamp()).value_or(MonotonicTime{});
+  a.lease = read_duration(r, params, p, "lease");
+  a.force = r.boolean(params, p, "force", false).value_or(false);
+}
+
+// `profile`: a name in the profile folders, or a whole profile inline.
+std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& prof, ApplyRequest& a) {
+  const std::string where = c.p + "/profile";
+  if (prof.is_string()) {
+    std::string error;
+    bool not_found = false;
+    auto stored = profiles_.load(prof.get<std::string>(), &error, &not_found);
+    if (!stored) {
+      return RequestError{not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, error, where,
+                          not_found ? "the profiles method lists them; or send the profile inline" : ""};
+    }
+    a.profile = stored->profile;
+    a.digest = stored->digest;
+  } else if (prof.is_object()) {
+    auto load = shaper::parse_profile(prof.dump());
+    if (!load.profile) {
+      for (auto& d : load.diagnostics) d.where = where + d.where;
+      return invalid(load.diagnostics);
+    }
+    a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
+    a.digest = load.digest;
+  } else {
+    c.r.error(where, "expected a profile name or a profile object, found " + std::string(prof.type_name()));
+  }
+  return std::nullopt;
+}
+
+Outcome<json> Dispatcher::apply(Call& c) {
+  c.r.object(c.params, c.p,
+             {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start", "lease", "force",
+              "confirm", "protect_ssh", "ssh_connection", "offloads"});
+  ApplyRequest a;
+  a.interface = c.r.string(c.params, c.p, "interface", true, 15).value_or("");
+  const json* prof = c.r.member(c.params, c.p, "profile", true);
+  const auto phase = c.r.string(c.params, c.p, "phase", false, shaper::kMaxNameLength);
+  if (phase && !phase->empty()) a.phase = *phase;
+  read_apply_lane(c, a);
+  if (prof && c.ok()) {
+    if (auto refused = read_apply_profile(c, *prof, a)) return *refused;
+  }
+  if (!c.ok() || !a.profile) return json::object();
+  const bool has_schedule = a.profile->schedule.has_value();
+  a.schedule = c.r.boolean(c.params, c.p, "schedule", has_schedule && !a.phase).value_or(false);
+  if (a.schedule && a.phase) c.r.error(c.p + "/schedule", "give a phase to hold or run the schedule, not both");
+  if (!c.ok()) return json::object();
+  return lanes_outcome(sessions_.apply(a, c.peer));
+}
+
+Outcome<json> Dispatcher::switch_phase(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "at"});
+  const Target target = c.read_target(true);
+  const auto phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
+  const auto at = read_start(c.r, c.params, c.p, "at", now_stamp());
+  if (!c.ok()) return json::object();
+  std::optional<MonotonicTime> when;
+  if (c.params.contains("at")) when = at;
+  return lanes_outcome(sessions_.switch_phase(target, *phase, when, c.peer));
+}
+
+// pause, resume and confirm: a target and nothing else.
+Outcome<json> Dispatcher::on_target(Call& c, LaneRequest request) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set"});
+  const Target target = c.read_target(true);
+  if (!c.ok()) return json::object();
+  return lanes_outcome((sessions_.*request)(target, c.peer));
+}
+
+Outcome<json> Dispatcher::pause(Call& c) { return on_target(c, &SessionManager::pause); }
+Outcome<json> Dispatcher::resume(Call& c) { return on_target(c, &SessionManager::resume); }
+Outcome<json> Dispatcher::confirm(Call& c) { return on_target(c, &SessionManager::confirm); }
+
+Outcome<json> Dispatcher::skip(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "step"});
+  const Target target = c.read_target(true);
+  std::optional<std::string> phase;
+  std::optional<std::size_t> step;
+  if (c.params.contains("phase")) phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
+  if (c.params.contains("step")) step = c.r.integer<std::size_t>(c.params, c.p, "step", 0, shaper::kMaxScheduleSteps, 0);
+  if (c.params.contains("phase") == c.params.contains("step")) {
+    c.r.error(c.p, "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
+  }
+  if (!c.ok()) return json::object();
+  return lanes_outcome(sessions_.skip(target, step, phase, c.peer));
+}
+
+Outcome<json> Dispatcher::status(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set"});
+  const Target target = c.read_target(false);
+  if (c.ok() && target.interface.empty() && (target.direction || target.set)) {
+    c.r.error(c.p, "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
+  }
+  if (!c.ok()) return json::object();
+  auto s = sessions_.status(target);
+  if (auto* e = std::get_if<RequestError>(&s)) return *e;
+  return json(protocol::SessionList{std::get<SessionManager::Statuses>(s)});
+}
+
+Outcome<json> Dispatcher::clear(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "all"});
+  const Target target = c.read_target(false);
+  const bool all = c.r.boolean(c.params, c.p, "all", false).value_or(false);
+  if (c.ok() && (target.interface.empty() == !all)) {
+    c.r.error(c.p, "give \"interface\", or \"all\": true to clear every session");
+  }
+  if (c.ok() && all && (target.direction || target.set)) {
+    c.r.error(c.p, "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
+  }
+  if (!c.ok()) return json::object();
+  auto cleared = sessions_.clear(all ? Target{} : target, c.peer);
+  if (auto* e = std::get_if<RequestError>(&cleared)) return *e;
+  return json(protocol::Cleared{std::get<std::vector<std::string>>(cleared)});
+}
+
+Outcome<json> Dispatcher::renew(Call& c) {
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "lease"});
+  const Target target = c.read_target(true);
+  const auto lease = read_duration(c.r, c.params, c.p, "lease");
+  if (!c.ok()) return json::object();
+  return lanes_outcome(sessions_.renew(target, lease, c.peer));
+}
+
+Outcome<json> Dispatcher::subscribe(Call& c) {
+  c.r.object(c.params, c.p, {"interfaces", "events"});
+  SubscribeFilter filter;
+  for (const char* key : {"interfaces", "events"}) {
+    if (!c.params.contains(key)) continue;
+    const json& list = c.params[key];
+    if (!list.is_array()) {
+      c.r.error(c.p + "/" + key, "expected an array of strings");
+      continue;
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string where = c.p + "/" + key + "/" + std::to_string(i);
+      if (!list[i].is_string()) {
+        c.r.error(where, "expected a string, found " + shaper::json_excerpt(list[i]));
+      } else if (std::string_view(key) == "interfaces") {
+        filter.interfaces.insert(list[i].get<std::string>());
+      } else if (auto t = event_type_from_string(list[i].get<std::string>())) {
+        filter.events.insert(*t);
+      } else {
+        std::string names;
+        for (const auto name : event_type_names()) names += (names.empty() ? "" : ", ") + std::string(name);
+        c.r.error(where, "no event \"" + shaper::text_excerpt(list[i].get<std::string>()) + "\"; events: " + names);
+      }
+    }
+  }
+  if (!c.ok()) return json::object();
+  c.subscribe = filter;
+  return json{{"subscribed", true}};
+}
+
+Outcome<json> Dispatcher::metrics(Call& c) {
+  c.r.object(c.params, c.p, {});
+  return json(protocol::MetricsText{metrics_text()});
 }
 
 std::string Dispatcher::metrics_text() {
@@ -813,7 +758,7 @@ std::string Dispatcher::metrics_text() {
     }
     metric("jitterd_qdisc_backlog_packets", "gauge", "Packets held by jitterd's qdisc.");
     for (const auto& s : *list) {
-      if (s.counters) out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} " << s.counters->qlen << '\n';
+      if (s.counters) out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} " << s.counters->backlog_packets << '\n';
     }
   }
   return out.str();

@@ -15,12 +15,11 @@
 #include "config.hpp"
 #include "events.hpp"
 #include "profile_store.hpp"
+#include "protocol/methods.hpp"
 #include "sessions.hpp"
 #include "shaping_backend.hpp"
 
 namespace jitterd {
-
-inline constexpr int kProtocolVersion = 1;
 
 // Counters the server keeps, for `metrics`.
 struct ServerStats {
@@ -67,6 +66,8 @@ class Dispatcher {
   Reply handle(const ReadRequest& read, const Peer& peer, bool authorized);
 
   // A reply for a line that was never parsed (too long, too many connections).
+  static std::string error_line(ErrorCode code, std::string_view message, std::string_view hint = {});
+  // The same with the code's wire spelling ("too-large"), as tests name it.
   static std::string error_line(std::string_view code, std::string_view message, std::string_view hint = {});
   static std::string event_line(const Event& event);
   // Why `peer` may not use jitterd at all: the one wording, for the server's refusal at accept and
@@ -75,6 +76,40 @@ class Dispatcher {
   std::string metrics_text();
 
  private:
+  // One request being answered (protocol.cpp).
+  struct Call;
+  using Handler = Outcome<nlohmann::json> (Dispatcher::*)(Call&);
+  struct MethodHandler {
+    protocol::Method method;
+    Handler handler;
+  };
+  // Each method's handler, in protocol::kMethods' order: the table that names a method carries its handler.
+  static const MethodHandler kHandlers[];
+  static const MethodHandler& handler_of(protocol::Method method);
+
+  // The methods. Each reads its params (problems go to the call's diagnostics) and answers with a
+  // result or a RequestError; environment failures are thrown, and handle() turns them into replies.
+  Outcome<nlohmann::json> list_commands(Call& c);
+  Outcome<nlohmann::json> version(Call& c);
+  Outcome<nlohmann::json> interfaces(Call& c);
+  Outcome<nlohmann::json> profiles(Call& c);
+  Outcome<nlohmann::json> apply(Call& c);
+  Outcome<nlohmann::json> switch_phase(Call& c);
+  Outcome<nlohmann::json> confirm(Call& c);
+  Outcome<nlohmann::json> pause(Call& c);
+  Outcome<nlohmann::json> resume(Call& c);
+  Outcome<nlohmann::json> skip(Call& c);
+  Outcome<nlohmann::json> status(Call& c);
+  Outcome<nlohmann::json> clear(Call& c);
+  Outcome<nlohmann::json> renew(Call& c);
+  Outcome<nlohmann::json> subscribe(Call& c);
+  Outcome<nlohmann::json> metrics(Call& c);
+
+  static void read_apply_lane(Call& c, ApplyRequest& a);
+  std::optional<RequestError> read_apply_profile(Call& c, const nlohmann::json& prof, ApplyRequest& a);
+  using LaneRequest = Outcome<SessionManager::Statuses> (SessionManager::*)(const Target&, const Peer&);
+  Outcome<nlohmann::json> on_target(Call& c, LaneRequest request);
+
   SessionManager& sessions_;
   ProfileStore& profiles_;
   ShapingBackend& backend_;

@@ -285,7 +285,7 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
       }
       if (next.status == RequestFramer::Status::kTooLarge) {
         send_and_close(Dispatcher::error_line(
-            "too-large",
+            ErrorCode::kTooLarge,
             "the request line is longer than " + std::to_string(framer.max_line_bytes()) + " bytes",
             "send one request per line; limits.max_request_bytes sets the limit"));
         co_return;
@@ -546,7 +546,7 @@ asio::awaitable<void> ControlServer::accept_loop() {
     if (const auto why = slots_.refusal(peer.uid, policy_.is_admin(peer))) {
       ++stats_.connections_refused;
       refuse_at_once(std::move(socket),
-                     Dispatcher::error_line("busy", *why, "close idle connections, or raise limits.max_connections"));
+                     Dispatcher::error_line(ErrorCode::kBusy, *why, "close idle connections, or raise limits.max_connections"));
       continue;
     }
     slots_.take(peer.uid);

@@ -28,7 +28,7 @@ std::string phase_list(const shaper::Profile& profile) {
 std::optional<RequestError> out_of_lease_range(const std::string& what, Nanoseconds length, Nanoseconds max) {
   if (length > Nanoseconds(0) && length <= max) return std::nullopt;
   const std::string shown = what + " " + shaper::duration_to_string(length);
-  return RequestError{"invalid-params",
+  return RequestError{ErrorCode::kInvalidParams,
                       length <= Nanoseconds(0) ? shown + " is not positive"
                                                : shown + " is longer than the limit, " +
                                                      shaper::duration_to_string(max) + " (leases.max in the config)",
@@ -131,7 +131,7 @@ Outcome<std::vector<SessionManager::Session*>> SessionManager::require(const Tar
     }
     if (!lanes.empty()) hint = "sessions on " + target.interface + ": " + lanes;
   }
-  return RequestError{"not-found", what + " has no jitterd session", "/params/interface", hint};
+  return RequestError{ErrorCode::kNotFound, what + " has no jitterd session", "/params/interface", hint};
 }
 
 void SessionManager::log_request(const Peer& peer, const std::string& what) {
@@ -185,7 +185,7 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
   Layout layout;
   for (const auto& e : entries) {
     if (!e.s->profile) {
-      return RequestError{"conflict",
+      return RequestError{ErrorCode::kConflict,
                           e.s->label() + " was adopted after a restart; jitterd does not have its profile",
                           "/params/interface",
                           "apply a profile to it again (in place, no unshaped moment) before adding or "
@@ -205,23 +205,44 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
 // Requests
 
 Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& request, const Peer& peer) {
+  auto checked = check_apply(request);
+  if (auto* e = std::get_if<RequestError>(&checked)) return *e;
+  const shaper::Interface& interface = std::get<shaper::Interface>(checked);
+  const SshGuard guard = ssh_guard(request, interface);
+  const MonotonicTime now = MonotonicClock::now();
+  std::vector<std::unique_ptr<Session>> made = make_sessions(request, interface, guard, peer, now);
+  std::string lanes;
+  for (const auto& m : made) lanes += (lanes.empty() ? "" : ", ") + m->label();
+  log_request(peer, "apply " + request.profile->name + " (" + request.digest + ") to " + lanes +
+                        (guard.unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
+                        (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
+
+  for (const auto& m : made) {
+    // A later apply supersedes a successor that has not started yet.
+    drop_successor(key_of(*m), EventType::kCleared, "replaced");
+  }
+  if (request.start > now) return queue_for_start(made);
+  return install_now(request, interface, made);
+}
+
+Outcome<shaper::Interface> SessionManager::check_apply(const ApplyRequest& request) {
   const std::string& name = request.interface;
   if (!config_.interface_allowed(name)) {
-    return RequestError{"permission-denied", name + " is not in the interface allowlist", "/params/interface",
+    return RequestError{ErrorCode::kPermissionDenied, name + " is not in the interface allowlist", "/params/interface",
                         "add it (or a pattern such as \"veth*\") to interfaces.allow in the config and restart "
                         "jitterd; the allowlist keeps management interfaces safe"};
   }
-  const auto interface = backend_.find_interface(name);
+  auto interface = backend_.find_interface(name);
   if (!interface) {
-    return RequestError{"not-found", "no interface " + name + " in jitterd's network namespace",
+    return RequestError{ErrorCode::kNotFound, "no interface " + name + " in jitterd's network namespace",
                         "/params/interface", "the interfaces method lists them"};
   }
   if (request.force && !config_.allow_force) {
-    return RequestError{"permission-denied", "force is not allowed by this jitterd's config", "/params/force",
+    return RequestError{ErrorCode::kPermissionDenied, "force is not allowed by this jitterd's config", "/params/force",
                         "set allow_force in the config, or remove the other root qdisc yourself"};
   }
   if (config_.lease_required && !request.lease) {
-    return RequestError{"invalid-params", "this jitterd requires a lease", "/params/lease",
+    return RequestError{ErrorCode::kInvalidParams, "this jitterd requires a lease", "/params/lease",
                         "pass \"lease\": \"60s\" and renew it while your run lasts"};
   }
   if (request.lease) {
@@ -234,38 +255,42 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
     }
   }
   if (request.confirm && request.start > MonotonicClock::now()) {
-    return RequestError{"invalid-params", "a commit-confirmed apply starts now", "/params/start",
+    return RequestError{ErrorCode::kInvalidParams, "a commit-confirmed apply starts now", "/params/start",
                         "drop \"start\", or drop \"confirm\""};
   }
   const shaper::Profile& profile = *request.profile;
   if (request.phase && !profile.find_phase(*request.phase)) {
-    return RequestError{"not-found", "phase \"" + *request.phase + "\" is not in profile \"" + profile.name + "\"",
+    return RequestError{ErrorCode::kNotFound, "phase \"" + *request.phase + "\" is not in profile \"" + profile.name + "\"",
                         "/params/phase", "phases: " + phase_list(profile)};
   }
   if (request.schedule && !profile.schedule) {
-    return RequestError{"invalid-params", "profile \"" + profile.name + "\" has no schedule", "/params/schedule",
+    return RequestError{ErrorCode::kInvalidParams, "profile \"" + profile.name + "\" has no schedule", "/params/schedule",
                         "pick a phase instead: " + phase_list(profile)};
   }
   if (profile.phases.empty()) {
-    return RequestError{"invalid-params", "profile \"" + profile.name + "\" has no phases", "/params/profile", ""};
+    return RequestError{ErrorCode::kInvalidParams, "profile \"" + profile.name + "\" has no phases", "/params/profile", ""};
   }
   // Say now, not at the start time, when the root belongs to someone else.
   const bool egress = std::find(request.directions.begin(), request.directions.end(), Direction::kEgress) !=
                       request.directions.end();
   if (egress && !backend_.installed(*interface, Direction::kEgress) && !request.force) {
     if (auto root = backend_.root_qdisc(*interface); root && !root->is_default() && !root->is_jitterd()) {
-      return RequestError{"conflict",
+      return RequestError{ErrorCode::kConflict,
                           "the root qdisc of " + name + " is " + root->kind + " " + shaper::format_handle(root->handle) +
                               ", installed by someone else; jitterd leaves it alone",
                           "/params/interface",
                           "remove it yourself, or pass \"force\": true if the config allows it (its queue is dropped)"};
     }
   }
+  return std::move(*interface);
+}
 
+SessionManager::SshGuard SessionManager::ssh_guard(const ApplyRequest& request, const shaper::Interface& interface) {
   // The SSH guard: on the interface the host is reached through, the operator's way in stays unshaped.
-  std::vector<shaper::U32Selector> bypass;
-  std::vector<std::string> unshaped;
-  if (request.protect_ssh && backend_.carries_default_route(*interface)) {
+  SshGuard guard;
+  auto& bypass = guard.bypass;
+  auto& unshaped = guard.unshaped;
+  if (request.protect_ssh && backend_.carries_default_route(interface)) {
     // Port 22, and every port sshd listens on here: other operators' sessions stay up too.
     std::vector<std::uint16_t> ports = backend_.ssh_listening_ports();
     ports.insert(ports.begin(), shaper::kSshPort);
@@ -284,20 +309,25 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
                          std::to_string(c.server_port));
     }
   }
+  return guard;
+}
 
-  const MonotonicTime now = MonotonicClock::now();
-  const bool later = request.start > now;
+std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessions(const ApplyRequest& request,
+                                                                                   const shaper::Interface& interface,
+                                                                                   const SshGuard& guard,
+                                                                                   const Peer& peer, MonotonicTime now) {
+  const shaper::Profile& profile = *request.profile;
   std::vector<std::unique_ptr<Session>> made;
   for (Direction direction : request.directions) {
     auto owned = std::make_unique<Session>(executor_);
     Session& s = *owned;
-    s.interface = *interface;
+    s.interface = interface;
     s.direction = direction;
     s.set = request.set;
     s.selectors = request.selectors;
     s.match = request.match;
-    s.bypass = bypass;
-    s.unshaped = unshaped;
+    s.bypass = guard.bypass;
+    s.unshaped = guard.unshaped;
     s.offloads_off = request.offloads_off;
     s.sequence = next_sequence_++;
     s.profile = request.profile;
@@ -318,34 +348,31 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
     if (request.confirm) s.confirm_by = now + *request.confirm;
     made.push_back(std::move(owned));
   }
-  std::string lanes;
-  for (const auto& m : made) lanes += (lanes.empty() ? "" : ", ") + m->label();
-  log_request(peer, "apply " + profile.name + " (" + request.digest + ") to " + lanes +
-                        (unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
-                        (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
+  return made;
+}
 
-  for (const auto& m : made) {
-    // A later apply supersedes a successor that has not started yet.
-    drop_successor(key_of(*m), EventType::kCleared, "replaced");
-  }
+SessionManager::Statuses SessionManager::queue_for_start(std::vector<std::unique_ptr<Session>>& made) {
   Statuses out;
-  if (later) {
-    for (auto& m : made) {
-      Session& s = *m;
-      const Key key = key_of(s);
-      if (sessions_.contains(key)) {
-        successors_.emplace(key, std::move(m));
-      } else {
-        sessions_.emplace(key, std::move(m));
-      }
-      if (s.lease) arm_lease(s);
-      arm(s);
-      out.push_back(describe(s));
+  for (auto& m : made) {
+    Session& s = *m;
+    const Key key = key_of(s);
+    if (sessions_.contains(key)) {
+      successors_.emplace(key, std::move(m));
+    } else {
+      sessions_.emplace(key, std::move(m));
     }
-    return out;
+    if (s.lease) arm_lease(s);
+    arm(s);
+    out.push_back(describe(s));
   }
+  return out;
+}
+
+SessionManager::Statuses SessionManager::install_now(const ApplyRequest& request, const shaper::Interface& interface,
+                                                      std::vector<std::unique_ptr<Session>>& made) {
+  Statuses out;
   // Now: every lane in one step, in place over whatever is installed (no unshaped moment).
-  const bool was_installed = backend_.installed(*interface);
+  const bool was_installed = backend_.installed(interface);
   std::vector<Change> changes;
   MonotonicTime deadline = request.start;
   for (auto& m : made) {
@@ -362,17 +389,17 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
   try {
     // Inside the try: offloads turned off for an apply that then fails come back with the removal
     // below. A later start turns them off when it starts (start_session).
-    if (request.offloads_off) turn_offloads_off(*interface);
+    if (request.offloads_off) turn_offloads_off(interface);
     transition_group(changes, deadline, EventType::kApplied);
   } catch (...) {
     // The sessions in place are untouched: the kernel refused the change (transition_group put back
     // what it had already changed). If the interface held nothing before, nothing stays.
     if (!was_installed) {
       try {
-        backend_.remove(*interface);
-        erase_from_ledger(interface->index);
+        backend_.remove(interface);
+        erase_from_ledger(interface.index);
       } catch (const std::exception& e) {
-        log_.error("removing the shaping after a failed apply on " + name + ": " + e.what());
+        log_.error("removing the shaping after a failed apply on " + interface.name + ": " + e.what());
       }
     }
     throw;
@@ -447,12 +474,12 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
   const auto& list = std::get<std::vector<Session*>>(found);
   for (Session* s : list) {
     if (!s->profile) {
-      return RequestError{"invalid-params",
+      return RequestError{ErrorCode::kInvalidParams,
                           s->label() + " was adopted after a restart; jitterd does not have its profile",
                           "/params/interface", "apply the profile again (in place, no unshaped moment), then switch"};
     }
     if (!s->profile->find_phase(phase)) {
-      return RequestError{"not-found",
+      return RequestError{ErrorCode::kNotFound,
                           "phase \"" + phase + "\" is not in profile \"" + s->profile_name + "\"" +
                               (list.size() > 1 ? " (" + s->label() + ")" : ""),
                           "/params/phase",
@@ -530,7 +557,7 @@ Outcome<SessionManager::Statuses> SessionManager::on_lanes(
 std::optional<RequestError> SessionManager::needs_schedule(const Session& s, const std::string& what,
                                                            const std::string& hint) {
   if (s.schedule) return std::nullopt;
-  return RequestError{"invalid-params", s.label() + " holds a phase; there is no schedule " + what,
+  return RequestError{ErrorCode::kInvalidParams, s.label() + " holds a phase; there is no schedule " + what,
                       "/params/interface", hint};
 }
 
@@ -576,7 +603,7 @@ Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std
         const auto& steps = s.schedule->steps();
         if (step) {
           if (*step >= steps.size()) {
-            return RequestError{"invalid-params", "step " + std::to_string(*step) + " is out of range",
+            return RequestError{ErrorCode::kInvalidParams, "step " + std::to_string(*step) + " is out of range",
                                 "/params/step",
                                 "the schedule" + (several ? " of " + s.label() : std::string()) + " has steps 0 to " +
                                     std::to_string(steps.size() - 1)};
@@ -593,7 +620,7 @@ Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std
             return std::nullopt;
           }
         }
-        return RequestError{"not-found",
+        return RequestError{ErrorCode::kNotFound,
                             "no step of the schedule of " + s.label() + " runs phase \"" + *phase + "\"",
                             "/params/phase", "pass a step number, or switch to hold a phase"};
       },
@@ -623,7 +650,7 @@ Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target, st
       [&](Session& s) -> std::optional<RequestError> {
         const auto length = lease ? lease : s.lease;
         if (!length) {
-          return RequestError{"invalid-params", s.label() + " has no lease to renew", "/params/lease",
+          return RequestError{ErrorCode::kInvalidParams, s.label() + " has no lease to renew", "/params/lease",
                               "pass \"lease\": \"60s\" to give it one"};
         }
         if (auto e = out_of_lease_range("lease", *length, config_.max_lease)) return e;
@@ -643,7 +670,7 @@ Outcome<SessionManager::Statuses> SessionManager::confirm(const Target& target, 
   bool any = false;
   for (Session* s : list) any = any || s->confirm_by.has_value();
   if (!any) {
-    return RequestError{"invalid-params", target.interface + " has no apply waiting for confirmation",
+    return RequestError{ErrorCode::kInvalidParams, target.interface + " has no apply waiting for confirmation",
                         "/params/interface", "confirm keeps an apply made with \"confirm\"; it may have rolled back already"};
   }
   Statuses out;
@@ -793,22 +820,54 @@ std::vector<std::exception_ptr> SessionManager::transition_batch(const std::vect
 
 void SessionManager::transition_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
                                       std::vector<std::exception_ptr>& failures) {
-  // One transition of the round: what each of its directions must become and what it is now (to put
-  // back if another direction of it fails), its ledger entries, and its requests in the batch.
-  struct Plan {
-    std::size_t t = 0;
-    shaper::Interface interface;
-    bool force = false;
-    std::vector<std::pair<Direction, Layout>> previous;
-    std::vector<LedgerEntry> entries;
-    bool label_after = false;
-    std::size_t first_request = 0;
-  };
-  std::vector<Plan> plans;
   std::vector<ShapeRequest> requests;
+  std::vector<RoundPlan> plans = plan_round(all, round, failures, requests);
+  if (plans.empty()) return;
+  const std::optional<Ledger::Entries> recorded = record_round(plans, requests, failures);
+  if (plans.empty()) return;
+
+  const Stamp before = now_stamp();
+  std::vector<std::exception_ptr> results;
+  try {
+    results = backend_.shape_batch(requests);
+  } catch (...) {
+    results.assign(requests.size(), std::current_exception());
+  }
+  const Stamp acked = now_stamp();
+  put_back_refused(plans, results, failures);
+  bool noted = false;
+  for (const auto& p : plans) {
+    if (failures[p.t]) {
+      if (p.label_after) continue;
+      try {
+        ledger_.put_back(p.entries, *recorded);
+      } catch (const std::exception& e) {
+        // The file names a phase or lane the kernel refused: more than is installed, which the next
+        // start tolerates (it removes what the kernel holds).
+        log_.warning("putting the ledger back after a failed transition on " + p.interface.name + ": " +
+                     e.what());
+      }
+      continue;
+    }
+    if (p.label_after) {
+      for (const auto& e : p.entries) ledger_.note_phase(e);
+      noted = true;
+    }
+  }
+  if (noted) flush_ledger_soon();
+  for (const auto& p : plans) {
+    if (!failures[p.t]) record_transition(all[p.t], before, acked);
+  }
+}
+
+std::vector<SessionManager::RoundPlan> SessionManager::plan_round(const std::vector<Transition>& all,
+                                                                  const std::vector<std::size_t>& round,
+                                                                  std::vector<std::exception_ptr>& failures,
+                                                                  std::vector<ShapeRequest>& requests) {
+  std::vector<RoundPlan> plans;
   for (std::size_t t : round) {
     const Transition& tr = all[t];
-    Plan p;
+    RoundPlan p;
     p.t = t;
     p.interface = tr.changes.front().session->interface;
     std::vector<Direction> directions;
@@ -845,8 +904,12 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
     for (auto& w : wanted) requests.push_back(std::move(w));
     plans.push_back(std::move(p));
   }
-  if (plans.empty()) return;
+  return plans;
+}
 
+std::optional<Ledger::Entries> SessionManager::record_round(std::vector<RoundPlan>& plans,
+                                                            std::vector<ShapeRequest>& requests,
+                                                            std::vector<std::exception_ptr>& failures) {
   // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start must
   // find it named there. A ledger that cannot be written refuses the transitions before the kernel is
   // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry. A
@@ -863,7 +926,7 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
       ledger_.record(to_record);
     } catch (...) {
       const std::exception_ptr failure = std::current_exception();
-      std::vector<Plan> kept;
+      std::vector<RoundPlan> kept;
       std::vector<ShapeRequest> kept_requests;
       for (auto& p : plans) {
         if (!p.label_after) {
@@ -878,19 +941,14 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
       }
       plans = std::move(kept);
       requests = std::move(kept_requests);
-      if (plans.empty()) return;
     }
   }
+  return recorded;
+}
 
-  const Stamp before = now_stamp();
-  std::vector<std::exception_ptr> results;
-  try {
-    results = backend_.shape_batch(requests);
-  } catch (...) {
-    results.assign(requests.size(), std::current_exception());
-  }
-  const Stamp acked = now_stamp();
-
+void SessionManager::put_back_refused(const std::vector<RoundPlan>& plans,
+                                      const std::vector<std::exception_ptr>& results,
+                                      std::vector<std::exception_ptr>& failures) {
   // A transition the kernel refused in part: nothing half-done, the directions of it already changed
   // go back to what they were (one more batch for all such), and so do its ledger entries.
   std::vector<ShapeRequest> put_back;
@@ -921,29 +979,6 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
                    " back after a failed transition: " + e.what());
       }
     }
-  }
-  bool noted = false;
-  for (const auto& p : plans) {
-    if (failures[p.t]) {
-      if (p.label_after) continue;
-      try {
-        ledger_.put_back(p.entries, *recorded);
-      } catch (const std::exception& e) {
-        // The file names a phase or lane the kernel refused: more than is installed, which the next
-        // start tolerates (it removes what the kernel holds).
-        log_.warning("putting the ledger back after a failed transition on " + p.interface.name + ": " +
-                     e.what());
-      }
-      continue;
-    }
-    if (p.label_after) {
-      for (const auto& e : p.entries) ledger_.note_phase(e);
-      noted = true;
-    }
-  }
-  if (noted) flush_ledger_soon();
-  for (const auto& p : plans) {
-    if (!failures[p.t]) record_transition(all[p.t], before, acked);
   }
 }
 
@@ -1301,7 +1336,7 @@ SessionStatus SessionManager::describe(const Session& s, const std::vector<shape
   out.profile = s.profile_name;
   out.digest = s.digest;
   out.phase = s.phase;
-  out.client = s.client;
+  out.client = {s.client.uid, s.client.pid};
   if (s.pending) {
     out.state = "pending";
   } else {
@@ -1334,10 +1369,11 @@ SessionStatus SessionManager::describe(const Session& s, const std::vector<shape
   }
   if (s.confirm_by) out.confirm = SessionStatus::Confirm{stamp_of(*s.confirm_by), *s.confirm_by - now};
   if (!s.pending && backend_.installed(s.interface, s.direction)) {
-    if (all) {
-      out.counters = backend_.lane_counters(s.interface, s.direction, s.set, *all);
-    } else {
-      out.counters = backend_.lane_counters(s.interface, s.direction, s.set, backend_.all_qdiscs());
+    const auto counters = all ? backend_.lane_counters(s.interface, s.direction, s.set, *all)
+                              : backend_.lane_counters(s.interface, s.direction, s.set, backend_.all_qdiscs());
+    if (counters) {
+      out.counters = protocol::Counters{counters->packets, counters->bytes, counters->drops, counters->backlog,
+                                        counters->qlen};
     }
   }
   out.transitions = s.transitions;

@@ -27,6 +27,8 @@
 #include "events.hpp"
 #include "ledger.hpp"
 #include "logger.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/results.hpp"
 #include "scheduler.hpp"
 #include "shaper/profile.hpp"
 #include "shaper/route_facts.hpp"
@@ -43,12 +45,8 @@ struct Peer {
 };
 
 // A request the daemon refuses: a protocol error code (docs/protocol.md) and the usual what/where/fix.
-struct RequestError {
-  std::string code;  // invalid-params, not-found, permission-denied, conflict ...
-  std::string message;
-  std::string where;  // JSON pointer into the request
-  std::string hint;
-};
+using RequestError = protocol::Error;
+using protocol::ErrorCode;
 
 template <typename T>
 using Outcome = std::variant<T, RequestError>;
@@ -83,62 +81,8 @@ struct ApplyRequest {
   bool force = false;
 };
 
-struct TransitionRecord {
-  std::string phase;
-  std::optional<std::size_t> step;
-  Stamp deadline;
-  Stamp applied;
-  Nanoseconds lateness{0};
-  Nanoseconds apply_time{0};
-};
-
-struct SessionStatus {
-  std::string interface;
-  int index = 0;
-  Direction direction = Direction::kEgress;
-  std::string set;
-  std::vector<std::string> match;
-  std::vector<std::string> unshaped;  // what the SSH guard keeps out of the shaping
-  bool offloads_off = false;
-  std::string state;  // pending, active, paused
-  std::string profile;
-  std::string digest;
-  std::string phase;  // empty while pending
-  std::optional<Stamp> phase_since;
-  Nanoseconds time_in_phase{0};
-  struct Next {
-    std::string phase;
-    std::optional<std::size_t> step;
-    Stamp deadline;
-    Nanoseconds in{0};
-  };
-  struct Schedule {
-    std::string state;  // running, paused
-    std::size_t step = 0;
-    std::size_t steps = 0;
-    bool loop = false;
-    std::uint64_t iteration = 0;
-  };
-  std::optional<Schedule> schedule;
-  std::optional<Next> next_transition;
-  struct Lease {
-    Nanoseconds length{0};
-    Stamp expires;
-    Nanoseconds remaining{0};
-  };
-  std::optional<Lease> lease;
-  struct Confirm {
-    Stamp deadline;
-    Nanoseconds remaining{0};
-  };
-  std::optional<Confirm> confirm;  // a commit-confirmed apply still waiting for confirm
-  std::optional<shaper::QdiscStats> counters;
-  std::uint64_t transitions = 0;
-  std::uint64_t missed = 0;
-  Nanoseconds late_max{0};
-  std::vector<TransitionRecord> recent;
-  Peer client;
-};
+using protocol::SessionStatus;
+using protocol::TransitionRecord;
 
 // Figures for the metrics endpoint, kept as running totals.
 struct SessionMetrics {
@@ -212,6 +156,20 @@ class SessionManager {
     std::optional<std::size_t> step;
   };
 
+  // apply, in steps: the checks before anything is built (the interface, or why not); what the SSH
+  // guard keeps unshaped; the sessions; then either waiting for the start time or installed now, every
+  // lane in one step over whatever is installed (no unshaped moment), nothing left if that fails.
+  struct SshGuard {
+    std::vector<shaper::U32Selector> bypass;
+    std::vector<std::string> unshaped;  // the same, for status
+  };
+  Outcome<shaper::Interface> check_apply(const ApplyRequest& request);
+  SshGuard ssh_guard(const ApplyRequest& request, const shaper::Interface& interface);
+  std::vector<std::unique_ptr<Session>> make_sessions(const ApplyRequest& request, const shaper::Interface& interface,
+                                                      const SshGuard& guard, const Peer& peer, MonotonicTime now);
+  Statuses queue_for_start(std::vector<std::unique_ptr<Session>>& made);
+  Statuses install_now(const ApplyRequest& request, const shaper::Interface& interface,
+                       std::vector<std::unique_ptr<Session>>& made);
   static Key key_of(const Session& s);
   std::vector<Session*> find(const Target& target);
   Outcome<std::vector<Session*>> require(const Target& target);
@@ -254,6 +212,27 @@ class SessionManager {
                         LedgerWrite ledger_write = LedgerWrite::kBefore);
   // One batch of transition_batch(): those of `all` at `round`, at most one per interface.
   void transition_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
+                        std::vector<std::exception_ptr>& failures);
+  // One transition of a round: what each of its directions must become and what it is now (to put
+  // back if another direction of it fails), its ledger entries, and its requests in the batch.
+  struct RoundPlan {
+    std::size_t t = 0;
+    shaper::Interface interface;
+    bool force = false;
+    std::vector<std::pair<Direction, Layout>> previous;
+    std::vector<LedgerEntry> entries;
+    bool label_after = false;
+    std::size_t first_request = 0;
+  };
+  // transition_round's steps: the plans and their requests (a lane whose layout cannot be computed
+  // fails its transition here); the ledger written first, for the transitions that need it (those it
+  // refuses fail and leave the round; returns what to put back); after the batch, the directions of a
+  // transition refused in part put back.
+  std::vector<RoundPlan> plan_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
+                                    std::vector<std::exception_ptr>& failures, std::vector<ShapeRequest>& requests);
+  std::optional<Ledger::Entries> record_round(std::vector<RoundPlan>& plans, std::vector<ShapeRequest>& requests,
+                                              std::vector<std::exception_ptr>& failures);
+  void put_back_refused(const std::vector<RoundPlan>& plans, const std::vector<std::exception_ptr>& results,
                         std::vector<std::exception_ptr>& failures);
   // A transition that took effect: the sessions' phases and records, the metrics, the event.
   void record_transition(const Transition& t, const Stamp& before, const Stamp& acked);

@@ -2,14 +2,6 @@
 
 namespace jitterd {
 
-const char* to_string(Direction d) { return d == Direction::kIngress ? "ingress" : "egress"; }
-
-std::optional<Direction> direction_from_string(std::string_view text) {
-  if (text == "egress") return Direction::kEgress;
-  if (text == "ingress") return Direction::kIngress;
-  return std::nullopt;
-}
-
 void ShapingBackend::shape(const shaper::Interface& interface, Direction direction, const Layout& layout,
                            bool force) {
   const ShapeRequest one{interface, direction, layout, force};

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/values.hpp"
 #include "shaper/netem_engine.hpp"
 #include "shaper/netem_spec.hpp"
 #include "shaper/offloads.hpp"
@@ -23,10 +24,9 @@
 
 namespace jitterd {
 
-enum class Direction { kEgress, kIngress };
-
-const char* to_string(Direction d);
-std::optional<Direction> direction_from_string(std::string_view text);
+using protocol::Direction;
+using protocol::direction_from_string;
+using protocol::to_string;
 
 // One slice of a direction's traffic and the netem spec it gets.
 struct Lane {

@@ -56,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/errors.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 
@@ -107,12 +108,13 @@ Fd connect_or_throw(const std::string& path) {
 
 // ---------------------------------------------------------------------------------------------
 // Replies, read without building a JSON document: the load reads 10 000 of them a second on a
-// machine it shares with the daemon, so it scans the top level for the members it needs.
+// machine it shares with the daemon, so it scans the top level for the members it needs (the error
+// codes are protocol/'s ErrorCode).
 
 struct ReplyView {
   std::optional<std::uint64_t> id;  // a numeric id (the load's own requests have one)
   std::optional<bool> ok;
-  std::string_view error_code;  // error.code, when "ok" is false
+  std::optional<jitterd::protocol::ErrorCode> error_code;  // error.code, when "ok" is false
   bool event = false;           // an event line (never expected: the load does not subscribe)
 };
 
@@ -153,7 +155,7 @@ ReplyView scan_reply(std::string_view line) {
         }
       } else if (depth == 2 && outer_key == "error" && s == "code" && i < line.size() &&
                  line[i] == '"') {
-        view.error_code = read_string();
+        view.error_code = jitterd::protocol::error_code_from_string(read_string());
       }
       continue;
     }
@@ -374,8 +376,8 @@ void garbage_client(const std::string& path, GarbageKind kind, std::size_t line_
                begin = end + 1) {
             ++stats.reply_lines;
             const ReplyView v = scan_reply(std::string_view(in).substr(begin, end - begin));
-            ++stats.replies_by_code[v.error_code.empty() ? (v.ok.value_or(false) ? "ok" : "?")
-                                                         : std::string(v.error_code)];
+            ++stats.replies_by_code[!v.error_code ? (v.ok.value_or(false) ? "ok" : "?")
+                                                  : std::string(to_string(*v.error_code))];
           }
           in.erase(0, begin);
         }
@@ -792,8 +794,8 @@ class Load {
     const ReplyView v = scan_reply(line);
     if (!v.ok.value_or(false)) {
       ++phase.errors;
-      ++phase.error_codes[v.error_code.empty() ? std::string("(no code)")
-                                               : std::string(v.error_code)];
+      ++phase.error_codes[!v.error_code ? std::string("(no code)")
+                                        : std::string(to_string(*v.error_code))];
       if (phase.errors == 1) first_error_ = std::string(line.substr(0, 300));
     }
     // A reply must answer the oldest request not yet answered (replies come in request order,
