@@ -1,13 +1,10 @@
 #include "offline_commands.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <future>
 #include <iostream>
-#include <limits>
 
 #include "shaper/compiler.hpp"
 #include "shaper/errors.hpp"

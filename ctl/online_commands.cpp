@@ -1,7 +1,6 @@
 #include "online_commands.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -160,29 +159,14 @@ std::string lane_name(const SessionStatus& s) {
   return s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
 }
 
-Request no_params(const char* method, const ParsedArgs& a) {
+// The request builders take the method's name (the command's) and the command line.
+Request no_params(std::string_view method, const ParsedArgs& a) {
   a.operands(0);
-  return {method, Json::object()};
+  return {std::string(method), Json::object()};
 }
 
-Request list_commands_request(const ParsedArgs& a) {
-  return no_params("list-commands", a);
-}
-Request version_request(const ParsedArgs& a) {
-  return no_params("version", a);
-}
-Request interfaces_request(const ParsedArgs& a) {
-  return no_params("interfaces", a);
-}
-Request profiles_request(const ParsedArgs& a) {
-  return no_params("profiles", a);
-}
-Request metrics_request(const ParsedArgs& a) {
-  return no_params("metrics", a);
-}
-
-Request apply_request(const ParsedArgs& a) {
-  Request r{"apply"};
+Request apply_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(2);
   send_as_given(a, {"--phase", "--start", "--lease", "--confirm", "--offloads"}, r);
   if (const auto schedule = a.last_of({"--schedule", "--no-schedule"}); !schedule.empty()) {
@@ -214,8 +198,8 @@ Request apply_request(const ParsedArgs& a) {
   return r;
 }
 
-Request switch_request(const ParsedArgs& a) {
-  Request r{"switch"};
+Request switch_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(2);
   send_as_given(a, {"--at"}, r);
   lane_params(a, r);
@@ -227,8 +211,8 @@ Request switch_request(const ParsedArgs& a) {
 
 // The interface (one operand) and the lane options, which every command that names an interface
 // takes.
-Request interface_request(const char* method, const ParsedArgs& a) {
-  Request r{method};
+Request interface_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(1);
   lane_params(a, r);
   if (words.empty()) throw UsageError("which interface?");
@@ -236,18 +220,8 @@ Request interface_request(const char* method, const ParsedArgs& a) {
   return r;
 }
 
-Request pause_request(const ParsedArgs& a) {
-  return interface_request("pause", a);
-}
-Request resume_request(const ParsedArgs& a) {
-  return interface_request("resume", a);
-}
-Request confirm_request(const ParsedArgs& a) {
-  return interface_request("confirm", a);
-}
-
-Request skip_request(const ParsedArgs& a) {
-  Request r = interface_request("skip", a);
+Request skip_request(std::string_view method, const ParsedArgs& a) {
+  Request r = interface_request(method, a);
   send_as_given(a, {"--phase"}, r);
   if (const auto step = a.whole_number("--step")) r.params["step"] = *step;
   if (r.params.contains("phase") == r.params.contains("step"))
@@ -255,8 +229,8 @@ Request skip_request(const ParsedArgs& a) {
   return r;
 }
 
-Request status_request(const ParsedArgs& a) {
-  Request r{"status"};
+Request status_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(1);
   lane_params(a, r);
   if (words.empty() && !r.params.empty()) throw UsageError("--direction and --set need an interface");
@@ -264,8 +238,8 @@ Request status_request(const ParsedArgs& a) {
   return r;
 }
 
-Request clear_request(const ParsedArgs& a) {
-  Request r{"clear"};
+Request clear_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(1);
   lane_params(a, r);
   const bool all = a.has("--all");
@@ -278,8 +252,8 @@ Request clear_request(const ParsedArgs& a) {
   return r;
 }
 
-Request renew_request(const ParsedArgs& a) {
-  Request r = interface_request("renew", a);
+Request renew_request(std::string_view method, const ParsedArgs& a) {
+  Request r = interface_request(method, a);
   send_as_given(a, {"--lease"}, r);
   return r;
 }
@@ -601,10 +575,10 @@ int reporting_failures(const Invocation& inv, Body&& body) {
 }
 
 // A command of one request: its result printed by `render`, or as JSON with --json.
-int one_request(const Invocation& inv, Request (*make)(const ParsedArgs&),
+int one_request(const Invocation& inv, Request (*make)(std::string_view method, const ParsedArgs&),
                 void (*render)(const Json& result, std::ostream& out)) {
   return reporting_failures(inv, [&](const Settings& settings) {
-    const Request request = make(inv.args);
+    const Request request = make(inv.command, inv.args);
     ControlClient client = ControlClient::connect(settings.client);
     const Json result = call_for_result(client, request.method, request.params);
     if (settings.json) {
@@ -619,19 +593,19 @@ int one_request(const Invocation& inv, Request (*make)(const ParsedArgs&),
 }  // namespace
 
 int list_commands_command(const Invocation& inv) {
-  return one_request(inv, list_commands_request, render_list_commands);
+  return one_request(inv, no_params, render_list_commands);
 }
 int version_command(const Invocation& inv) {
-  return one_request(inv, version_request, render_version);
+  return one_request(inv, no_params, render_version);
 }
 int interfaces_command(const Invocation& inv) {
-  return one_request(inv, interfaces_request, render_interfaces);
+  return one_request(inv, no_params, render_interfaces);
 }
 int profiles_command(const Invocation& inv) {
-  return one_request(inv, profiles_request, render_profiles);
+  return one_request(inv, no_params, render_profiles);
 }
 int metrics_command(const Invocation& inv) {
-  return one_request(inv, metrics_request, render_metrics);
+  return one_request(inv, no_params, render_metrics);
 }
 int apply_command(const Invocation& inv) {
   return one_request(inv, apply_request, render_session);
@@ -640,13 +614,13 @@ int switch_command(const Invocation& inv) {
   return one_request(inv, switch_request, render_session);
 }
 int confirm_command(const Invocation& inv) {
-  return one_request(inv, confirm_request, render_session);
+  return one_request(inv, interface_request, render_session);
 }
 int pause_command(const Invocation& inv) {
-  return one_request(inv, pause_request, render_session);
+  return one_request(inv, interface_request, render_session);
 }
 int resume_command(const Invocation& inv) {
-  return one_request(inv, resume_request, render_session);
+  return one_request(inv, interface_request, render_session);
 }
 int skip_command(const Invocation& inv) {
   return one_request(inv, skip_request, render_session);
