@@ -1,13 +1,10 @@
 #include "offline_commands.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <future>
 #include <iostream>
-#include <limits>
 
 #include "shaper/compiler.hpp"
 #include "shaper/errors.hpp"
@@ -24,10 +21,6 @@ namespace {
 
 using namespace shaper;
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 std::string file_sha256(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SystemError("open", path, errno);
@@ -39,84 +32,12 @@ std::string file_sha256(const std::string& path) {
   return hash.finish_hex();
 }
 
-// Options are "--name value"; `next` takes the value or reports a usage error.
-class Args {
- public:
-  explicit Args(const std::vector<std::string>& args) : args_(args) {}
-  bool done() const { return i_ >= args_.size(); }
-  const std::string& peek() const { return args_[i_]; }
-  std::string take() { return args_[i_++]; }
-  std::string value(const std::string& option) {
-    if (done()) throw UsageError(option + " needs a value");
-    return take();
-  }
-
- private:
-  const std::vector<std::string>& args_;
-  std::size_t i_ = 0;
-};
-
-Nanoseconds duration_value(const std::string& option, const std::string& text) {
-  auto d = parse_duration(text);
-  if (!d) throw UsageError(option + ": \"" + text + "\" is not a duration such as 30s, 20ms, 250us");
-  return *d;
-}
-
-double number_value(const std::string& option, const std::string& text) {
-  double v;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size()) throw UsageError(option + ": \"" + text + "\" is not a number");
-  return v;
-}
-
-// A whole number from `lo` to `hi`, parsed as one: never through a double, which rounds above 2^53
-// and whose cast of a negative or too large value to an unsigned type is undefined behaviour.
-std::uint64_t integer_value(const std::string& option, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
-  std::uint64_t v = 0;
-  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || v < lo || v > hi) {
-    throw UsageError(option + ": \"" + text + "\" is not a whole number from " + std::to_string(lo) + " to " +
-                     std::to_string(hi));
-  }
-  return v;
-}
-
-// compile_profile's own limits, checked here too so that the command line is refused with the
-// option's name rather than the compiler's field name.
-constexpr std::uint64_t kMaxRegimes = 16;
 // A spike of more probes than this lasts longer than any `every` worth giving (a million probes at
 // 1 ms is 17 min); the bound keeps packets x interval far from overflowing.
 constexpr std::uint64_t kMaxSpikePackets = 1'000'000;
-// validate --probes: a hundred million probes is ~6 GiB of series; the default is a million.
-constexpr std::uint64_t kMaxValidationProbes = 100'000'000;
-
-// Any "--help" or "-h" among a command's words asks for its usage, as for jitterd's commands.
-bool wants_help(const std::vector<std::string>& args) {
-  return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
-}
-
-constexpr const char* kCompileUsage =
-    "usage: jitterctl compile TRACE... -o PROFILE.json [options]\n"
-    "  compile captures into a profile\n"
-    "  [--format ping|fping|epoch-rtt|csv|...] [--interval 100ms] [--host TARGET] [--name NAME]\n"
-    "  [--description TEXT] [--baseline min|none|pNN|DURATION] [--halves]\n"
-    "  [--regimes single|percentiles|K (1 to 16)] [--window 10s] [--step 30s]\n"
-    "  [--spike EXTRA:PACKETS:EVERY] [--no-reorder] [--packet-rate PPS] [--entries N (1 to 16384)]\n"
-    "  [--replay [--replay-window 400ms] [--once]]\n";
-constexpr const char* kInspectUsage =
-    "usage: jitterctl inspect PROFILE [--json]\n"
-    "  show a profile's phases, schedule and digest\n";
-constexpr const char* kValidateUsage =
-    "usage: jitterctl validate PROFILE [TRACE] [--shaped SHAPED_TRACE [--link-calibration TRACE\n"
-    "                          [--calibration-delay D]]] [--phase P] [--json] [--plot FILE.svg] [--log]\n"
-    "                          [--seed N] [--probes N] [--alpha P]\n"
-    "  compare capture, profile (simulated) and shaped link\n"
-    "  --link-calibration TRACE  the same probes through a constant netem delay: the link's own noise\n"
-    "  --calibration-delay D     the round trip that constant netem added (e.g. 500us): the link's own\n"
-    "                            base is then measured, not estimated from the shaped trace\n"
-    "  --seed N    the simulation's seed, 0 to 18446744073709551615 (default 1)\n"
-    "  --probes N  probes to simulate, 1 to 100000000 (default 1000000)\n"
-    "  --alpha P   how often a faithful profile or link may fail by chance, per comparison (default 0.05)\n";
+// compile --regimes K: compile_profile's own limit, checked here too so that the command line is
+// refused with the option's name rather than the compiler's field name.
+constexpr std::uint64_t kMaxRegimes = 16;
 
 // Parses a capture, printing its diagnostics. Returns nullopt when it has nothing usable.
 std::optional<Trace> load_trace(const std::string& path, const ParseOptions& options) {
@@ -144,20 +65,16 @@ std::optional<Profile> load_profile(const std::string& path) {
   return load.profile;
 }
 
-ParseOptions parse_option(Args& a, const std::string& option, ParseOptions options, bool& used) {
-  used = true;
-  if (option == "--format") {
-    const std::string name = a.value(option);
-    auto f = trace_format_from_name(name);
-    if (!f) throw UsageError("--format: unknown format \"" + name + "\"");
-    options.format = *f;
-  } else if (option == "--interval") {
-    options.interval = duration_value(option, a.value(option));
-  } else if (option == "--host") {
-    options.host = a.value(option);
-  } else {
-    used = false;
+// --format, --interval and --host: how compile and validate read captures.
+ParseOptions capture_options(const ParsedArgs& a) {
+  ParseOptions options;
+  if (const auto name = a.text("--format")) {
+    const auto format = trace_format_from_name(*name);
+    if (!format) throw UsageError("--format: unknown format \"" + *name + "\"");
+    options.format = *format;
   }
+  if (const auto interval = a.duration("--interval")) options.interval = *interval;
+  if (const auto host = a.text("--host")) options.host = *host;
   return options;
 }
 
@@ -194,354 +111,276 @@ void print_phase_table(const Profile& profile) {
 
 }  // namespace
 
-int compile_command(const std::vector<std::string>& raw) {
-  if (wants_help(raw)) {
-    std::cout << kCompileUsage;
-    return kExitOk;
-  }
-  try {
-    Args a(raw);
-    std::vector<std::string> traces;
-    std::string output;
-    ParseOptions parse;
-    CompileOptions options;
-    while (!a.done()) {
-      const std::string arg = a.take();
-      bool used = false;
-      parse = parse_option(a, arg, parse, used);
-      if (used) continue;
-      if (arg == "-o" || arg == "--output") {
-        output = a.value(arg);
-      } else if (arg == "--name") {
-        options.name = a.value(arg);
-      } else if (arg == "--description") {
-        options.description = a.value(arg);
-      } else if (arg == "--baseline") {
-        const std::string v = a.value(arg);
-        if (v == "min") {
-          options.baseline = {BaselineKind::kMinimum, 0, {}};
-        } else if (v == "none") {
-          options.baseline = {BaselineKind::kNone, 0, {}};
-        } else if (v.size() > 1 && v[0] == 'p') {
-          options.baseline = {BaselineKind::kPercentile, number_value(arg, v.substr(1)), {}};
-        } else {
-          options.baseline = {BaselineKind::kFixed, 0, duration_value(arg, v)};
-        }
-      } else if (arg == "--halves") {
-        options.split = DirectionSplit::kHalves;
-      } else if (arg == "--regimes") {
-        const std::string v = a.value(arg);
-        if (v == "single") {
-          options.regimes = RegimeMode::kSingle;
-        } else if (v == "percentiles") {
-          options.regimes = RegimeMode::kPercentiles;
-        } else {
-          options.regimes = RegimeMode::kClusters;
-          options.clusters = static_cast<std::size_t>(integer_value(arg, v, 1, kMaxRegimes));
-        }
-      } else if (arg == "--replay") {
-        options.regimes = RegimeMode::kReplay;
-      } else if (arg == "--replay-window") {
-        options.regimes = RegimeMode::kReplay;
-        options.replay_window = duration_value(arg, a.value(arg));
-      } else if (arg == "--once") {
-        options.replay_loop = false;
-      } else if (arg == "--window") {
-        options.window = duration_value(arg, a.value(arg));
-      } else if (arg == "--step") {
-        options.percentile_step = duration_value(arg, a.value(arg));
-      } else if (arg == "--spike") {
-        // EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s
-        const std::string v = a.value(arg);
-        const auto c1 = v.find(':'), c2 = v.rfind(':');
-        if (c1 == std::string::npos || c1 == c2) throw UsageError("--spike: expected EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s");
-        options.spikes = PeriodicSpikes{duration_value(arg, v.substr(0, c1)),
-                                        static_cast<std::size_t>(integer_value(arg, v.substr(c1 + 1, c2 - c1 - 1), 1, kMaxSpikePackets)),
-                                        duration_value(arg, v.substr(c2 + 1))};
-      } else if (arg == "--no-reorder") {
-        options.reorder = false;
-      } else if (arg == "--packet-rate") {
-        const std::string v = a.value(arg);
-        options.packet_rate = number_value(arg, v);
-        if (!(options.packet_rate > 0) || !std::isfinite(options.packet_rate)) {
-          throw UsageError(arg + ": \"" + v + "\" is not a packet rate; give packets per second above 0");
-        }
-      } else if (arg == "--entries") {
-        options.table_entries = static_cast<std::size_t>(integer_value(arg, a.value(arg), 1, kMaxTableEntries));
-      } else if (!arg.empty() && arg[0] == '-') {
-        throw UsageError("compile: unknown option " + arg);
-      } else {
-        traces.push_back(arg);
-      }
-    }
-    if (traces.empty() || output.empty()) throw UsageError("give at least one TRACE and -o PROFILE.json\n" + std::string(kCompileUsage));
-    if (!options.replay_loop && options.regimes != RegimeMode::kReplay) {
-      throw UsageError("compile: --once goes with --replay (the replay then plays once; other schedules loop)");
-    }
-    std::vector<CaptureInput> captures;
-    for (const auto& path : traces) {
-      // The capture is hashed on a second thread while this one parses it: they are the two largest
-      // parts of a compile that need nothing of each other (figures: docs/benchmarks.md). A failure
-      // of either comes out here, as it would have one after the other.
-      std::future<std::string> sha256 = std::async(std::launch::async, file_sha256, path);
-      auto trace = load_trace(path, parse);
-      if (!trace) return kExitBadInput;
-      captures.push_back({path, sha256.get(), std::move(*trace)});
-    }
-    const CompileResult result = compile_profile(captures, options);
-    for (const auto& d : result.diagnostics) std::cerr << "compile: " << d.to_string() << '\n';
-    if (!result.profile) return kExitBadInput;
-    write_file_atomically(output, profile_to_json(*result.profile));
-    const CompileReport& r = result.report;
-    std::printf("%s: %zu probes (%zu delivered), baseline %s subtracted%s\n", output.c_str(), r.probes, r.delivered,
-                format_duration(r.baseline).c_str(), options.split == DirectionSplit::kHalves ? ", halved" : "");
-    for (const auto& p : r.phases) {
-      std::printf("  %-16s %7zu samples  table %5zu entries at %s resolution  loss %s (capture %.4f, mean burst %.2f)\n",
-                  p.name.c_str(), p.samples, p.table_entries, format_duration(p.resolution).c_str(),
-                  to_string(p.loss.chosen.kind).c_str(), p.loss.capture_loss_rate, p.loss.capture_mean_burst);
-    }
-    for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
-    std::printf("  digest %s\n", profile_digest(*result.profile).c_str());
-    return kExitOk;
-  } catch (const UsageError& e) {
-    std::cerr << "jitterctl compile: " << e.what() << '\n';
-    return kExitUsage;
-  }
-}
+namespace {
 
-int inspect_command(const std::vector<std::string>& raw) {
-  if (wants_help(raw)) {
-    std::cout << kInspectUsage;
-    return kExitOk;
-  }
-  try {
-    bool json = false;
-    std::string path;
-    for (const auto& arg : raw) {
-      if (arg == "--json") {
-        json = true;
-      } else if (path.empty() && !arg.empty() && arg[0] != '-') {
-        path = arg;
-      } else {
-        throw UsageError(kInspectUsage);
-      }
-    }
-    if (path.empty()) throw UsageError(kInspectUsage);
-    const ProfileLoad load = load_profile_file(path);
-    for (const auto& d : load.diagnostics) std::cerr << d.in_file(path) << '\n';
-    if (!load.profile) return kExitBadInput;
-    const Profile& p = *load.profile;
-    if (json) {
-      std::cout << profile_to_json(p);
-      return kExitOk;
-    }
-    std::printf("profile  %s\ndigest   %s\n", p.name.c_str(), load.digest.c_str());
-    if (!p.description.empty()) std::printf("about    %s\n", p.description.c_str());
-    if (p.provenance) {
-      std::printf("capture  %s (%s, %llu samples, sha256 %.16s..., baseline %s%s)\n", p.provenance->capture.c_str(),
-                  p.provenance->format.c_str(), static_cast<unsigned long long>(p.provenance->samples),
-                  p.provenance->sha256.c_str(), format_duration(p.provenance->baseline).c_str(),
-                  p.provenance->halved ? ", halved" : "");
-    }
-    std::printf("reorder  %s\n\n", p.reorder ? "allowed" : "kept in order (rate)");
-    print_phase_table(p);
-    if (p.schedule) {
-      Nanoseconds total{0};
-      for (const auto& s : p.schedule->steps) total += s.duration;
-      std::printf("\nschedule %zu steps, %s per pass%s%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
-                  p.schedule->loop ? ", looped" : "",
-                  p.schedule->replay_window
-                      ? (", replays the capture in windows of " + format_duration(*p.schedule->replay_window)).c_str()
-                      : "");
-      for (std::size_t i = 0; i < p.schedule->steps.size() && i < 20; ++i) {
-        std::printf("  %-16s %s\n", p.schedule->steps[i].phase.c_str(),
-                    format_duration(p.schedule->steps[i].duration).c_str());
-      }
-      if (p.schedule->steps.size() > 20) std::printf("  ... %zu more\n", p.schedule->steps.size() - 20);
-    }
-    return kExitOk;
-  } catch (const UsageError& e) {
-    std::cerr << "jitterctl inspect: " << e.what() << '\n';
-    return kExitUsage;
-  }
-}
-
-int validate_command(const std::vector<std::string>& raw) {
-  if (wants_help(raw)) {
-    std::cout << kValidateUsage;
-    return kExitOk;
-  }
-  try {
-    Args a(raw);
-    std::string profile_path, trace_path, shaped_path, plot_path, calibration_path, phase;
-    std::optional<Nanoseconds> calibration_delay;
-    bool json = false, log_scale = false;
-    std::uint64_t seed = 1;
-    std::size_t probes = kValidationProbes;
-    ValidationOptions options;
-    ParseOptions parse;
-    while (!a.done()) {
-      const std::string arg = a.take();
-      bool used = false;
-      parse = parse_option(a, arg, parse, used);
-      if (used) continue;
-      if (arg == "--json") {
-        json = true;
-      } else if (arg == "--shaped") {
-        shaped_path = a.value(arg);
-      } else if (arg == "--link-calibration") {
-        calibration_path = a.value(arg);
-      } else if (arg == "--calibration-delay") {
-        calibration_delay = duration_value(arg, a.value(arg));
-      } else if (arg == "--plot") {
-        plot_path = a.value(arg);
-      } else if (arg == "--log") {
-        log_scale = true;
-      } else if (arg == "--seed") {
-        seed = integer_value(arg, a.value(arg), 0, std::numeric_limits<std::uint64_t>::max());
-      } else if (arg == "--phase") {
-        phase = a.value(arg);
-      } else if (arg == "--probes") {
-        probes = static_cast<std::size_t>(integer_value(arg, a.value(arg), 1, kMaxValidationProbes));
-      } else if (arg == "--alpha") {
-        const std::string v = a.value(arg);
-        options.alpha = number_value(arg, v);
-        if (!(options.alpha > 0 && options.alpha <= 0.5)) {
-          throw UsageError(arg + ": \"" + v + "\" is not a level; give how often a faithful link may fail by " +
-                           "chance, above 0 and at most 0.5 (default 0.05)");
-        }
-      } else if (!arg.empty() && arg[0] == '-') {
-        throw UsageError("validate: unknown option " + arg);
-      } else if (profile_path.empty()) {
-        profile_path = arg;
-      } else if (trace_path.empty()) {
-        trace_path = arg;
-      } else {
-        throw UsageError("validate: too many arguments");
-      }
-    }
-    if (profile_path.empty() || (trace_path.empty() && shaped_path.empty())) {
-      throw UsageError("give PROFILE and a TRACE, or --shaped SHAPED_TRACE\n" + std::string(kValidateUsage));
-    }
-    if (!calibration_path.empty() && shaped_path.empty()) {
-      throw UsageError("validate: --link-calibration describes the link of --shaped; give both");
-    }
-    if (calibration_delay && calibration_path.empty()) {
-      throw UsageError("validate: --calibration-delay is the delay of --link-calibration's netem; give both");
-    }
-    auto profile = load_profile(profile_path);
-    if (!profile) return kExitBadInput;
-    if (!phase.empty()) {
-      // One phase held: what a link shows while jitterd holds that phase (a switch, or a paused
-      // schedule). The capture as a whole spans every phase, so only a shaped trace is compared.
-      if (!trace_path.empty()) {
-        throw UsageError("validate: --phase judges a shaped trace taken while that phase held; give --shaped, not "
-                         "the capture");
-      }
-      auto held = profile->held(phase);
-      if (!held) {
-        std::string names;
-        for (const auto& p : profile->phases) names += (names.empty() ? "" : ", ") + p.name;
-        std::cerr << "jitterctl validate: " << profile_path << ": no phase \"" << phase << "\" (phases: " << names
-                  << ")\n";
-        return kExitBadInput;
-      }
-      profile = std::move(held);
-    }
-    // A replay profile claims the capture's time line: its correlation and stalls are judged too (a
-    // phase held alone claims none).
-    options.judge_timeline = profile->schedule && profile->schedule->replay_window.has_value();
-    std::optional<Trace> capture, shaped;
-    if (!trace_path.empty() && !(capture = load_trace(trace_path, parse))) return kExitBadInput;
-    if (!shaped_path.empty() && !(shaped = load_trace(shaped_path, parse))) return kExitBadInput;
-    const bool halved = profile->provenance && profile->provenance->halved;
-    // Without the capture, the shaped trace is judged against the profile alone.
-    DelaySeries capture_s = capture ? capture_series(*capture, *profile) : shaped_series(*shaped, {}, halved);
-    if (!capture) capture_s.label = "shaped";
-    const Nanoseconds interval = capture ? capture->interval : shaped->interval;
-    // The profile is simulated for the capture's probes, as many times over as reach `probes` (at
-    // least once): the verdict is then on the profile, not on one draw as short as the capture.
-    const std::size_t copies = simulation_copies(capture_s.delay.size(), probes);
-    DelaySeries profile_s = simulate_profile(*profile, capture_s, interval, seed, copies);
-    std::optional<LinkNoise> noise;
-    if (!calibration_path.empty()) {
-      const auto calibration = load_trace(calibration_path, parse);
-      if (!calibration) return kExitBadInput;
-      std::string problem;
-      auto measured = link_calibration(*calibration, calibration_delay, &problem);
-      if (!measured) {
-        std::cerr << "jitterctl: validate: " << calibration_path << ": " << problem << '\n';
-        return kExitBadInput;
-      }
-      if (measured->print_step >= std::chrono::microseconds(100)) {
-        std::cerr << "jitterctl: validate: " << calibration_path << ": warning: every RTT is printed to "
-                  << format_duration(measured->print_step)
-                  << ", coarser than the link's noise (ping prints 3 significant digits); calibrate through a "
-                     "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
-      }
-      noise = with_link_noise(std::move(*measured), profile_s, halved);
-    }
-    const LinkNoise* noise_p = noise ? &*noise : nullptr;
-    std::optional<DelaySeries> shaped_s;
-    if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved, noise_p);
-    if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
-    // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
-    ValidationReport report =
-        capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, options)
-                : validate_shaped_only(capture_s, profile_s, noise_p, options);
-    if (profile_s.delay.size() < capture_s.delay.size() * copies) {
-      report.notes.push_back("the profile was simulated for " + std::to_string(profile_s.delay.size()) +
-                             " probes, not " + std::to_string(capture_s.delay.size() * copies) +
-                             ": its schedule changes phase so often that more copies would take more than " +
-                             std::to_string(kMaxSimulatedPhases) + " phase changes (docs/validation.md)");
-    }
-    if (json) {
-      std::cout << validation_json(report) << '\n';
+// --regimes, --replay and --replay-window choose one mode: the one given last counts.
+void choose_regimes(const ParsedArgs& a, CompileOptions& options) {
+  const std::string_view chosen = a.last_of({"--regimes", "--replay", "--replay-window"});
+  if (chosen == "--regimes") {
+    const std::string v = *a.text(chosen);
+    if (v == "single") {
+      options.regimes = RegimeMode::kSingle;
+    } else if (v == "percentiles") {
+      options.regimes = RegimeMode::kPercentiles;
     } else {
-      auto row = [](const char* name, const SeriesStats& s) {
-        std::printf("%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f %7s %7s\n", name, s.samples, s.p50_ms,
-                    s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms, s.stddev_ms, s.loss_rate,
-                    s.mean_loss_burst ? std::to_string(*s.mean_loss_burst).substr(0, 5).c_str() : "-",
-                    s.lag1_autocorr ? std::to_string(*s.lag1_autocorr).substr(0, 6).c_str() : "-");
-      };
-      std::printf("%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s\n", "", "samples", "p50 ms", "p90 ms", "p99 ms",
-                  "p99.9 ms", "max ms", "mean ms", "std ms", "loss", "burst", "lag1");
-      row(capture ? "capture" : "shaped", report.capture);
-      row("profile", report.profile);
-      if (report.shaped) row("shaped", *report.shaped);
-      std::printf("\n");
-      for (const auto& c : report.comparisons) {
-        std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(), c.ks, c.ks_limit,
-                    c.w1_ms, c.pass() ? "pass" : "FAIL");
-        // Every figure with its limit and why (judged at c.level each), the failed ones marked
-        // FAIL.
-        std::printf("  each judged figure at level %.3g %%:\n", 100 * c.level);
-        for (const auto& f : c.figures) std::printf("  - %s\n", describe(f).c_str());
-        if (c.figures.empty()) {
-          for (const auto& f : c.failures) std::printf("  - %s\n", f.c_str());
-        }
-      }
-      for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
-      std::printf("verdict: %s\n", report.pass ? "pass" : "fail");
+      options.regimes = RegimeMode::kClusters;
+      options.clusters = static_cast<std::size_t>(read_whole_number(chosen, v, 1, kMaxRegimes));
     }
-    if (!plot_path.empty()) {
-      // The time series panel shows the capture's span: the profile's first copy only.
-      const std::size_t first_copy = std::min(profile_s.delay.size(), capture_s.delay.size());
-      DelaySeries profile_plot;
-      profile_plot.label = profile_s.label;
-      profile_plot.sent.assign(profile_s.sent.begin(), profile_s.sent.begin() + first_copy);
-      profile_plot.delay.assign(profile_s.delay.begin(), profile_s.delay.begin() + first_copy);
-      if (!profile_s.phase.empty()) profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
-      std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
-      if (shaped_s) series.push_back(&*shaped_s);
-      write_file_atomically(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
-      if (!json) std::printf("plot: %s\n", plot_path.c_str());
-    }
-    return report.pass ? kExitOk : kExitVerdictFail;
-  } catch (const UsageError& e) {
-    std::cerr << "jitterctl validate: " << e.what() << '\n';
-    return kExitUsage;
+  } else if (!chosen.empty()) {
+    options.regimes = RegimeMode::kReplay;
   }
+  // --replay-window given before a later --regimes still sets the window, as it always did.
+  if (const auto window = a.duration("--replay-window")) options.replay_window = *window;
+}
+
+CompileOptions compile_options(const ParsedArgs& a) {
+  CompileOptions options;
+  if (const auto name = a.text("--name")) options.name = *name;
+  if (const auto description = a.text("--description")) options.description = *description;
+  if (const auto v = a.text("--baseline")) {
+    if (*v == "min") {
+      options.baseline = {BaselineKind::kMinimum, 0, {}};
+    } else if (*v == "none") {
+      options.baseline = {BaselineKind::kNone, 0, {}};
+    } else if (v->size() > 1 && (*v)[0] == 'p') {
+      options.baseline = {BaselineKind::kPercentile, read_number("--baseline", v->substr(1)), {}};
+    } else {
+      options.baseline = {BaselineKind::kFixed, 0, read_duration("--baseline", *v)};
+    }
+  }
+  if (a.has("--halves")) options.split = DirectionSplit::kHalves;
+  choose_regimes(a, options);
+  if (a.has("--once")) options.replay_loop = false;
+  if (const auto window = a.duration("--window")) options.window = *window;
+  if (const auto step = a.duration("--step")) options.percentile_step = *step;
+  if (const auto v = a.text("--spike")) {
+    // EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s
+    const auto c1 = v->find(':'), c2 = v->rfind(':');
+    if (c1 == std::string::npos || c1 == c2) throw UsageError("--spike: expected EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s");
+    options.spikes = PeriodicSpikes{
+        read_duration("--spike", v->substr(0, c1)),
+        static_cast<std::size_t>(read_whole_number("--spike", v->substr(c1 + 1, c2 - c1 - 1), 1, kMaxSpikePackets)),
+        read_duration("--spike", v->substr(c2 + 1))};
+  }
+  if (a.has("--no-reorder")) options.reorder = false;
+  if (const auto rate = a.number("--packet-rate")) options.packet_rate = *rate;
+  if (const auto entries = a.whole_number("--entries")) options.table_entries = static_cast<std::size_t>(*entries);
+  return options;
+}
+
+}  // namespace
+
+int compile_command(const Invocation& inv) {
+  const ParsedArgs& a = inv.args;
+  const std::vector<std::string>& traces = a.operands();
+  const std::optional<std::string> output = a.text("--output");
+  const ParseOptions parse = capture_options(a);
+  const CompileOptions options = compile_options(a);
+  if (traces.empty() || !output) throw UsageError("give at least one TRACE and -o PROFILE.json");
+  if (!options.replay_loop && options.regimes != RegimeMode::kReplay) {
+    throw UsageError("--once goes with --replay (the replay then plays once; other schedules loop)");
+  }
+  std::vector<CaptureInput> captures;
+  for (const auto& path : traces) {
+    // The capture is hashed on a second thread while this one parses it: they are the two largest
+    // parts of a compile that need nothing of each other (figures: docs/benchmarks.md). A failure
+    // of either comes out here, as it would have one after the other.
+    std::future<std::string> sha256 = std::async(std::launch::async, file_sha256, path);
+    auto trace = load_trace(path, parse);
+    if (!trace) return kExitBadInput;
+    captures.push_back({path, sha256.get(), std::move(*trace)});
+  }
+  const CompileResult result = compile_profile(captures, options);
+  for (const auto& d : result.diagnostics) std::cerr << "compile: " << d.to_string() << '\n';
+  if (!result.profile) return kExitBadInput;
+  write_file_atomically(*output, profile_to_json(*result.profile));
+  const CompileReport& r = result.report;
+  std::printf("%s: %zu probes (%zu delivered), baseline %s subtracted%s\n", output->c_str(), r.probes, r.delivered,
+              format_duration(r.baseline).c_str(), options.split == DirectionSplit::kHalves ? ", halved" : "");
+  for (const auto& p : r.phases) {
+    std::printf("  %-16s %7zu samples  table %5zu entries at %s resolution  loss %s (capture %.4f, mean burst %.2f)\n",
+                p.name.c_str(), p.samples, p.table_entries, format_duration(p.resolution).c_str(),
+                to_string(p.loss.chosen.kind).c_str(), p.loss.capture_loss_rate, p.loss.capture_mean_burst);
+  }
+  for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
+  std::printf("  digest %s\n", profile_digest(*result.profile).c_str());
+  return kExitOk;
+}
+
+int inspect_command(const Invocation& inv) {
+  const std::vector<std::string>& operands = inv.args.operands(1);
+  if (operands.empty()) throw UsageError("which profile?");
+  const std::string& path = operands.front();
+  const bool json = inv.args.has("--json");
+  const ProfileLoad load = load_profile_file(path);
+  for (const auto& d : load.diagnostics) std::cerr << d.in_file(path) << '\n';
+  if (!load.profile) return kExitBadInput;
+  const Profile& p = *load.profile;
+  if (json) {
+    std::cout << profile_to_json(p);
+    return kExitOk;
+  }
+  std::printf("profile  %s\ndigest   %s\n", p.name.c_str(), load.digest.c_str());
+  if (!p.description.empty()) std::printf("about    %s\n", p.description.c_str());
+  if (p.provenance) {
+    std::printf("capture  %s (%s, %llu samples, sha256 %.16s..., baseline %s%s)\n", p.provenance->capture.c_str(),
+                p.provenance->format.c_str(), static_cast<unsigned long long>(p.provenance->samples),
+                p.provenance->sha256.c_str(), format_duration(p.provenance->baseline).c_str(),
+                p.provenance->halved ? ", halved" : "");
+  }
+  std::printf("reorder  %s\n\n", p.reorder ? "allowed" : "kept in order (rate)");
+  print_phase_table(p);
+  if (p.schedule) {
+    Nanoseconds total{0};
+    for (const auto& s : p.schedule->steps) total += s.duration;
+    std::printf("\nschedule %zu steps, %s per pass%s%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
+                p.schedule->loop ? ", looped" : "",
+                p.schedule->replay_window
+                    ? (", replays the capture in windows of " + format_duration(*p.schedule->replay_window)).c_str()
+                    : "");
+    for (std::size_t i = 0; i < p.schedule->steps.size() && i < 20; ++i) {
+      std::printf("  %-16s %s\n", p.schedule->steps[i].phase.c_str(),
+                  format_duration(p.schedule->steps[i].duration).c_str());
+    }
+    if (p.schedule->steps.size() > 20) std::printf("  ... %zu more\n", p.schedule->steps.size() - 20);
+  }
+  return kExitOk;
+}
+
+int validate_command(const Invocation& inv) {
+  const ParsedArgs& a = inv.args;
+  const std::vector<std::string>& operands = a.operands(2);
+  const std::string profile_path = operands.empty() ? "" : operands[0];
+  const std::string trace_path = operands.size() < 2 ? "" : operands[1];
+  const std::string shaped_path = a.text("--shaped").value_or("");
+  const std::string calibration_path = a.text("--link-calibration").value_or("");
+  const std::string plot_path = a.text("--plot").value_or("");
+  const std::string phase = a.text("--phase").value_or("");
+  const std::optional<Nanoseconds> calibration_delay = a.duration("--calibration-delay");
+  const bool json = a.has("--json"), log_scale = a.has("--log");
+  const std::uint64_t seed = a.whole_number("--seed").value_or(1);
+  const std::size_t probes = static_cast<std::size_t>(a.whole_number("--probes").value_or(kValidationProbes));
+  ValidationOptions options;
+  if (const auto alpha = a.number("--alpha")) options.alpha = *alpha;
+  const ParseOptions parse = capture_options(a);
+  if (profile_path.empty() || (trace_path.empty() && shaped_path.empty())) {
+    throw UsageError("give PROFILE and a TRACE, or --shaped SHAPED_TRACE");
+  }
+  if (!calibration_path.empty() && shaped_path.empty()) {
+    throw UsageError("--link-calibration describes the link of --shaped; give both");
+  }
+  if (calibration_delay && calibration_path.empty()) {
+    throw UsageError("--calibration-delay is the delay of --link-calibration's netem; give both");
+  }
+  auto profile = load_profile(profile_path);
+  if (!profile) return kExitBadInput;
+  if (!phase.empty()) {
+    // One phase held: what a link shows while jitterd holds that phase (a switch, or a paused
+    // schedule). The capture as a whole spans every phase, so only a shaped trace is compared.
+    if (!trace_path.empty()) {
+      throw UsageError("--phase judges a shaped trace taken while that phase held; give --shaped, not "
+                       "the capture");
+    }
+    auto held = profile->held(phase);
+    if (!held) {
+      std::string names;
+      for (const auto& p : profile->phases) names += (names.empty() ? "" : ", ") + p.name;
+      std::cerr << "jitterctl validate: " << profile_path << ": no phase \"" << phase << "\" (phases: " << names
+                << ")\n";
+      return kExitBadInput;
+    }
+    profile = std::move(held);
+  }
+  // A replay profile claims the capture's time line: its correlation and stalls are judged too (a
+  // phase held alone claims none).
+  options.judge_timeline = profile->schedule && profile->schedule->replay_window.has_value();
+  std::optional<Trace> capture, shaped;
+  if (!trace_path.empty() && !(capture = load_trace(trace_path, parse))) return kExitBadInput;
+  if (!shaped_path.empty() && !(shaped = load_trace(shaped_path, parse))) return kExitBadInput;
+  const bool halved = profile->provenance && profile->provenance->halved;
+  // Without the capture, the shaped trace is judged against the profile alone.
+  DelaySeries capture_s = capture ? capture_series(*capture, *profile) : shaped_series(*shaped, {}, halved);
+  if (!capture) capture_s.label = "shaped";
+  const Nanoseconds interval = capture ? capture->interval : shaped->interval;
+  // The profile is simulated for the capture's probes, as many times over as reach `probes` (at
+  // least once): the verdict is then on the profile, not on one draw as short as the capture.
+  const std::size_t copies = simulation_copies(capture_s.delay.size(), probes);
+  DelaySeries profile_s = simulate_profile(*profile, capture_s, interval, seed, copies);
+  std::optional<LinkNoise> noise;
+  if (!calibration_path.empty()) {
+    const auto calibration = load_trace(calibration_path, parse);
+    if (!calibration) return kExitBadInput;
+    std::string problem;
+    auto measured = link_calibration(*calibration, calibration_delay, &problem);
+    if (!measured) {
+      std::cerr << "jitterctl: validate: " << calibration_path << ": " << problem << '\n';
+      return kExitBadInput;
+    }
+    if (measured->print_step >= std::chrono::microseconds(100)) {
+      std::cerr << "jitterctl: validate: " << calibration_path << ": warning: every RTT is printed to "
+                << format_duration(measured->print_step)
+                << ", coarser than the link's noise (ping prints 3 significant digits); calibrate through a "
+                   "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
+    }
+    noise = with_link_noise(std::move(*measured), profile_s, halved);
+  }
+  const LinkNoise* noise_p = noise ? &*noise : nullptr;
+  std::optional<DelaySeries> shaped_s;
+  if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved, noise_p);
+  if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
+  // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
+  ValidationReport report =
+      capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, options)
+              : validate_shaped_only(capture_s, profile_s, noise_p, options);
+  if (profile_s.delay.size() < capture_s.delay.size() * copies) {
+    report.notes.push_back("the profile was simulated for " + std::to_string(profile_s.delay.size()) +
+                           " probes, not " + std::to_string(capture_s.delay.size() * copies) +
+                           ": its schedule changes phase so often that more copies would take more than " +
+                           std::to_string(kMaxSimulatedPhases) + " phase changes (docs/validation.md)");
+  }
+  if (json) {
+    std::cout << validation_json(report) << '\n';
+  } else {
+    auto row = [](const char* name, const SeriesStats& s) {
+      std::printf("%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f %7s %7s\n", name, s.samples, s.p50_ms,
+                  s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms, s.stddev_ms, s.loss_rate,
+                  s.mean_loss_burst ? std::to_string(*s.mean_loss_burst).substr(0, 5).c_str() : "-",
+                  s.lag1_autocorr ? std::to_string(*s.lag1_autocorr).substr(0, 6).c_str() : "-");
+    };
+    std::printf("%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s\n", "", "samples", "p50 ms", "p90 ms", "p99 ms",
+                "p99.9 ms", "max ms", "mean ms", "std ms", "loss", "burst", "lag1");
+    row(capture ? "capture" : "shaped", report.capture);
+    row("profile", report.profile);
+    if (report.shaped) row("shaped", *report.shaped);
+    std::printf("\n");
+    for (const auto& c : report.comparisons) {
+      std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(), c.ks, c.ks_limit,
+                  c.w1_ms, c.pass() ? "pass" : "FAIL");
+      // Every figure with its limit and why (judged at c.level each), the failed ones marked
+      // FAIL.
+      std::printf("  each judged figure at level %.3g %%:\n", 100 * c.level);
+      for (const auto& f : c.figures) std::printf("  - %s\n", describe(f).c_str());
+      if (c.figures.empty()) {
+        for (const auto& f : c.failures) std::printf("  - %s\n", f.c_str());
+      }
+    }
+    for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
+    std::printf("verdict: %s\n", report.pass ? "pass" : "fail");
+  }
+  if (!plot_path.empty()) {
+    // The time series panel shows the capture's span: the profile's first copy only.
+    const std::size_t first_copy = std::min(profile_s.delay.size(), capture_s.delay.size());
+    DelaySeries profile_plot;
+    profile_plot.label = profile_s.label;
+    profile_plot.sent.assign(profile_s.sent.begin(), profile_s.sent.begin() + first_copy);
+    profile_plot.delay.assign(profile_s.delay.begin(), profile_s.delay.begin() + first_copy);
+    if (!profile_s.phase.empty()) profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
+    std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
+    if (shaped_s) series.push_back(&*shaped_s);
+    write_file_atomically(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
+    if (!json) std::printf("plot: %s\n", plot_path.c_str());
+  }
+  return report.pass ? kExitOk : kExitVerdictFail;
 }
 
 }  // namespace jitterctl

@@ -1,7 +1,6 @@
 #include "online_commands.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -43,12 +42,6 @@ constexpr auto kWatchMinRedraw = std::chrono::milliseconds(100);
 // ANSI: cursor home, then erase the screen. Plain enough for every terminal jitterctl will meet.
 constexpr const char* kClearScreen = "\x1b[H\x1b[2J";
 
-// A bad command line: printed with the command's usage, exit code 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // Bad data given on the command line (a profile file that is not JSON): exit code 3.
 class BadInput : public std::runtime_error {
  public:
@@ -74,98 +67,30 @@ struct Settings {
   bool json = false;
 };
 
-// The command's own arguments, read left to right.
-class Args {
- public:
-  explicit Args(std::vector<std::string> args) : args_(std::move(args)) {}
-  bool done() const { return i_ >= args_.size(); }
-  std::string take() { return args_[i_++]; }
-  std::string value(const std::string& option) {
-    if (done()) throw UsageError(option + " needs a value");
-    return take();
-  }
-
- private:
-  std::vector<std::string> args_;
-  std::size_t i_ = 0;
-};
-
 // One request to send: the method and its params.
 struct Request {
   std::string method;
   Json params = Json::object();
 };
 
-// One run of a streaming command: the global options, its own arguments, where to print.
-struct Invocation {
-  const Settings& settings;
-  Args& args;
-  std::ostream& out;
-  std::ostream& err;
-};
-
-// One command: either `request` + `render` (one request, its result printed) or `run` (streams).
-struct CommandSpec {
-  std::string_view name;
-  std::string_view alias;
-  std::string_view usage;  // the arguments after the name
-  std::string_view summary;
-  Request (*request)(Args&) = nullptr;
-  void (*render)(const Json& result, std::ostream& out) = nullptr;
-  int (*run)(const Invocation&) = nullptr;
-};
-
 // ---- Arguments ---------------------------------------------------------------------------------
 
-bool is_option(const std::string& arg) {
-  return arg.size() > 1 && arg[0] == '-';
+// What the global options chose.
+Settings settings_of(const Invocation& inv) {
+  Settings settings;
+  settings.client.socket_path = inv.args.text("--socket").value_or(inv.default_socket);
+  if (const auto timeout = inv.args.duration("--timeout")) settings.client.timeout = *timeout;
+  settings.json = inv.args.has("--json");
+  return settings;
 }
 
-[[noreturn]] void unknown_option(const std::string& arg) {
-  throw UsageError("unknown option " + arg);
-}
-
-// Positional arguments go to `positional`; more than `max` of them is a usage error.
-void positional(const std::string& arg, std::vector<std::string>& out, std::size_t max) {
-  if (is_option(arg)) unknown_option(arg);
-  if (out.size() == max) throw UsageError("unexpected argument \"" + arg + "\"");
-  out.push_back(arg);
-}
-
-// Durations are checked here, so that a typo is a usage error, and sent as the user wrote them: the
-// protocol takes the same forms ("250ms", "30s", "1.5m", "1h") and jitterd's logs stay readable.
-std::string duration_text(const std::string& option, const std::string& text) {
-  const auto d = shaper::parse_duration(text);
-  if (!d)
-    throw UsageError(option + ": \"" + text + "\" is not a duration such as 30s, 500ms, 1.5m, 1h");
-  return text;
-}
-
-shaper::Nanoseconds positive_duration(const std::string& option, const std::string& text) {
-  const auto d = shaper::parse_duration(text);
-  if (!d || d->count() <= 0)
-    throw UsageError(option + ": \"" + text + "\" is not a positive duration such as 10s");
-  return *d;
-}
-
-// A start time (docs/protocol.md, "Times"): now, +DURATION or an RFC 3339 UTC time.
-std::string start_time(const std::string& option, const std::string& text) {
-  if (text == "now") return text;
-  if (text.size() > 1 && text[0] == '+' && shaper::parse_duration(std::string_view(text).substr(1)))
-    return text;
-  if (shaper::parse_utc_timestamp(text)) return text;
-  throw UsageError(
-      option + ": \"" + text +
-      "\" is not a start time: now, +DURATION (+2s) or a UTC time (2026-11-30T20:00:00Z)");
-}
-
-std::uint64_t step_number(const std::string& option, const std::string& text) {
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(option + ": \"" + text + "\" is not a step number (0, 1, 2 ...)");
+// Options sent as the user wrote them, under their name without "--": durations and start times
+// (checked by the parser, so that a typo is a usage error) keep the forms the protocol takes
+// ("250ms", "1.5m", "+2s") and jitterd's logs stay readable.
+void send_as_given(const ParsedArgs& a, std::initializer_list<std::string_view> names, Request& r) {
+  for (const auto name : names) {
+    if (const auto value = a.text(name)) r.params[std::string(name.substr(2))] = *value;
   }
-  return n;
 }
 
 // An inline profile for `apply --file`: read and parsed as JSON here; jitterd validates the profile
@@ -194,26 +119,16 @@ Json profile_file(const std::string& path) {
   return std::move(doc.value);
 }
 
-// --direction and --set, which narrow a request to one lane of an interface. True if `arg` was one.
-bool lane_option(const std::string& arg, Args& a, Request& r, bool both_allowed) {
-  if (arg == "--direction") {
-    const std::string d = a.value(arg);
-    if (d != "egress" && d != "ingress" && !(both_allowed && d == "both")) {
-      throw UsageError(arg + ": \"" + d + "\" is not a direction: egress, ingress" +
-                       (both_allowed ? ", both" : ""));
-    }
-    r.params["direction"] = d;
-    return true;
+// --direction (or --egress, --ingress: the last one counts) and --set, which narrow a request to
+// one lane of an interface.
+void lane_params(const ParsedArgs& a, Request& r) {
+  const std::string_view direction = a.last_of({"--direction", "--egress", "--ingress"});
+  if (direction == "--direction") {
+    r.params["direction"] = *a.text(direction);
+  } else if (!direction.empty()) {
+    r.params["direction"] = std::string(direction.substr(2));
   }
-  if (arg == "--ingress" || arg == "--egress") {
-    r.params["direction"] = arg.substr(2);
-    return true;
-  }
-  if (arg == "--set") {
-    r.params["set"] = a.value(arg);
-    return true;
-  }
-  return false;
+  send_as_given(a, {"--set"}, r);
 }
 
 // `--match dst=10.0.0.0/8,proto=tcp,dport=6379`, checked here (with the column of a mistake) and sent
@@ -244,67 +159,24 @@ std::string lane_name(const SessionStatus& s) {
   return s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
 }
 
-Request no_params(const char* method, Args& a) {
-  if (!a.done()) {
-    const std::string arg = a.take();
-    if (is_option(arg)) unknown_option(arg);
-    throw UsageError("unexpected argument \"" + arg + "\"");
-  }
-  return {method, Json::object()};
+// The request builders take the method's name (the command's) and the command line.
+Request no_params(std::string_view method, const ParsedArgs& a) {
+  a.operands(0);
+  return {std::string(method), Json::object()};
 }
 
-Request list_commands_request(Args& a) {
-  return no_params("list-commands", a);
-}
-Request version_request(Args& a) {
-  return no_params("version", a);
-}
-Request interfaces_request(Args& a) {
-  return no_params("interfaces", a);
-}
-Request profiles_request(Args& a) {
-  return no_params("profiles", a);
-}
-Request metrics_request(Args& a) {
-  return no_params("metrics", a);
-}
-
-Request apply_request(Args& a) {
-  Request r{"apply"};
-  std::vector<std::string> words;
-  std::optional<std::string> file;
-  while (!a.done()) {
-    const std::string arg = a.take();
-    if (arg == "--phase") {
-      r.params["phase"] = a.value(arg);
-    } else if (arg == "--no-schedule") {
-      r.params["schedule"] = false;
-    } else if (arg == "--schedule") {
-      r.params["schedule"] = true;
-    } else if (arg == "--start") {
-      r.params["start"] = start_time(arg, a.value(arg));
-    } else if (arg == "--lease") {
-      r.params["lease"] = duration_text(arg, a.value(arg));
-    } else if (arg == "--force") {
-      r.params["force"] = true;
-    } else if (lane_option(arg, a, r, true)) {
-    } else if (arg == "--match") {
-      if (!r.params.contains("match")) r.params["match"] = Json::array();
-      r.params["match"].push_back(match_rule(arg, a.value(arg)));
-    } else if (arg == "--confirm") {
-      r.params["confirm"] = duration_text(arg, a.value(arg));
-    } else if (arg == "--offloads") {
-      const std::string v = a.value(arg);
-      if (v != "off" && v != "keep") throw UsageError(arg + ": \"" + v + "\" is not off or keep");
-      r.params["offloads"] = v;
-    } else if (arg == "--no-ssh-guard") {
-      r.params["protect_ssh"] = false;
-    } else if (arg == "--file") {
-      file = a.value(arg);
-    } else {
-      positional(arg, words, 2);
-    }
+Request apply_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
+  const std::vector<std::string>& words = a.operands(2);
+  send_as_given(a, {"--phase", "--start", "--lease", "--confirm", "--offloads"}, r);
+  if (const auto schedule = a.last_of({"--schedule", "--no-schedule"}); !schedule.empty()) {
+    r.params["schedule"] = schedule == "--schedule";
   }
+  if (a.has("--force")) r.params["force"] = true;
+  lane_params(a, r);
+  for (const auto& rule : a.texts("--match")) r.params["match"].push_back(match_rule("--match", rule));
+  if (a.has("--no-ssh-guard")) r.params["protect_ssh"] = false;
+  const std::optional<std::string> file = a.text("--file");
   if (words.empty()) throw UsageError("which interface?");
   r.params["interface"] = words[0];
   if (r.params.contains("match") && !r.params.contains("set")) {
@@ -326,90 +198,51 @@ Request apply_request(Args& a) {
   return r;
 }
 
-Request switch_request(Args& a) {
-  Request r{"switch"};
-  std::vector<std::string> words;
-  while (!a.done()) {
-    const std::string arg = a.take();
-    if (arg == "--at") {
-      r.params["at"] = start_time(arg, a.value(arg));
-    } else if (!lane_option(arg, a, r, false)) {
-      positional(arg, words, 2);
-    }
-  }
+Request switch_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
+  const std::vector<std::string>& words = a.operands(2);
+  send_as_given(a, {"--at"}, r);
+  lane_params(a, r);
   if (words.size() != 2) throw UsageError("needs an interface and a phase");
   r.params["interface"] = words[0];
   r.params["phase"] = words[1];
   return r;
 }
 
-// pause, resume, confirm: the interface (and a lane of it) and nothing else.
-Request interface_only(const char* method, Args& a) {
-  Request r{method};
-  std::vector<std::string> words;
-  while (!a.done()) {
-    const std::string arg = a.take();
-    if (!lane_option(arg, a, r, false)) positional(arg, words, 1);
-  }
+// The interface (one operand) and the lane options, which every command that names an interface
+// takes.
+Request interface_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
+  const std::vector<std::string>& words = a.operands(1);
+  lane_params(a, r);
   if (words.empty()) throw UsageError("which interface?");
   r.params["interface"] = words[0];
   return r;
 }
 
-Request pause_request(Args& a) {
-  return interface_only("pause", a);
-}
-Request resume_request(Args& a) {
-  return interface_only("resume", a);
-}
-Request confirm_request(Args& a) {
-  return interface_only("confirm", a);
-}
-
-Request skip_request(Args& a) {
-  Request r{"skip"};
-  std::vector<std::string> words;
-  while (!a.done()) {
-    const std::string arg = a.take();
-    if (arg == "--phase") {
-      r.params["phase"] = a.value(arg);
-    } else if (arg == "--step") {
-      r.params["step"] = step_number(arg, a.value(arg));
-    } else if (!lane_option(arg, a, r, false)) {
-      positional(arg, words, 1);
-    }
-  }
-  if (words.empty()) throw UsageError("which interface?");
+Request skip_request(std::string_view method, const ParsedArgs& a) {
+  Request r = interface_request(method, a);
+  send_as_given(a, {"--phase"}, r);
+  if (const auto step = a.whole_number("--step")) r.params["step"] = *step;
   if (r.params.contains("phase") == r.params.contains("step"))
     throw UsageError("give one of --phase P or --step N");
-  r.params["interface"] = words[0];
   return r;
 }
 
-Request status_request(Args& a) {
-  Request r{"status"};
-  std::vector<std::string> words;
-  while (!a.done()) {
-    const std::string arg = a.take();
-    if (!lane_option(arg, a, r, false)) positional(arg, words, 1);
-  }
+Request status_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
+  const std::vector<std::string>& words = a.operands(1);
+  lane_params(a, r);
   if (words.empty() && !r.params.empty()) throw UsageError("--direction and --set need an interface");
   if (!words.empty()) r.params["interface"] = words[0];
   return r;
 }
 
-Request clear_request(Args& a) {
-  Request r{"clear"};
-  std::vector<std::string> words;
-  bool all = false;
-  while (!a.done()) {
-    const std::string arg = a.take();
-    if (arg == "--all") {
-      all = true;
-    } else if (!lane_option(arg, a, r, false)) {
-      positional(arg, words, 1);
-    }
-  }
+Request clear_request(std::string_view method, const ParsedArgs& a) {
+  Request r{std::string(method)};
+  const std::vector<std::string>& words = a.operands(1);
+  lane_params(a, r);
+  const bool all = a.has("--all");
   if (all == !words.empty()) throw UsageError("give an interface or --all");
   if (all) {
     r.params["all"] = true;
@@ -419,19 +252,9 @@ Request clear_request(Args& a) {
   return r;
 }
 
-Request renew_request(Args& a) {
-  Request r{"renew"};
-  std::vector<std::string> words;
-  while (!a.done()) {
-    const std::string arg = a.take();
-    if (arg == "--lease") {
-      r.params["lease"] = duration_text(arg, a.value(arg));
-    } else if (!lane_option(arg, a, r, false)) {
-      positional(arg, words, 1);
-    }
-  }
-  if (words.empty()) throw UsageError("which interface?");
-  r.params["interface"] = words[0];
+Request renew_request(std::string_view method, const ParsedArgs& a) {
+  Request r = interface_request(method, a);
+  send_as_given(a, {"--lease"}, r);
   return r;
 }
 
@@ -560,26 +383,17 @@ void render_metrics(const Json& result, std::ostream& out) {
 
 // ---- subscribe and watch -----------------------------------------------------------------------
 
-int run_subscribe(const Invocation& inv) {
-  Json params = Json::object();
-  std::optional<std::uint64_t> count;
-  while (!inv.args.done()) {
-    const std::string arg = inv.args.take();
-    if (arg == "--interface") {
-      params["interfaces"].push_back(inv.args.value(arg));
-    } else if (arg == "--event") {
-      params["events"].push_back(inv.args.value(arg));
-    } else if (arg == "--count") {
-      count = step_number(arg, inv.args.value(arg));
-    } else if (is_option(arg)) {
-      unknown_option(arg);
-    } else {
-      throw UsageError("unexpected argument \"" + arg +
-                       "\" (interfaces are given with --interface)");
-    }
+int run_subscribe(const Invocation& inv, const Settings& settings) {
+  if (!inv.args.operands().empty()) {
+    throw UsageError("unexpected argument \"" + inv.args.operands().front() +
+                     "\" (interfaces are given with --interface)");
   }
+  Json params = Json::object();
+  if (const auto interfaces = inv.args.texts("--interface"); !interfaces.empty()) params["interfaces"] = interfaces;
+  if (const auto events = inv.args.texts("--event"); !events.empty()) params["events"] = events;
+  const std::optional<std::uint64_t> count = inv.args.whole_number("--count");
   const InterruptSignals signals;
-  ClientOptions options = inv.settings.client;
+  ClientOptions options = settings.client;
   options.interrupt_fd = signals.fd();
   try {
     ControlClient client = ControlClient::connect(options);
@@ -588,7 +402,7 @@ int run_subscribe(const Invocation& inv) {
       // Without a deadline next_event returns an event or throws.
       const Json event = client.next_event(std::nullopt).value();
       // Flushed per line: subscribers are often pipes (| grep, | tee) that should see events live.
-      if (inv.settings.json) {
+      if (settings.json) {
         inv.out << event.dump() << std::endl;
       } else {
         inv.out << format_event_line(read_event(event)) << std::endl;
@@ -651,23 +465,13 @@ std::int64_t realtime_now_ns() {
       .count();
 }
 
-int run_watch(const Invocation& inv) {
-  std::vector<std::string> interfaces;
-  bool once = false;
-  shaper::Nanoseconds interval = std::chrono::seconds(1);
-  while (!inv.args.done()) {
-    const std::string arg = inv.args.take();
-    if (arg == "--once") {
-      once = true;
-    } else if (arg == "--interval") {
-      interval = positive_duration(arg, inv.args.value(arg));
-    } else {
-      positional(arg, interfaces, SIZE_MAX);
-    }
-  }
+int run_watch(const Invocation& inv, const Settings& settings) {
+  const std::vector<std::string>& interfaces = inv.args.operands();
+  const bool once = inv.args.has("--once");
+  const shaper::Nanoseconds interval = inv.args.duration("--interval").value_or(std::chrono::seconds(1));
   // --once is for scripts and tests: one frame, no signal handling, no escape codes.
   std::optional<InterruptSignals> signals;
-  ClientOptions options = inv.settings.client;
+  ClientOptions options = settings.client;
   if (!once) {
     signals.emplace();
     options.interrupt_fd = signals->fd();
@@ -729,87 +533,7 @@ int run_watch(const Invocation& inv) {
   }
 }
 
-// ---- The command table -------------------------------------------------------------------------
-
-constexpr CommandSpec kCommands[] = {
-    {"list-commands", "", "", "the methods jitterd offers", list_commands_request,
-     render_list_commands, nullptr},
-    {"version", "", "", "jitterd's version, pid and kernel", version_request, render_version,
-     nullptr},
-    {"interfaces", "", "", "interfaces, their root qdisc, whether jitterd may shape them",
-     interfaces_request, render_interfaces, nullptr},
-    {"profiles", "", "", "profiles in jitterd's folders (and invalid files)", profiles_request,
-     render_profiles, nullptr},
-    {"apply", "",
-     "INTERFACE PROFILE|--file F\n"
-     "[--phase P] [--no-schedule] [--start now|+2s|RFC3339] [--lease 30s] [--force]\n"
-     "[--direction egress|ingress|both] [--set NAME --match RULE...] [--confirm 30s]\n"
-     "[--offloads off|keep] [--no-ssh-guard]",
-     "start shaping (replaces a session in place)", apply_request, render_session, nullptr},
-    {"switch", "", "INTERFACE PHASE\n[--direction D] [--set NAME] [--at now|+1s|RFC3339]",
-     "hold PHASE on every lane of the interface at once (or one lane); pauses schedules", switch_request,
-     render_session, nullptr},
-    {"confirm", "", "INTERFACE [--direction D] [--set NAME]", "keep a commit-confirmed apply",
-     confirm_request, render_session, nullptr},
-    {"pause", "", "INTERFACE [--direction D] [--set NAME]", "freeze the schedule", pause_request,
-     render_session, nullptr},
-    {"resume", "", "INTERFACE [--direction D] [--set NAME]", "continue the schedule", resume_request,
-     render_session, nullptr},
-    {"skip", "", "INTERFACE --phase P|--step N\n[--direction D] [--set NAME]", "start that schedule step now",
-     skip_request, render_session, nullptr},
-    {"status", "", "[INTERFACE [--direction D] [--set NAME]]", "sessions: phase, next transition, lease, counters",
-     status_request, render_status, nullptr},
-    {"clear", "", "INTERFACE [--direction D] [--set NAME]|--all",
-     "stop shaping, restore the kernel's default qdisc", clear_request, render_clear, nullptr},
-    {"renew", "", "INTERFACE [--lease 30s] [--direction D] [--set NAME]", "extend the session's lease",
-     renew_request, render_session, nullptr},
-    {"subscribe", "events", "\n[--interface X]... [--event E]... [--count N]",
-     "print events as they happen", nullptr, nullptr, run_subscribe},
-    {"metrics", "", "", "Prometheus metrics text", metrics_request, render_metrics, nullptr},
-    {"watch", "", "[INTERFACE]...\n[--interval 1s] [--once]",
-     "live table of sessions and events (Ctrl-C quits)", nullptr, nullptr, run_watch},
-};
-
-const CommandSpec* find_command(std::string_view word) {
-  for (const auto& c : kCommands) {
-    if (c.name == word || (!c.alias.empty() && c.alias == word)) return &c;
-  }
-  return nullptr;
-}
-
-// The usage on one line, for error messages ("\n" in a usage only wraps it in --help).
-std::string usage_line(const CommandSpec& c) {
-  std::string line = "jitterctl " + std::string(c.name);
-  if (!c.usage.empty()) line += " " + std::string(c.usage);
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  if (const auto p = line.find("  "); p != std::string::npos) line.erase(p, 1);
-  return line;
-}
-
-// Takes --socket, --json and --timeout out of `args` (anywhere before "--") into `settings`.
-std::vector<std::string> take_global_options(const std::vector<std::string>& args,
-                                             Settings& settings) {
-  std::vector<std::string> rest;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-      break;
-    }
-    const bool takes_value = arg == "--socket" || arg == "--timeout";
-    if (takes_value && i + 1 == args.size()) throw UsageError(arg + " needs a value");
-    if (arg == "--socket") {
-      settings.client.socket_path = args[++i];
-    } else if (arg == "--timeout") {
-      settings.client.timeout = positive_duration(arg, args[++i]);
-    } else if (arg == "--json") {
-      settings.json = true;
-    } else {
-      rest.push_back(arg);
-    }
-  }
-  return rest;
-}
+// ---- Running a command ------------------------------------------------------------------------
 
 void print_error_reply(const std::string& method, const ErrorReply& error, std::ostream& err) {
   err << "jitterctl: " << method << ": " << error.message << '\n';
@@ -817,34 +541,108 @@ void print_error_reply(const std::string& method, const ErrorReply& error, std::
   if (!error.hint.empty()) err << "  hint: " << error.hint << '\n';
 }
 
+// Runs `body` with the global options' settings and turns what it throws into a message on
+// inv.err and an exit code. A UsageError goes on to cli, which prints it with the usage.
+template <class Body>
+int reporting_failures(const Invocation& inv, Body&& body) {
+  const std::string name(inv.command);
+  try {
+    return body(settings_of(inv));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const BadInput& e) {
+    inv.err << "jitterctl " << name << ": " << e.what() << '\n';
+    return kExitBadInput;
+  } catch (const ReplyFailure& e) {
+    print_error_reply(e.method(), e.error(), inv.err);
+    return exit_code_for_error(e.error().code);
+  } catch (const ConnectError& e) {
+    inv.err << "jitterctl: " << e.what() << '\n';
+    return kExitEnvironment;
+  } catch (const Interrupted&) {
+    return kExitOk;
+  } catch (const Json::exception& e) {
+    // Only a request can get here (replies are read without exceptions): an argument that is not
+    // UTF-8 cannot be put into JSON text.
+    inv.err << "jitterctl " << name << ": cannot send the request: " << e.what() << '\n';
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    // The connection or jitterd failed (timeout, closed, a reply we cannot read), or a file could
+    // not be read: the environment, not the request.
+    inv.err << "jitterctl: " << name << ": " << e.what() << '\n';
+    return kExitEnvironment;
+  }
+}
+
+// A command of one request: its result printed by `render`, or as JSON with --json.
+int one_request(const Invocation& inv, Request (*make)(std::string_view method, const ParsedArgs&),
+                void (*render)(const Json& result, std::ostream& out)) {
+  return reporting_failures(inv, [&](const Settings& settings) {
+    const Request request = make(inv.command, inv.args);
+    ControlClient client = ControlClient::connect(settings.client);
+    const Json result = call_for_result(client, request.method, request.params);
+    if (settings.json) {
+      print_json(result, inv.out);
+    } else {
+      render(result, inv.out);
+    }
+    return kExitOk;
+  });
+}
+
 }  // namespace
+
+int list_commands_command(const Invocation& inv) {
+  return one_request(inv, no_params, render_list_commands);
+}
+int version_command(const Invocation& inv) {
+  return one_request(inv, no_params, render_version);
+}
+int interfaces_command(const Invocation& inv) {
+  return one_request(inv, no_params, render_interfaces);
+}
+int profiles_command(const Invocation& inv) {
+  return one_request(inv, no_params, render_profiles);
+}
+int metrics_command(const Invocation& inv) {
+  return one_request(inv, no_params, render_metrics);
+}
+int apply_command(const Invocation& inv) {
+  return one_request(inv, apply_request, render_session);
+}
+int switch_command(const Invocation& inv) {
+  return one_request(inv, switch_request, render_session);
+}
+int confirm_command(const Invocation& inv) {
+  return one_request(inv, interface_request, render_session);
+}
+int pause_command(const Invocation& inv) {
+  return one_request(inv, interface_request, render_session);
+}
+int resume_command(const Invocation& inv) {
+  return one_request(inv, interface_request, render_session);
+}
+int skip_command(const Invocation& inv) {
+  return one_request(inv, skip_request, render_session);
+}
+int status_command(const Invocation& inv) {
+  return one_request(inv, status_request, render_status);
+}
+int clear_command(const Invocation& inv) {
+  return one_request(inv, clear_request, render_clear);
+}
+int renew_command(const Invocation& inv) {
+  return one_request(inv, renew_request, render_session);
+}
+int subscribe_command(const Invocation& inv) {
+  return reporting_failures(inv, [&](const Settings& settings) { return run_subscribe(inv, settings); });
+}
+int watch_command(const Invocation& inv) {
+  return reporting_failures(inv, [&](const Settings& settings) { return run_watch(inv, settings); });
+}
 
 std::string default_socket_path(const char* environment_value) {
   return environment_value && *environment_value ? environment_value : kDefaultSocketPath;
-}
-
-bool is_online_command(std::string_view word) {
-  return find_command(word) || word == "--socket" || word == "--json" || word == "--timeout";
-}
-
-void print_online_usage(std::ostream& out) {
-  // Name and arguments, then the summary in a column (on a line of its own when the arguments are
-  // too long); options after a "\n" in the usage go on an indented line, as for compile.
-  constexpr std::size_t kSummaryColumn = 37;
-  for (const auto& c : kCommands) {
-    const std::string_view usage = c.usage;
-    const auto wrap = usage.find('\n');
-    std::string left = "  " + std::string(c.name);
-    if (!usage.empty() && wrap != 0) left += " " + std::string(usage.substr(0, wrap));
-    std::string summary(c.summary);
-    if (!c.alias.empty()) summary += " (alias: " + std::string(c.alias) + ")";
-    if (left.size() + 1 <= kSummaryColumn) {
-      out << left << std::string(kSummaryColumn - left.size(), ' ') << summary << '\n';
-    } else {
-      out << left << '\n' << std::string(kSummaryColumn, ' ') << summary << '\n';
-    }
-    if (wrap != std::string_view::npos) out << "      " << usage.substr(wrap + 1) << '\n';
-  }
 }
 
 int exit_code_for_error(ErrorCode code) {
@@ -873,71 +671,6 @@ int exit_code_for_error(ErrorCode code) {
 
 int exit_code_for_error(std::string_view code) {
   return exit_code_for_error(jitterd::protocol::error_code_from_string(code));
-}
-
-int run_online_command(const std::vector<std::string>& raw, const std::string& default_socket,
-                       std::ostream& out, std::ostream& err) {
-  Settings settings;
-  settings.client.socket_path = default_socket;
-  std::vector<std::string> words;
-  try {
-    words = take_global_options(raw, settings);
-  } catch (const UsageError& e) {
-    err << "jitterctl: " << e.what() << '\n';
-    return kExitUsage;
-  }
-  if (words.empty()) {
-    err << "jitterctl: which command? (jitterctl --help lists them)\n";
-    return kExitUsage;
-  }
-  const CommandSpec* command = find_command(words.front());
-  if (!command) {
-    err << "jitterctl: unknown command \"" << words.front() << "\" (jitterctl --help lists them)\n";
-    return kExitUsage;
-  }
-  const std::string name(command->name);
-  Args args(std::vector<std::string>(words.begin() + 1, words.end()));
-  if (std::find(words.begin() + 1, words.end(), "--help") != words.end()) {
-    out << "usage: " << usage_line(*command) << "\n  " << command->summary << '\n';
-    return kExitOk;
-  }
-  try {
-    const Invocation inv{settings, args, out, err};
-    if (command->run) return command->run(inv);
-    const Request request = command->request(args);
-    ControlClient client = ControlClient::connect(settings.client);
-    const Json result = call_for_result(client, request.method, request.params);
-    if (settings.json) {
-      print_json(result, out);
-    } else {
-      command->render(result, out);
-    }
-    return kExitOk;
-  } catch (const UsageError& e) {
-    err << "jitterctl " << name << ": " << e.what() << "\nusage: " << usage_line(*command) << '\n';
-    return kExitUsage;
-  } catch (const BadInput& e) {
-    err << "jitterctl " << name << ": " << e.what() << '\n';
-    return kExitBadInput;
-  } catch (const ReplyFailure& e) {
-    print_error_reply(e.method(), e.error(), err);
-    return exit_code_for_error(e.error().code);
-  } catch (const ConnectError& e) {
-    err << "jitterctl: " << e.what() << '\n';
-    return kExitEnvironment;
-  } catch (const Interrupted&) {
-    return kExitOk;
-  } catch (const Json::exception& e) {
-    // Only a request can get here (replies are read without exceptions): an argument that is not
-    // UTF-8 cannot be put into JSON text.
-    err << "jitterctl " << name << ": cannot send the request: " << e.what() << '\n';
-    return kExitBadInput;
-  } catch (const std::exception& e) {
-    // The connection or jitterd failed (timeout, closed, a reply we cannot read), or a file could
-    // not be read: the environment, not the request.
-    err << "jitterctl: " << name << ": " << e.what() << '\n';
-    return kExitEnvironment;
-  }
 }
 
 void print_status_table(const std::vector<SessionStatus>& sessions, std::ostream& out) {

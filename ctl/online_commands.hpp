@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "options.hpp"
 #include "protocol/errors.hpp"
 #include "replies.hpp"
 
@@ -16,16 +17,26 @@ namespace jitterctl {
 // The socket used without --socket: $JITTERD_SOCKET when set and not empty, else the default path.
 std::string default_socket_path(const char* environment_value);
 
-// Whether `word` starts an online command line: a command name or a global option (--socket ...).
-bool is_online_command(std::string_view word);
-
-// The online part of `jitterctl --help`: the global options and one line per command.
-void print_online_usage(std::ostream& out);
-
-// Runs one online command line (`args` as after "jitterctl": global options, the command and its
-// arguments) and returns the exit code (exit_codes.hpp). Results go to `out`, errors to `err`.
-int run_online_command(const std::vector<std::string>& args, const std::string& default_socket,
-                       std::ostream& out, std::ostream& err);
+// The online commands' handlers (cli.cpp's registry names them with their options). Each sends
+// its request (after reading the global options --socket, --json, --timeout from the command
+// line) and prints the result, or maps the failure to a message on `err` and an exit code; a bad
+// command line is a UsageError, left to the caller.
+int list_commands_command(const Invocation& inv);
+int version_command(const Invocation& inv);
+int interfaces_command(const Invocation& inv);
+int profiles_command(const Invocation& inv);
+int metrics_command(const Invocation& inv);
+int apply_command(const Invocation& inv);
+int switch_command(const Invocation& inv);
+int confirm_command(const Invocation& inv);
+int pause_command(const Invocation& inv);
+int resume_command(const Invocation& inv);
+int skip_command(const Invocation& inv);
+int status_command(const Invocation& inv);
+int clear_command(const Invocation& inv);
+int renew_command(const Invocation& inv);
+int subscribe_command(const Invocation& inv);
+int watch_command(const Invocation& inv);
 
 // The exit code for an error reply's code (docs/jitterctl.md, "Exit codes"); the second takes the
 // code's wire spelling.

@@ -138,9 +138,10 @@ _jitterctl_options_of() {
     watch) echo "--interval --once --help" ;;
     list-commands | version | interfaces | profiles | metrics) echo "--help" ;;
     compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
-        "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once" ;;
-    inspect) echo "--json" ;;
-    validate) echo "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha --format --interval" ;;
+        "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once --help" ;;
+    inspect) echo "--json --help" ;;
+    validate) echo "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha" \
+        "--format --interval --host --help" ;;
     esac
 }
 
@@ -158,7 +159,7 @@ _jitterctl_takes_value() {
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
     compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries|--replay-window) ]] ;;
-    validate) [[ $2 == @(--shaped|--link-calibration|--calibration-delay|--phase|--plot|--seed|--probes|--alpha|--format|--interval) ]] ;;
+    validate) [[ $2 == @(--shaped|--link-calibration|--calibration-delay|--phase|--plot|--seed|--probes|--alpha|--format|--interval|--host) ]] ;;
     *) return 1 ;;
     esac
 }
@@ -177,7 +178,7 @@ _jitterctl() {
     [[ $cur == "${COMP_WORDS[COMP_CWORD]}" ]] || return 0
 
     # The command: the first word that is not a global option or its value. Offline commands only
-    # work as the first word (ctl/main.cpp).
+    # work as the first word (ctl/cli.cpp).
     local command="" command_at=0 i=1 globals=0
     while ((i < cword)); do
         case ${words[i]} in

@@ -126,10 +126,11 @@ expect "events is subscribe" "--interface --event --count --help $globals" "jitt
 expect "watch options" "--interval --once --help $globals" "jitterctl watch -"
 expect "version options" "--help $globals" "jitterctl version -"
 expect "compile options, no global ones" "-o --output --format --interval --host --name --description --baseline
---halves --regimes --window --step --spike --no-reorder --packet-rate --entries --replay --replay-window --once" "jitterctl compile -"
-expect "inspect options" "--json" "jitterctl inspect -"
-expect "validate options" "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha --format --interval" \
-    "jitterctl validate a.json -"
+--halves --regimes --window --step --spike --no-reorder --packet-rate --entries --replay --replay-window --once
+--help" "jitterctl compile -"
+expect "inspect options" "--json --help" "jitterctl inspect -"
+expect "validate options" "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha
+--format --interval --host --help" "jitterctl validate a.json -"
 expect "option prefix" "--no-schedule --no-ssh-guard" "jitterctl apply lo wan --no"
 
 # Interfaces.
@@ -185,6 +186,47 @@ expect_words "a match rule split at '=' is one value" "--lease" \
 expect_words "a value bash split is not completed" "" \
     "$jitterctl apply lo wan --set r --match dst=" \
     "$jitterctl" apply lo wan --set r --match dst =
+
+# The completion knows every option jitterctl takes, and which of them take a value: each command's
+# options as `jitterctl COMMAND --help` prints them from ctl/cli.cpp's registry ("  --lease DURATION
+# help", "  -o, --output PROFILE.json"; the form ends at two blanks or the line's end).
+commands=$("$jitterctl" --help | sed -n 's/^  \([a-z][a-z-]*\)\( .*\)\{0,1\}$/\1/p')
+for command in $commands; do
+    declared=() with_value=()
+    while IFS= read -r line; do
+        form=${line#  }
+        form=${form%%  *}
+        short=""
+        if [[ $form == -?", "* ]]; then
+            short=${form%%,*}
+            form=${form#-?, }
+            declared+=("$short")
+        fi
+        declared+=("${form%% *}")
+        [[ $form == *" "* ]] && with_value+=("${form%% *}" $short)
+    done < <("$jitterctl" "$command" --help | sed -n '/^options:$/,/^global options:$/p' | grep '^  -')
+    cases=$((cases + 1))
+    # shellcheck disable=SC2046 # the completion's words, split
+    if [[ $(sorted "${declared[@]}" --help) != $(sorted $(_jitterctl_options_of "$command")) ]]; then
+        echo "FAIL: $command: the completion offers [$(sorted $(_jitterctl_options_of "$command"))]," \
+            "jitterctl $command --help lists [$(sorted "${declared[@]}" --help)]"
+        failures=$((failures + 1))
+    fi
+    for option in "${declared[@]}"; do
+        cases=$((cases + 1))
+        wanted=0 completed=0
+        [[ " ${with_value[*]} " == *" $option "* ]] && wanted=1
+        _jitterctl_takes_value "$command" "$option" && completed=1
+        if ((wanted != completed)); then
+            echo "FAIL: $command $option: takes a value: jitterctl $wanted, the completion $completed"
+            failures=$((failures + 1))
+        fi
+    done
+done
+if [[ $commands != *validate* || $commands != *apply* ]]; then
+    echo "FAIL: no commands read from jitterctl --help: [$commands]"
+    failures=$((failures + 1))
+fi
 
 # Registered for the command name.
 cases=$((cases + 1))

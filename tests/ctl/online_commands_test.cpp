@@ -19,6 +19,7 @@
 
 #include <sys/wait.h>
 
+#include "cli.hpp"
 #include "exit_codes.hpp"
 #include "fake_jitterd.hpp"
 
@@ -149,7 +150,7 @@ CommandRun run(const FakeJitterd& server, std::vector<std::string> args) {
   args.insert(args.begin(), {"--socket", server.socket_path()});
   std::ostringstream out, err;
   // The default socket must not be used when --socket is given.
-  const int code = run_online_command(args, "/nonexistent/default.sock", out, err);
+  const int code = run_jitterctl(args, "/nonexistent/default.sock", out, err);
   return {code, out.str(), err.str()};
 }
 
@@ -328,8 +329,8 @@ TEST_F(OnlineCommands, BadCommandLinesAreUsageErrorsAndSendNothing) {
       {{"watch", "--interval", "0s"},
        "jitterctl watch: --interval: \"0s\" is not a positive duration such as 10s"},
       {{"status", "--timeout", "soon"},
-       "jitterctl: --timeout: \"soon\" is not a positive duration such as 10s"},
-      {{"status", "--socket"}, "jitterctl: --socket needs a value"},
+       "jitterctl status: --timeout: \"soon\" is not a positive duration such as 10s"},
+      {{"status", "--socket"}, "jitterctl status: --socket needs a value"},
       {{"frobnicate"}, "jitterctl: unknown command \"frobnicate\" (jitterctl --help lists them)"},
   };
   for (const auto& c : cases) {
@@ -348,7 +349,7 @@ TEST_F(OnlineCommands, UsageErrorsShowTheCommandsUsage) {
   const CommandRun r = run(server, {"skip", "veth0"});
   EXPECT_EQ(r.err,
             "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
-            "--phase P|--step N [--direction D] [--set NAME]\n");
+            "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]\n");
 }
 
 TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
@@ -356,8 +357,22 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
   const CommandRun r = run(server, {"switch", "--help"});
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_EQ(r.out,
-            "usage: jitterctl switch INTERFACE PHASE [--direction D] [--set NAME] [--at now|+1s|RFC3339]\n"
-            "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n");
+            "usage: jitterctl switch INTERFACE PHASE [--at now|+1s|RFC3339] [--direction egress|ingress] "
+            "[--egress] [--ingress] [--set NAME]\n"
+            "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n"
+            "options:\n"
+            "  --at now|+1s|RFC3339      switch then (default now)\n"
+            "  --direction egress|ingress\n"
+            "                            one direction of the interface\n"
+            "  --egress                  short for --direction egress\n"
+            "  --ingress                 short for --direction ingress\n"
+            "  --set NAME                one rule set (apply --set NAME --match ...)\n"
+            "global options:\n"
+            "  --socket PATH             jitterd's socket (default: $JITTERD_SOCKET, else "
+            "/run/jitterd/jitterd.sock)\n"
+            "  --json                    print the reply's result as JSON (subscribe: one compact event "
+            "per line)\n"
+            "  --timeout DURATION        how long to wait for jitterd (default 10s)\n");
   EXPECT_TRUE(server.requests().empty());
 }
 
@@ -564,7 +579,7 @@ TEST_F(OnlineCommands, ConflictKeepsTheHint) {
 TEST_F(OnlineCommands, CannotConnectUsesTheDefaultSocketAndSaysWhatToDo) {
   std::ostringstream out, err;
   const int code =
-      run_online_command({"status"}, "/tmp/jitterctl-test-missing/jitterd.sock", out, err);
+      run_jitterctl({"status"}, "/tmp/jitterctl-test-missing/jitterd.sock", out, err);
   EXPECT_EQ(code, kExitEnvironment);
   EXPECT_EQ(err.str(),
             "jitterctl: cannot connect to jitterd at /tmp/jitterctl-test-missing/jitterd.sock: No "
