@@ -918,11 +918,13 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       const Nanoseconds start = tail_probes[k]->sent;
       if (!events.empty() && events.back().start == start) continue;
       Nanoseconds end = start + event_length;
-      const auto later = std::find_if(tail_probes.begin() + static_cast<std::ptrdiff_t>(k) + 1, tail_probes.end(),
-                                      [start](const Probe* q) { return q->sent > start; });
+      const auto later =
+          std::find_if(tail_probes.begin() + static_cast<std::ptrdiff_t>(k) + 1, tail_probes.end(),
+                       [start](const Probe* q) { return q->sent > start; });
       if (later != tail_probes.end()) end = std::min(end, (*later)->sent);
-      const auto change = std::upper_bound(segments.begin(), segments.end(), start,
-                                           [](Nanoseconds v, const Segment& seg) { return v < seg.start; });
+      const auto change =
+          std::upper_bound(segments.begin(), segments.end(), start,
+                           [](Nanoseconds v, const Segment& seg) { return v < seg.start; });
       if (change != segments.end()) end = std::min(end, change->start);
       events.push_back({start, end});
     }
@@ -985,10 +987,11 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     Schedule schedule;
     schedule.loop = true;
     const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
-    // A step lasts at least 1 ms (the profile format's floor). A shorter segment gives its time to the
-    // next one, which then starts that much early, instead of being stretched to 1 ms: stretching
-    // would move every later step by the difference, and the tail events after a few such gaps
-    // (between stall probes sent just over an interval apart) would no longer meet their probes.
+    // A step lasts at least 1 ms (the profile format's floor). A shorter segment gives its time to
+    // the next one, which then starts that much early, instead of being stretched to 1 ms:
+    // stretching would move every later step by the difference, and the tail events after a few
+    // such gaps (between stall probes sent just over an interval apart) would no longer meet their
+    // probes.
     Nanoseconds pending{0};
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const Nanoseconds next = i + 1 < segments.size() ? segments[i + 1].start : end;

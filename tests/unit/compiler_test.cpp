@@ -365,13 +365,15 @@ TEST(Compiler, PeriodicSpikesGoOnTheTimeLineOfTailEvents) {
 // A stall's probes are sent at uneven spacings around the median interval (ping waits longer while
 // replies are outstanding). Each tail event must still be in force when its probe is sent: an event
 // that overran the next one, or a gap under 1 ms stretched to the 1 ms a step needs, moved every
-// later step, and after a few of them the tail events no longer met their probes (stalls-overflow.txt
-// lost 11 of its 40 tail probes that way).
+// later step, and after a few of them the tail events no longer met their probes
+// (stalls-overflow.txt lost 11 of its 40 tail probes that way).
 TEST(Compiler, TailEventsMeetTheirProbesWhateverTheSpacing) {
   // 3000 probes 100 ms apart with a tight body; probes 1000-1039 are a 4 s stall, sent alternately
   // 100.5 ms (a 0.5 ms gap after a 100 ms event) and 99.5 ms (an overlap) apart.
-  auto c = capture(3000, 100ms, [](std::size_t i) { return 40ms + Nanoseconds(static_cast<std::int64_t>(i % 7) * 10'000); },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      3000, 100ms,
+      [](std::size_t i) { return 40ms + Nanoseconds(static_cast<std::int64_t>(i % 7) * 10'000); },
+      [](std::size_t) { return false; });
   Nanoseconds shift{0};
   for (std::size_t i = 1000; i < 3000; ++i) {
     if (i < 1040) {
@@ -396,11 +398,14 @@ TEST(Compiler, TailEventsMeetTheirProbesWhateverTheSpacing) {
   const Nanoseconds origin = *c.trace.samples.front().send_time;
   for (std::size_t i = 990; i < 1050; ++i) {
     const Nanoseconds at = *c.trace.samples[i].send_time - origin;
-    const auto in_force = std::prev(std::upper_bound(starts.begin(), starts.end(), at,
-                                                     [](Nanoseconds v, const auto& s) { return v < s.first; }));
-    EXPECT_EQ(in_force->second, i >= 1000 && i < 1040 ? "capture-tail" : "capture") << "probe " << i;
+    const auto in_force =
+        std::prev(std::upper_bound(starts.begin(), starts.end(), at,
+                                   [](Nanoseconds v, const auto& s) { return v < s.first; }));
+    EXPECT_EQ(in_force->second, i >= 1000 && i < 1040 ? "capture-tail" : "capture")
+        << "probe " << i;
   }
-  EXPECT_EQ(t, *c.trace.samples.back().send_time - origin + 100ms);  // the capture's span, nothing added
+  EXPECT_EQ(
+      t, *c.trace.samples.back().send_time - origin + 100ms);  // the capture's span, nothing added
 }
 
 TEST(Compiler, NoReorderKeepsOrderWithRate) {
