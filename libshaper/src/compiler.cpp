@@ -917,19 +917,26 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     built->phase.description = "delays rarer than the table of " + base + " can hold, replayed when they happened";
     built->report.loss = LossFit{};
     add_phase(std::move(built));
-    // Split the time line: tail phase at each event, back to the base phase after it.
-    std::vector<Segment> with_events;
-    std::size_t s = 0;
-    for (const Probe* p : tail_probes) {
-      const Nanoseconds start = p->sent;
-      while (s + 1 < segments.size() && segments[s + 1].start <= start) with_events.push_back(segments[s++]);
-      with_events.push_back(segments[s]);
-      with_events.push_back({start, name});
-      with_events.push_back({start + event_length, segments[s].phase});
-      segments[s].start = start + event_length;  // the rest of the segment continues after the event
+    // Split the time line: tail phase at each event, back to the phase in force after it. An event
+    // lasts a probe interval, or until the next event or change of phase if that comes sooner: a
+    // stall's probes are often sent less than the median interval apart, and an event that ran into
+    // the next one would put the time line out of order (and every later event off its probe).
+    std::vector<Span> events;
+    for (std::size_t k = 0; k < tail_probes.size(); ++k) {
+      const Nanoseconds start = tail_probes[k]->sent;
+      if (!events.empty() && events.back().start == start) continue;
+      Nanoseconds end = start + event_length;
+      const auto later =
+          std::find_if(tail_probes.begin() + static_cast<std::ptrdiff_t>(k) + 1, tail_probes.end(),
+                       [start](const Probe* q) { return q->sent > start; });
+      if (later != tail_probes.end()) end = std::min(end, (*later)->sent);
+      const auto change =
+          std::upper_bound(segments.begin(), segments.end(), start,
+                           [](Nanoseconds v, const Segment& seg) { return v < seg.start; });
+      if (change != segments.end()) end = std::min(end, change->start);
+      events.push_back({start, end});
     }
-    for (; s < segments.size(); ++s) with_events.push_back(segments[s]);
-    segments = std::move(with_events);
+    segments = overlay(segments, events, name);
     const auto base_report = std::find_if(report.phases.begin(), report.phases.end(),
                                           [&base = base](const PhaseReport& r) { return r.name == base; });
     std::string why = "above the top entry of " + base + "'s table";
@@ -988,10 +995,21 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     Schedule schedule;
     schedule.loop = true;
     const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
+    // A step lasts at least 1 ms (the profile format's floor). A shorter segment gives its time to
+    // the next one, which then starts that much early, instead of being stretched to 1 ms:
+    // stretching would move every later step by the difference, and the tail events after a few
+    // such gaps (between stall probes sent just over an interval apart) would no longer meet their
+    // probes.
+    Nanoseconds pending{0};
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const Nanoseconds next = i + 1 < segments.size() ? segments[i + 1].start : end;
-      const Nanoseconds length = next - segments[i].start;
+      const Nanoseconds length = next - segments[i].start + pending;
       if (length.count() <= 0) continue;
+      pending = 0ns;
+      if (length < 1ms && i + 1 < segments.size()) {
+        pending = length;
+        continue;
+      }
       if (!schedule.steps.empty() && schedule.steps.back().phase == segments[i].phase) {
         schedule.steps.back().duration += length;
       } else {

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "../support/stall_captures.hpp"
 #include "shaper/compiler.hpp"
 #include "shaper/statistics.hpp"
+#include "shaper/trace.hpp"
 #include "shaper/validation.hpp"
 
 using namespace shaper;
@@ -20,11 +22,15 @@ CaptureInput input(const Trace& trace) { return CaptureInput{"stalls.txt", std::
 
 // The capture against its profile simulated for at least a million probes (jitterctl validate's own
 // comparison, its thresholds and its simulation length).
-Comparison judged(const Trace& trace, const Profile& profile) {
+ValidationReport validation(const Trace& trace, const Profile& profile) {
   const DelaySeries capture = capture_series(trace, profile);
   const DelaySeries sim = simulate_profile(profile, capture, trace.interval, 1,
                                            simulation_copies(capture.delay.size()));
-  return validate_series(capture, sim, nullptr).comparisons.front();
+  return validate_series(capture, sim, nullptr);
+}
+
+Comparison judged(const Trace& trace, const Profile& profile) {
+  return validation(trace, profile).comparisons.front();
 }
 
 std::string describe(const Comparison& c) {
@@ -144,3 +150,51 @@ TEST(CompilerReplay, ABodyWithoutStallsKeepsItsLag1WhereOneTableLosesIt) {
   const Comparison c = judged(trace, *r.profile);
   EXPECT_TRUE(c.pass()) << describe(c);
 }
+
+namespace {
+
+// Issue 20 §3's targets, as fidelity_report judges them: KS within max(0.02, the 95 % critical
+// value for the two series' sizes, lost probes counted: a hair stricter than for the delivered
+// ones), p99 and p99.9 within 2 %, the loss rate within 10 % (0.001 absolute).
+void expect_issue_targets(const ValidationReport& v, const std::string& what) {
+  const Comparison& c = v.comparisons.front();
+  const double critical = ks_critical_value(v.capture.samples, v.profile.samples).value_or(1.0);
+  EXPECT_LE(c.ks, std::max(0.02, critical)) << what;
+  EXPECT_LE(std::fabs(c.p99_error), 0.02) << what;
+  EXPECT_LE(std::fabs(c.p999_error), 0.02) << what;
+  EXPECT_LE(std::fabs(v.profile.loss_rate - v.capture.loss_rate),
+            std::max(0.001, 0.1 * v.capture.loss_rate))
+      << what;
+  EXPECT_TRUE(c.pass()) << what << ": " << describe(c);
+}
+
+}  // namespace
+
+// Captures made in the VM test bed with outages held by the kernel (sch_plug on the replies,
+// tests/fixtures/captures/README.md, "Outages held by the kernel"): a body 1-2 ms wide on the 0.1
+// ms grid ping prints at 25-40 ms, and six outages of 4-10 s. One table for all would step by ~150
+// us and move the body's law by KS ~0.2; the compiled profile and its replay meet the targets.
+class BedStallCapture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BedStallCapture, TheProfileAndItsReplayMeetTheIssuesTargets) {
+  const Trace trace =
+      parse_trace_file(std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/captures/" + GetParam());
+  ASSERT_TRUE(trace.diagnostics.empty());
+  const CompileResult r = compile_profile({input(trace)}, CompileOptions{});
+  ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
+  ASSERT_TRUE(r.profile->find_phase("capture-tail"));
+  EXPECT_GT(r.report.phases.front().whole_table_ks, 0.05);
+  EXPECT_LE(r.report.phases.front().table_ks, 0.005);
+  expect_issue_targets(validation(trace, *r.profile), "profile");
+  const CompileResult replayed = compile_profile({input(trace)}, replay());
+  ASSERT_TRUE(replayed.profile) << to_string(replayed.diagnostics);
+  const ValidationReport v = validation(trace, *replayed.profile);
+  expect_issue_targets(v, "replay");
+  // The time line: lag-1 within validate's 0.1. (validate also judges a replay's stall lengths,
+  // runs above the capture's p90; on stalls-overflow that p90 is the upper route, whose runs the
+  // replay lengthens, and that figure fails: docs/fidelity.md, "Wide tails".)
+  EXPECT_NEAR(v.profile.lag1_autocorr.value_or(0), v.capture.lag1_autocorr.value_or(1), 0.1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Captures, BedStallCapture,
+                         ::testing::Values("stalls.txt", "stalls-overflow.txt"));
