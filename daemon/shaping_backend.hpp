@@ -17,9 +17,8 @@
 #include <vector>
 
 #include "protocol/values.hpp"
-#include "shaper/netem_engine.hpp"
 #include "shaper/netem_spec.hpp"
-#include "shaper/offloads.hpp"
+#include "shaper/tc_types.hpp"
 #include "shaper/u32_match.hpp"
 
 namespace jitterd {

@@ -12,17 +12,9 @@
 #include <string>
 
 #include "shaper/files.hpp"
+#include "shaper/tc_types.hpp"
 
 namespace shaper {
-
-// Each is on when any of its feature bits is on; setting one sets all its changeable bits.
-struct Offloads {
-  bool tso = false;  // TCP segmentation offload: every tx-tcp*-segmentation flavour (ecn, mangleid,
-                     // tcp6, accecn)
-  bool gso = false;  // generic segmentation offload (tx-generic-segmentation)
-  bool gro = false;  // generic receive offload (rx-gro)
-  friend bool operator==(const Offloads&, const Offloads&) = default;
-};
 
 // Reads the three offloads of `ifname` in the calling thread's network namespace. Throws
 // SystemError naming the operation and the interface (ENODEV for an unknown name).

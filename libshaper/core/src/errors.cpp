@@ -1,6 +1,5 @@
 #include "shaper/errors.hpp"
 
-#include <netlink/errno.h>
 #include <openssl/err.h>
 
 #include <cerrno>
@@ -66,26 +65,6 @@ NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& pa
 long check_syscall(long result, const std::string& operation, const std::string& object) {
   if (result == -1) throw SystemError(operation, object, errno);
   return result;
-}
-
-int check_libnl(int result, const std::string& operation, const std::string& object) {
-  if (result >= 0) return result;
-  // libnl reports its own NLE_* codes; keep its text, and map to the closest errno for callers.
-  const int nle = -result;
-  int error_number = EIO;
-  switch (nle) {
-    case NLE_NOMEM: error_number = ENOMEM; break;
-    case NLE_PERM: error_number = EPERM; break;
-    case NLE_NODEV: error_number = ENODEV; break;
-    case NLE_OBJ_NOTFOUND: error_number = ENOENT; break;
-    case NLE_INVAL: error_number = EINVAL; break;
-    case NLE_MSGSIZE: error_number = EMSGSIZE; break;
-    case NLE_ATTRSIZE: error_number = E2BIG; break;
-    case NLE_BUSY: error_number = EBUSY; break;
-    default: break;
-  }
-  throw NetlinkError(operation, object, error_number,
-                     std::string("libnl: ") + nl_geterror(result));
 }
 
 void check_openssl(int result, std::string_view operation, std::string_view object) {

@@ -14,51 +14,13 @@
 #include <variant>
 #include <vector>
 
+#include "shaper/change_plan.hpp"
 #include "shaper/netem_encoder.hpp"
 #include "shaper/netem_spec.hpp"
 #include "shaper/netlink.hpp"
+#include "shaper/tc_types.hpp"
 
 namespace shaper {
-
-// Fixed so that a restarted daemon recognises its own qdiscs; chosen away from the handles people and
-// tools use by hand (1:, 10:, ffff:) and from the kernel's automatic ones (8000: and up).
-inline constexpr std::uint32_t kJitterdHandleMajor = 0x1a7e;
-inline constexpr std::uint32_t kJitterdRootHandle = kJitterdHandleMajor << 16;
-
-struct Interface {
-  int index = 0;
-  std::string name;
-  friend bool operator==(const Interface&, const Interface&) = default;
-};
-
-// "veth0" or an ifindex.
-using InterfaceRef = std::variant<std::string, int>;
-
-struct QdiscStats {
-  std::uint64_t packets = 0;  // dequeued (sent on) by this qdisc
-  std::uint64_t bytes = 0;
-  std::uint32_t drops = 0;  // loss-model drops, ECN marks, limit drops
-  std::uint32_t backlog = 0;  // bytes held
-  std::uint32_t qlen = 0;     // packets held
-  std::uint32_t requeues = 0;  // for netem: reorder (gap) events
-  std::uint32_t overlimits = 0;
-};
-
-struct QdiscInfo {
-  int ifindex = 0;
-  std::string kind;       // "netem", "noqueue", "htb" ...
-  std::uint32_t handle = 0;
-  std::uint32_t parent = 0;
-  QdiscStats stats;
-  std::optional<DecodedNetem> netem;  // when kind == "netem"
-
-  bool is_root() const;
-  bool is_default() const { return handle == 0; }  // the kernel's own qdiscs have handle 0:
-  bool is_jitterd() const { return (handle >> 16) == kJitterdHandleMajor; }
-};
-
-// "1a7e:", "ffff:", "1:3".
-std::string format_handle(std::uint32_t handle);
 
 struct InstallOptions {
   // Replace a non-default root qdisc installed by someone else. Its queue is dropped.
@@ -168,14 +130,5 @@ class NetemEngine {
 
   RouteSocket* socket_;
 };
-
-// Plans a change from `applied` to `wanted`: which tables to send, whether the loss chain may keep
-// running, and the spec to send (a uniform table stands in when a table must be turned off, since
-// the kernel cannot drop one). Pure: unit-tested without a kernel.
-struct ChangePlan {
-  NetemSpec to_send;
-  NetemEncodePlan encode;
-};
-ChangePlan plan_change(const NetemSpec& applied, const NetemSpec& wanted, bool tables_known);
 
 }  // namespace shaper

@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "shaper/profile.hpp"
+#include "shaper/quantities.hpp"
 
 namespace shaper {
 

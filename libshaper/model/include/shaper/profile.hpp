@@ -108,11 +108,6 @@ std::string profile_digest(const Profile& profile);
 // The file form: pretty-printed, with "digest" added.
 std::string profile_to_json(const Profile& profile);
 
-// "20ms", "1.5s", "250us", "100ns" <-> Nanoseconds, exactly (no floating point). Parsing also takes
-// minutes and hours ("10m", "24h"); writing uses s and smaller, so canonical forms never change.
-std::optional<Nanoseconds> parse_duration(std::string_view text);
-std::string duration_to_string(Nanoseconds d);
-
 // RFC 3339 in UTC ("2026-11-30T20:00:00.25Z", up to 9 fraction digits) <-> time since the Unix epoch.
 std::optional<Nanoseconds> parse_utc_timestamp(std::string_view text);
 std::string format_utc_timestamp(Nanoseconds since_epoch);

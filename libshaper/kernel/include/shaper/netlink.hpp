@@ -34,6 +34,11 @@ using NlSockPtr = std::unique_ptr<nl_sock, NlSockDeleter>;
 using NlMsgPtr = std::unique_ptr<nl_msg, NlMsgDeleter>;
 using RtnlLinkPtr = std::unique_ptr<rtnl_link, RtnlLinkDeleter>;
 
+// The one checker for libnl calls that return 0 or a negative NLE_* code (not kernel errnos; those go
+// through RouteSocket, which keeps the extended ACK). Here, not in errors.hpp, so that only the kernel
+// layer needs libnl.
+int check_libnl(int result, const std::string& operation, const std::string& object);
+
 // Allocates a message with room for `payload_hint` bytes (a full delay table needs ~33 KiB; libnl's
 // default page-sized buffer would make nla_put fail).
 NlMsgPtr make_message(int type, int flags, std::size_t payload_hint = 4096);

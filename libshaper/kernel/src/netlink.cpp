@@ -1,6 +1,7 @@
 #include "shaper/netlink.hpp"
 
 #include <linux/netlink.h>
+#include <netlink/errno.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
@@ -17,6 +18,26 @@
 #include "shaper/errors.hpp"
 
 namespace shaper {
+
+int check_libnl(int result, const std::string& operation, const std::string& object) {
+  if (result >= 0) return result;
+  // libnl reports its own NLE_* codes; keep its text, and map to the closest errno for callers.
+  const int nle = -result;
+  int error_number = EIO;
+  switch (nle) {
+    case NLE_NOMEM: error_number = ENOMEM; break;
+    case NLE_PERM: error_number = EPERM; break;
+    case NLE_NODEV: error_number = ENODEV; break;
+    case NLE_OBJ_NOTFOUND: error_number = ENOENT; break;
+    case NLE_INVAL: error_number = EINVAL; break;
+    case NLE_MSGSIZE: error_number = EMSGSIZE; break;
+    case NLE_ATTRSIZE: error_number = E2BIG; break;
+    case NLE_BUSY: error_number = EBUSY; break;
+    default: break;
+  }
+  throw NetlinkError(operation, object, error_number,
+                     std::string("libnl: ") + nl_geterror(result));
+}
 
 void NlSockDeleter::operator()(nl_sock* sock) const { nl_socket_free(sock); }
 void NlMsgDeleter::operator()(nl_msg* msg) const { nlmsg_free(msg); }

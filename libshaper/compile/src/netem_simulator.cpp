@@ -8,7 +8,7 @@
 
 #include "shaper/distribution_tables.hpp"
 #include "shaper/kernel_units.hpp"
-#include "shaper/netem_engine.hpp"
+#include "shaper/change_plan.hpp"
 
 namespace shaper {
 

@@ -25,17 +25,7 @@ using json = nlohmann::json;
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Durations and times
-
-struct Unit {
-  std::string_view suffix;
-  std::int64_t ns;
-};
-// Longest suffix first so that "ms" is not read as "s".
-constexpr Unit kUnits[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}};
-// Read but never written, so canonical forms (and digests) do not depend on them: leases and limits
-// are easier to read as "10m" and "24h".
-constexpr Unit kLongUnits[] = {{"m", 60 * std::int64_t{1000000000}}, {"h", 3600 * std::int64_t{1000000000}}};
+// Names and times
 
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
@@ -428,53 +418,8 @@ std::optional<Profile> Profile::held(std::string_view phase_name) const {
   return out;
 }
 
-std::optional<Nanoseconds> parse_duration(std::string_view text) {
-  std::vector<Unit> units(std::begin(kUnits), std::end(kUnits));
-  units.insert(units.end(), std::begin(kLongUnits), std::end(kLongUnits));
-  for (const auto& unit : units) {
-    if (text.size() <= unit.suffix.size() || !text.ends_with(unit.suffix)) continue;
-    std::string_view number = text.substr(0, text.size() - unit.suffix.size());
-    // "ms" also ends in "s"; a number part that ends in a letter belongs to a longer suffix.
-    if (!number.empty() && (number.back() < '0' || number.back() > '9') && number.back() != '.') continue;
-    const auto dot = number.find('.');
-    std::string_view whole = number.substr(0, dot);
-    std::string_view fraction = dot == std::string_view::npos ? std::string_view() : number.substr(dot + 1);
-    if (whole.empty() && fraction.empty()) return std::nullopt;
-    std::int64_t w = 0;
-    if (!whole.empty()) {
-      auto [p, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), w);
-      if (ec != std::errc() || p != whole.data() + whole.size() || w < 0) return std::nullopt;
-    }
-    if (w > std::numeric_limits<std::int64_t>::max() / unit.ns) return std::nullopt;
-    std::int64_t total = w * unit.ns;
-    // The fraction must come out as a whole number of nanoseconds.
-    std::int64_t scale = unit.ns;
-    for (char c : fraction) {
-      if (c < '0' || c > '9') return std::nullopt;
-      if (scale % 10 != 0) {
-        if (c != '0') return std::nullopt;
-        continue;
-      }
-      scale /= 10;
-      total += (c - '0') * scale;
-    }
-    if (dot != std::string_view::npos && fraction.empty()) return std::nullopt;
-    return Nanoseconds(total);
-  }
-  return std::nullopt;
-}
-
 std::optional<Nanoseconds> parse_utc_timestamp(std::string_view text) { return parse_timestamp(text); }
 std::string format_utc_timestamp(Nanoseconds since_epoch) { return format_timestamp(since_epoch); }
-
-std::string duration_to_string(Nanoseconds d) {
-  const std::int64_t ns = d.count();
-  if (ns == 0) return "0ms";
-  for (auto it = std::rbegin(kUnits); it != std::rend(kUnits); ++it) {
-    if (ns % it->ns == 0) return std::to_string(ns / it->ns) + std::string(it->suffix);
-  }
-  return std::to_string(ns) + "ns";
-}
 
 Diagnostics validate(const Profile& profile) {
   Diagnostics out;

@@ -7,8 +7,10 @@
 #include <optional>
 #include <span>
 
+#include "shaper/change_plan.hpp"
 #include "shaper/netem_spec.hpp"
 #include "shaper/netlink.hpp"
+#include "shaper/tc_types.hpp"
 
 struct nl_msg;
 
@@ -16,18 +18,6 @@ namespace shaper {
 
 // TCA_NETEM_PRNG_SEED (Linux 6.6) is missing from the 6.1 uapi headers we build against.
 inline constexpr int kTcaNetemPrngSeed = 14;
-
-enum class LossEncoding {
-  kFull,         // send the loss model (restarts a GE/4-state chain in its initial state)
-  kKeepRunning,  // send an empty LOSS nest: the kernel keeps the model and its current state
-};
-
-// What to put in one message beyond the always-sent full state.
-struct NetemEncodePlan {
-  bool send_delay_table = true;  // tables are large and the kernel keeps the old one when absent
-  bool send_slot_table = true;
-  LossEncoding loss = LossEncoding::kFull;
-};
 
 // Appends TCA_OPTIONS for `spec` to `msg` (whose tcmsg and TCA_KIND are already in place).
 // Throws NetlinkError if the options do not fit a netlink attribute (validate() reports that first).
@@ -41,13 +31,6 @@ NlMsgPtr build_netem_message(int ifindex, std::uint32_t handle, std::uint32_t pa
 
 // Bytes the options will take, to size the message buffer.
 std::size_t netem_options_size_hint(const NetemSpec& spec, const NetemEncodePlan& plan);
-
-// What the kernel reports for a netem qdisc. Tables are never dumped by the kernel, so the decoded
-// spec has none; `has_slot` distinguishes "slot off" from an all-default slot.
-struct DecodedNetem {
-  NetemSpec spec;
-  bool prng_seed_reported = false;  // 6.6+ kernels dump the seed in use
-};
 
 // Decodes a TCA_OPTIONS payload (tc_netem_qopt followed by netem attributes). Returns nullopt with
 // `error` set if the payload is malformed (a kernel or protocol bug, not user data).

@@ -1,7 +1,7 @@
 #pragma once
-// Facts that keep a shaping session from locking its operator out: which interfaces carry the
-// default route (shaping them shapes the way back to the operator), the SSH connection the operator
-// is using (from SSH_CONNECTION), and match rules that exempt SSH from shaping.
+// The SSH side of keeping a shaping session from locking its operator out: the SSH connection the
+// operator is using (from SSH_CONNECTION), the ports sshd listens on or is configured for, and match
+// rules that exempt SSH from shaping. No netlink: the default-route dump is route_facts.hpp.
 
 #include <cstdint>
 #include <optional>
@@ -12,14 +12,8 @@
 
 #include "shaper/diagnostics.hpp"
 #include "shaper/match_rules.hpp"
-#include "shaper/netlink.hpp"
 
 namespace shaper {
-
-// The interface indexes that carry an IPv4 or IPv6 default route of the main table (dst_len 0,
-// unicast), including each nexthop of a multipath route; sorted, without duplicates. Reads the
-// calling thread's network namespace through `socket` (an RTM_GETROUTE dump). Throws NetlinkError.
-std::vector<int> default_route_interfaces(RouteSocket& socket);
 
 // One SSH session as sshd describes it to the shell.
 struct SshConnection {

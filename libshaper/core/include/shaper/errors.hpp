@@ -76,10 +76,6 @@ class CryptoError : public std::runtime_error {
 // otherwise.
 long check_syscall(long result, const std::string& operation, const std::string& object);
 
-// The one checker for libnl calls that return 0 or a negative NLE_* code (not kernel errnos; those go
-// through RouteSocket, which keeps the extended ACK).
-int check_libnl(int result, const std::string& operation, const std::string& object);
-
 // The one checker for libcrypto calls, which return 1 for success: throws CryptoError otherwise,
 // emptying libcrypto's (per-thread) error queue into its text. string_view, not string: it runs once
 // per chunk hashed, and "EVP_DigestUpdate" is one byte too long for std::string's in-place buffer.

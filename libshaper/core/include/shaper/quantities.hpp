@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace shaper {
 
@@ -48,5 +49,10 @@ struct BytesPerSecond {
 // "12.5ms", "3us", "250ns", "1.2s": used in messages so that units never live only in format strings.
 std::string format_duration(Nanoseconds d);
 std::string format_probability(Probability p);
+
+// "20ms", "1.5s", "250us", "100ns" <-> Nanoseconds, exactly (no floating point). Parsing also takes
+// minutes and hours ("10m", "24h"); writing uses s and smaller, so canonical forms never change.
+std::optional<Nanoseconds> parse_duration(std::string_view text);
+std::string duration_to_string(Nanoseconds d);
 
 }  // namespace shaper
