@@ -23,34 +23,38 @@
 
 namespace shaper {
 
+// clang-format off
 // The messages, as the kernel parses them (sch_htb.c htb_init/htb_change_class, cls_u32.c
 // u32_change, act_mirred.c tcf_mirred_init):
 //
 //   RTM_NEWQDISC  tcmsg{handle 1a7e:, parent ROOT}  TCA_KIND "htb"
 //   └ TCA_OPTIONS (2, nest)
-//     ├ TCA_HTB_INIT (2)         struct tc_htb_glob (20 B) {version 3, rate2quantum 10, defcls, 0,
-//     0} └ TCA_HTB_DIRECT_QLEN (5)  u32                       direct queue in packets
+//     ├ TCA_HTB_INIT (2)         struct tc_htb_glob (20 B)
+//     │                          {version 3, rate2quantum 10, defcls, 0, 0}
+//     └ TCA_HTB_DIRECT_QLEN (5)  u32: the direct queue in packets
 //
 //   RTM_NEWTCLASS tcmsg{handle 1a7e:N, parent 1a7e:}  TCA_KIND "htb"
 //   └ TCA_OPTIONS (2, nest)
 //     ├ TCA_HTB_PARMS (1)   struct tc_htb_opt (44 B) {rate, ceil: tc_ratespec{linklayer ETHERNET,
 //     │                     rate ~0U}, buffer, cbuffer (64 ns ticks), quantum, level 0, prio 0}
-//     ├ TCA_HTB_RATE64 (6)  u64 B/s                 the kernel takes max(rate, rate64)
+//     ├ TCA_HTB_RATE64 (6)  u64 B/s: the kernel takes max(rate, rate64)
 //     └ TCA_HTB_CEIL64 (7)  u64 B/s
 //   A linklayer other than UNAWARE makes the kernel skip the 1 KiB rate table (no
 //   TCA_HTB_RTAB/CTAB).
 //
 //   RTM_NEWTFILTER tcmsg{handle 0 (kernel picks 800::N), parent, info prio<<16 | htons(proto)}
-//   TCA_KIND "u32"
+//                  TCA_KIND "u32"
 //   └ TCA_OPTIONS (2, nest)
-//     ├ TCA_U32_SEL (5)      struct tc_u32_sel (16 B) {flags TERMINAL, nkeys n} + n × tc_u32_key
-//     (16 B) ├ TCA_U32_CLASSID (1)  u32                      optional └ TCA_U32_ACT (7, nest)
-//     optional
-//       └ 1 (nest)                                    action order
+//     ├ TCA_U32_SEL (5)      struct tc_u32_sel (16 B) {flags TERMINAL, nkeys n}
+//     │                      + n × struct tc_u32_key (16 B)
+//     ├ TCA_U32_CLASSID (1)  u32, optional
+//     └ TCA_U32_ACT (7, nest), optional
+//       └ 1 (nest): the action's order
 //         ├ TCA_ACT_KIND (1)  "mirred"
 //         └ TCA_ACT_OPTIONS (2, nest|NLA_F_NESTED)
 //           └ TCA_MIRRED_PARMS (2)  struct tc_mirred (28 B) {index 0, capab 0, action STOLEN,
 //                                   refcnt 0, bindcnt 0, eaction EGRESS_REDIR, ifindex}
+// clang-format on
 
 namespace {
 
