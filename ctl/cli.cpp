@@ -26,16 +26,22 @@ constexpr std::uint64_t kMaxValidationProbes = 100'000'000;
 // ---- The options of each command ---------------------------------------------------------------
 
 constexpr Option kGlobalOptions[] = {
-    {.name = "--socket", .value = "PATH", .type = kText,
+    {.name = "--socket",
+     .value = "PATH",
+     .type = kText,
      .help = "jitterd's socket (default: $JITTERD_SOCKET, else /run/jitterd/jitterd.sock)"},
-    {.name = "--json", .help = "print the reply's result as JSON (subscribe: one compact event per line)"},
-    {.name = "--timeout", .value = "DURATION", .type = kPositiveDuration,
+    {.name = "--json",
+     .help = "print the reply's result as JSON (subscribe: one compact event per line)"},
+    {.name = "--timeout",
+     .value = "DURATION",
+     .type = kPositiveDuration,
      .help = "how long to wait for jitterd (default 10s)"},
 };
 
 // One table of options after another: a command's own, then those it shares.
 template <std::size_t N, std::size_t M>
-constexpr std::array<Option, N + M> concat(const std::array<Option, N>& a, const std::array<Option, M>& b) {
+constexpr std::array<Option, N + M> concat(const std::array<Option, N>& a,
+                                           const std::array<Option, M>& b) {
   std::array<Option, N + M> all{};
   std::copy(a.begin(), a.end(), all.begin());
   std::copy(b.begin(), b.end(), all.begin() + N);
@@ -45,158 +51,287 @@ constexpr std::array<Option, N + M> concat(const std::array<Option, N>& a, const
 // The lane options: a command that names an interface acts on every lane of it unless narrowed.
 constexpr std::array<Option, 4> lane_options(std::string_view directions) {
   return {{
-      {.name = "--direction", .value = directions, .type = kChoice, .help = "one direction of the interface"},
+      {.name = "--direction",
+       .value = directions,
+       .type = kChoice,
+       .help = "one direction of the interface"},
       {.name = "--egress", .help = "short for --direction egress"},
       {.name = "--ingress", .help = "short for --direction ingress"},
-      {.name = "--set", .value = "NAME", .type = kText, .help = "one rule set (apply --set NAME --match ...)"},
+      {.name = "--set",
+       .value = "NAME",
+       .type = kText,
+       .help = "one rule set (apply --set NAME --match ...)"},
   }};
 }
 
 constexpr auto kLaneOptions = lane_options("egress|ingress");
 
-constexpr auto kApplyOptions = concat(std::to_array<Option>({
-    {.name = "--file", .value = "F", .type = kText, .help = "the profile in this JSON file, sent inline"},
-    {.name = "--phase", .value = "P", .type = kText, .help = "hold phase P"},
-    {.name = "--no-schedule", .help = "do not run the profile's schedule"},
-    {.name = "--schedule", .help = "run the profile's schedule (the default without --phase)"},
-    {.name = "--start", .value = "now|+2s|RFC3339", .type = kStartTime, .help = "start then; pending until"},
-    {.name = "--lease", .value = "DURATION", .type = kDuration,
-     .help = "remove the shaping unless renewed within DURATION"},
-    {.name = "--force", .help = "replace a root qdisc that is not jitterd's"},
-    {.name = "--match", .value = "RULE", .type = kText,
-     .help = "shape only packets that match (with --set; rules are ORed): dst=10.0.0.0/8,proto=tcp,dport=6379",
-     .repeatable = true},
-    {.name = "--confirm", .value = "DURATION", .type = kDuration,
-     .help = "roll back unless `jitterctl confirm` comes within DURATION"},
-    {.name = "--offloads", .value = "off|keep", .type = kChoice,
-     .help = "off: TSO, GSO and GRO off until the last lane is cleared"},
-    {.name = "--no-ssh-guard", .help = "shape SSH too (on an interface with the default route)"},
-}), lane_options("egress|ingress|both"));
+constexpr auto kApplyOptions = concat(
+    std::to_array<Option>({
+        {.name = "--file",
+         .value = "F",
+         .type = kText,
+         .help = "the profile in this JSON file, sent inline"},
+        {.name = "--phase", .value = "P", .type = kText, .help = "hold phase P"},
+        {.name = "--no-schedule", .help = "do not run the profile's schedule"},
+        {.name = "--schedule", .help = "run the profile's schedule (the default without --phase)"},
+        {.name = "--start",
+         .value = "now|+2s|RFC3339",
+         .type = kStartTime,
+         .help = "start then; pending until"},
+        {.name = "--lease",
+         .value = "DURATION",
+         .type = kDuration,
+         .help = "remove the shaping unless renewed within DURATION"},
+        {.name = "--force", .help = "replace a root qdisc that is not jitterd's"},
+        {.name = "--match",
+         .value = "RULE",
+         .type = kText,
+         .help = "shape only packets that match (with --set; rules are ORed): "
+                 "dst=10.0.0.0/8,proto=tcp,dport=6379",
+         .repeatable = true},
+        {.name = "--confirm",
+         .value = "DURATION",
+         .type = kDuration,
+         .help = "roll back unless `jitterctl confirm` comes within DURATION"},
+        {.name = "--offloads",
+         .value = "off|keep",
+         .type = kChoice,
+         .help = "off: TSO, GSO and GRO off until the last lane is cleared"},
+        {.name = "--no-ssh-guard",
+         .help = "shape SSH too (on an interface with the default route)"},
+    }),
+    lane_options("egress|ingress|both"));
 
 constexpr auto kSwitchOptions = concat(std::to_array<Option>({
-    {.name = "--at", .value = "now|+1s|RFC3339", .type = kStartTime, .help = "switch then (default now)"},
-}), kLaneOptions);
+                                           {.name = "--at",
+                                            .value = "now|+1s|RFC3339",
+                                            .type = kStartTime,
+                                            .help = "switch then (default now)"},
+                                       }),
+                                       kLaneOptions);
 
-constexpr auto kSkipOptions = concat(std::to_array<Option>({
-    {.name = "--phase", .value = "P", .type = kText, .help = "the next step of phase P"},
-    {.name = "--step", .value = "N", .type = kWholeNumber, .help = "step N (0-based)",
-     .expected = "a step number (0, 1, 2 ...)"},
-}), kLaneOptions);
+constexpr auto kSkipOptions =
+    concat(std::to_array<Option>({
+               {.name = "--phase", .value = "P", .type = kText, .help = "the next step of phase P"},
+               {.name = "--step",
+                .value = "N",
+                .type = kWholeNumber,
+                .help = "step N (0-based)",
+                .expected = "a step number (0, 1, 2 ...)"},
+           }),
+           kLaneOptions);
 
 constexpr auto kClearOptions = concat(std::to_array<Option>({
-    {.name = "--all", .help = "every session"},
-}), kLaneOptions);
+                                          {.name = "--all", .help = "every session"},
+                                      }),
+                                      kLaneOptions);
 
 constexpr auto kRenewOptions = concat(std::to_array<Option>({
-    {.name = "--lease", .value = "DURATION", .type = kDuration, .help = "the new lease (default: the last one)"},
-}), kLaneOptions);
+                                          {.name = "--lease",
+                                           .value = "DURATION",
+                                           .type = kDuration,
+                                           .help = "the new lease (default: the last one)"},
+                                      }),
+                                      kLaneOptions);
 
 constexpr Option kSubscribeOptions[] = {
-    {.name = "--interface", .value = "X", .type = kText, .help = "only events of interface X", .repeatable = true},
-    {.name = "--event", .value = "E", .type = kText, .help = "only events named E (applied, cleared ...)",
+    {.name = "--interface",
+     .value = "X",
+     .type = kText,
+     .help = "only events of interface X",
+     .repeatable = true},
+    {.name = "--event",
+     .value = "E",
+     .type = kText,
+     .help = "only events named E (applied, cleared ...)",
      .repeatable = true},
     {.name = "--count", .value = "N", .type = kWholeNumber, .help = "stop after N events"},
 };
 
 constexpr Option kWatchOptions[] = {
-    {.name = "--interval", .value = "DURATION", .type = kPositiveDuration, .help = "redraw this often (default 1s)"},
+    {.name = "--interval",
+     .value = "DURATION",
+     .type = kPositiveDuration,
+     .help = "redraw this often (default 1s)"},
     {.name = "--once", .help = "print one frame and exit"},
 };
 
 // Both compile and validate read captures.
 constexpr auto kCaptureOptions = std::to_array<Option>({
-    {.name = "--format", .value = "FORMAT", .type = kText,
-     .help = "the capture format: auto (default), ping, fping, mtr-report, mtr-json, iperf3-json, epoch-rtt, "
+    {.name = "--format",
+     .value = "FORMAT",
+     .type = kText,
+     .help = "the capture format: auto (default), ping, fping, mtr-report, mtr-json, iperf3-json, "
+             "epoch-rtt, "
              "csv, tsv"},
-    {.name = "--interval", .value = "DURATION", .type = kDuration,
+    {.name = "--interval",
+     .value = "DURATION",
+     .type = kDuration,
      .help = "the probe interval of captures without timestamps"},
-    {.name = "--host", .value = "TARGET", .type = kText, .help = "which target of an fping capture"},
+    {.name = "--host",
+     .value = "TARGET",
+     .type = kText,
+     .help = "which target of an fping capture"},
 });
 
-constexpr auto kCompileOptions = concat(std::to_array<Option>({
-    {.name = "--output", .value = "PROFILE.json", .type = kText, .help = "where to write the profile",
-     .short_name = 'o'},
-    {.name = "--name", .value = "NAME", .type = kText, .help = "the profile's name (default capture)"},
-    {.name = "--description", .value = "TEXT", .type = kText, .help = "the profile's description"},
-    {.name = "--baseline", .value = "min|none|pNN|DURATION", .type = kText,
-     .help = "what is subtracted from every RTT (default min)"},
-    {.name = "--halves", .help = "halve every delay, to shape both directions of the link"},
-    {.name = "--regimes", .value = "single|percentiles|K", .type = kText,
-     .help = "one phase, p50/p95/p99.9 phases, or K regimes (1 to 16) found by clustering"},
-    {.name = "--window", .value = "DURATION", .type = kDuration, .help = "the window of --regimes K (default 10s)"},
-    {.name = "--step", .value = "DURATION", .type = kDuration,
-     .help = "how long each phase of --regimes percentiles lasts (default 30s)"},
-    {.name = "--replay", .help = "follow the capture's time line, window by window"},
-    {.name = "--replay-window", .value = "DURATION", .type = kDuration,
-     .help = "replay with this window (implies --replay)"},
-    {.name = "--once", .help = "with --replay: play the time line once"},
-    {.name = "--spike", .value = "EXTRA:PACKETS:EVERY", .type = kText,
-     .help = "a periodic spike phase, e.g. 100ms:2:30s"},
-    {.name = "--no-reorder", .help = "keep packet order (a netem rate on every phase)"},
-    {.name = "--packet-rate", .value = "PPS", .type = kNumber,
-     .help = "the packet rate the link carries, which sizes netem's limit (default 100000)", .above = 0,
-     .expected = "a packet rate; give packets per second above 0"},
-    {.name = "--entries", .value = "N", .type = kWholeNumber, .help = "delay table entries", .min = 1,
-     .max = shaper::kMaxTableEntries},
-}), kCaptureOptions);
+constexpr auto kCompileOptions = concat(
+    std::to_array<Option>({
+        {.name = "--output",
+         .value = "PROFILE.json",
+         .type = kText,
+         .help = "where to write the profile",
+         .short_name = 'o'},
+        {.name = "--name",
+         .value = "NAME",
+         .type = kText,
+         .help = "the profile's name (default capture)"},
+        {.name = "--description",
+         .value = "TEXT",
+         .type = kText,
+         .help = "the profile's description"},
+        {.name = "--baseline",
+         .value = "min|none|pNN|DURATION",
+         .type = kText,
+         .help = "what is subtracted from every RTT (default min)"},
+        {.name = "--halves", .help = "halve every delay, to shape both directions of the link"},
+        {.name = "--regimes",
+         .value = "single|percentiles|K",
+         .type = kText,
+         .help = "one phase, p50/p95/p99.9 phases, or K regimes (1 to 16) found by clustering"},
+        {.name = "--window",
+         .value = "DURATION",
+         .type = kDuration,
+         .help = "the window of --regimes K (default 10s)"},
+        {.name = "--step",
+         .value = "DURATION",
+         .type = kDuration,
+         .help = "how long each phase of --regimes percentiles lasts (default 30s)"},
+        {.name = "--replay", .help = "follow the capture's time line, window by window"},
+        {.name = "--replay-window",
+         .value = "DURATION",
+         .type = kDuration,
+         .help = "replay with this window (implies --replay)"},
+        {.name = "--once", .help = "with --replay: play the time line once"},
+        {.name = "--spike",
+         .value = "EXTRA:PACKETS:EVERY",
+         .type = kText,
+         .help = "a periodic spike phase, e.g. 100ms:2:30s"},
+        {.name = "--no-reorder", .help = "keep packet order (a netem rate on every phase)"},
+        {.name = "--packet-rate",
+         .value = "PPS",
+         .type = kNumber,
+         .help = "the packet rate the link carries, which sizes netem's limit (default 100000)",
+         .above = 0,
+         .expected = "a packet rate; give packets per second above 0"},
+        {.name = "--entries",
+         .value = "N",
+         .type = kWholeNumber,
+         .help = "delay table entries",
+         .min = 1,
+         .max = shaper::kMaxTableEntries},
+    }),
+    kCaptureOptions);
 
 constexpr Option kInspectOptions[] = {
     {.name = "--json", .help = "print the profile as JSON"},
 };
 
-constexpr auto kValidateOptions = concat(std::to_array<Option>({
-    {.name = "--shaped", .value = "SHAPED_TRACE", .type = kText, .help = "a trace taken through the shaped link"},
-    {.name = "--link-calibration", .value = "TRACE", .type = kText,
-     .help = "the same probes through a constant netem delay: the link's own noise"},
-    {.name = "--calibration-delay", .value = "D", .type = kDuration,
-     .help = "the round trip that constant netem added (e.g. 500us): the link's own base is then measured, "
-             "not estimated from the shaped trace"},
-    {.name = "--phase", .value = "P", .type = kText, .help = "judge a shaped trace taken while phase P held"},
-    {.name = "--json", .help = "one JSON object instead of the table"},
-    {.name = "--plot", .value = "FILE.svg", .type = kText, .help = "write CDFs, histograms and the time series"},
-    {.name = "--log", .help = "the plot's delay axis on a log scale"},
-    {.name = "--seed", .value = "N", .type = kWholeNumber, .help = "the simulation's seed (default 1)"},
-    {.name = "--probes", .value = "N", .type = kWholeNumber, .help = "probes to simulate (default 1000000)",
-     .min = 1, .max = kMaxValidationProbes},
-    {.name = "--alpha", .value = "P", .type = kNumber,
-     .help = "how often a faithful profile or link may fail by chance, per comparison (default 0.05)", .above = 0,
-     .at_most = 0.5,
-     .expected = "a level; give how often a faithful link may fail by chance, above 0 and at most 0.5 "
-                 "(default 0.05)"},
-}), kCaptureOptions);
+constexpr auto kValidateOptions = concat(
+    std::to_array<Option>({
+        {.name = "--shaped",
+         .value = "SHAPED_TRACE",
+         .type = kText,
+         .help = "a trace taken through the shaped link"},
+        {.name = "--link-calibration",
+         .value = "TRACE",
+         .type = kText,
+         .help = "the same probes through a constant netem delay: the link's own noise"},
+        {.name = "--calibration-delay",
+         .value = "D",
+         .type = kDuration,
+         .help = "the round trip that constant netem added (e.g. 500us): the link's own base is "
+                 "then measured, "
+                 "not estimated from the shaped trace"},
+        {.name = "--phase",
+         .value = "P",
+         .type = kText,
+         .help = "judge a shaped trace taken while phase P held"},
+        {.name = "--json", .help = "one JSON object instead of the table"},
+        {.name = "--plot",
+         .value = "FILE.svg",
+         .type = kText,
+         .help = "write CDFs, histograms and the time series"},
+        {.name = "--log", .help = "the plot's delay axis on a log scale"},
+        {.name = "--seed",
+         .value = "N",
+         .type = kWholeNumber,
+         .help = "the simulation's seed (default 1)"},
+        {.name = "--probes",
+         .value = "N",
+         .type = kWholeNumber,
+         .help = "probes to simulate (default 1000000)",
+         .min = 1,
+         .max = kMaxValidationProbes},
+        {.name = "--alpha",
+         .value = "P",
+         .type = kNumber,
+         .help = "how often a faithful profile or link may fail by chance, per comparison (default "
+                 "0.05)",
+         .above = 0,
+         .at_most = 0.5,
+         .expected =
+             "a level; give how often a faithful link may fail by chance, above 0 and at most 0.5 "
+             "(default 0.05)"},
+    }),
+    kCaptureOptions);
 
 // ---- The registry ------------------------------------------------------------------------------
 
 constexpr Command kCommands[] = {
     {"list-commands", "", "", "the methods jitterd offers", {}, true, list_commands_command},
     {"version", "", "", "jitterd's version, pid and kernel", {}, true, version_command},
-    {"interfaces", "", "", "interfaces, their root qdisc, whether jitterd may shape them", {}, true,
+    {"interfaces",
+     "",
+     "",
+     "interfaces, their root qdisc, whether jitterd may shape them",
+     {},
+     true,
      interfaces_command},
-    {"profiles", "", "", "profiles in jitterd's folders (and invalid files)", {}, true, profiles_command},
-    {"apply", "", "INTERFACE PROFILE|--file F", "start shaping (replaces a session in place)", kApplyOptions, true,
-     apply_command},
+    {"profiles",
+     "",
+     "",
+     "profiles in jitterd's folders (and invalid files)",
+     {},
+     true,
+     profiles_command},
+    {"apply", "", "INTERFACE PROFILE|--file F", "start shaping (replaces a session in place)",
+     kApplyOptions, true, apply_command},
     {"switch", "", "INTERFACE PHASE",
-     "hold PHASE on every lane of the interface at once (or one lane); pauses schedules", kSwitchOptions, true,
-     switch_command},
-    {"confirm", "", "INTERFACE", "keep a commit-confirmed apply", kLaneOptions, true, confirm_command},
+     "hold PHASE on every lane of the interface at once (or one lane); pauses schedules",
+     kSwitchOptions, true, switch_command},
+    {"confirm", "", "INTERFACE", "keep a commit-confirmed apply", kLaneOptions, true,
+     confirm_command},
     {"pause", "", "INTERFACE", "freeze the schedule", kLaneOptions, true, pause_command},
     {"resume", "", "INTERFACE", "continue the schedule", kLaneOptions, true, resume_command},
-    {"skip", "", "INTERFACE --phase P|--step N", "start that schedule step now", kSkipOptions, true, skip_command},
-    {"status", "", "[INTERFACE]", "sessions: phase, next transition, lease, counters", kLaneOptions, true,
-     status_command},
-    {"clear", "", "INTERFACE|--all", "stop shaping, restore the kernel's default qdisc", kClearOptions, true,
-     clear_command},
+    {"skip", "", "INTERFACE --phase P|--step N", "start that schedule step now", kSkipOptions, true,
+     skip_command},
+    {"status", "", "[INTERFACE]", "sessions: phase, next transition, lease, counters", kLaneOptions,
+     true, status_command},
+    {"clear", "", "INTERFACE|--all", "stop shaping, restore the kernel's default qdisc",
+     kClearOptions, true, clear_command},
     {"renew", "", "INTERFACE", "extend the session's lease", kRenewOptions, true, renew_command},
-    {"subscribe", "events", "", "print events as they happen", kSubscribeOptions, true, subscribe_command},
+    {"subscribe", "events", "", "print events as they happen", kSubscribeOptions, true,
+     subscribe_command},
     {"metrics", "", "", "Prometheus metrics text", {}, true, metrics_command},
-    {"watch", "", "[INTERFACE]...", "live table of sessions and events (Ctrl-C quits)", kWatchOptions, true,
-     watch_command},
-    {"compile", "", "TRACE... -o PROFILE.json", "compile captures into a profile", kCompileOptions, false,
-     compile_command},
-    {"inspect", "", "PROFILE", "show a profile's phases, schedule and digest", kInspectOptions, false,
-     inspect_command},
-    {"validate", "", "PROFILE [TRACE]", "compare capture, profile (simulated) and shaped link", kValidateOptions,
-     false, validate_command},
+    {"watch", "", "[INTERFACE]...", "live table of sessions and events (Ctrl-C quits)",
+     kWatchOptions, true, watch_command},
+    {"compile", "", "TRACE... -o PROFILE.json", "compile captures into a profile", kCompileOptions,
+     false, compile_command},
+    {"inspect", "", "PROFILE", "show a profile's phases, schedule and digest", kInspectOptions,
+     false, inspect_command},
+    {"validate", "", "PROFILE [TRACE]", "compare capture, profile (simulated) and shaped link",
+     kValidateOptions, false, validate_command},
 };
 
 const Command* find_command(std::string_view word) {
@@ -269,8 +404,8 @@ void print_command_lines(bool online, std::ostream& out) {
 
 // Runs the command after its words were found: parse, then the handler; a UsageError from either
 // is printed with the command's usage line.
-int run_command(const Command& command, const std::vector<std::string>& words, const std::string& default_socket,
-                std::ostream& out, std::ostream& err) {
+int run_command(const Command& command, const std::vector<std::string>& words,
+                const std::string& default_socket, std::ostream& out, std::ostream& err) {
   const std::string name(command.name);
   try {
     const ParsedArgs args = command.online ? parse_options(words, {command.options, kGlobalOptions})
@@ -326,8 +461,8 @@ void print_usage(std::ostream& out) {
   out << "\n`jitterctl COMMAND --help` explains each option.\n" << kExitCodes;
 }
 
-int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket, std::ostream& out,
-                  std::ostream& err) {
+int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket,
+                  std::ostream& out, std::ostream& err) {
   if (args.empty() || is_help(args.front())) {
     print_usage(out);
     return args.empty() ? kExitUsage : kExitOk;
@@ -341,7 +476,8 @@ int run_jitterctl(const std::vector<std::string>& args, const std::string& defau
     const bool separate_value = global->type != kFlag && args[at].find('=') == std::string::npos;
     at += separate_value ? 2 : 1;
   }
-  std::vector<std::string> words(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(std::min(at, args.size())));
+  std::vector<std::string> words(
+      args.begin(), args.begin() + static_cast<std::ptrdiff_t>(std::min(at, args.size())));
   if (at >= args.size()) {
     try {
       parse_options(words, {kGlobalOptions});  // a global option without its value

@@ -38,7 +38,7 @@ std::string usage_line(const Command& command);
 // Runs a command line (the words after "jitterctl") and returns the exit code (exit_codes.hpp).
 // `default_socket` is used without --socket; results go to `out`, errors to `err` (the offline
 // commands print to the process's stdout and stderr).
-int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket, std::ostream& out,
-                  std::ostream& err);
+int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket,
+                  std::ostream& out, std::ostream& err);
 
 }  // namespace jitterctl

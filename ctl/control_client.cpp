@@ -30,7 +30,9 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 // How much of a broken line goes into an error message.
 constexpr std::size_t kExcerptBytes = 80;
 
-std::string excerpt(const std::string& line) { return shaper::text_excerpt(line, kExcerptBytes); }
+std::string excerpt(const std::string& line) {
+  return shaper::text_excerpt(line, kExcerptBytes);
+}
 
 timeval to_timeval(shaper::Nanoseconds d) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();

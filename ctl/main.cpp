@@ -11,6 +11,6 @@
 int main(int argc, char** argv) {
   // The environment is read here, once, so that the commands themselves depend only on arguments.
   return jitterctl::run_jitterctl(std::vector<std::string>(argv + 1, argv + argc),
-                                  jitterctl::default_socket_path(std::getenv("JITTERD_SOCKET")), std::cout,
-                                  std::cerr);
+                                  jitterctl::default_socket_path(std::getenv("JITTERD_SOCKET")),
+                                  std::cout, std::cerr);
 }

@@ -79,7 +79,8 @@ ParseOptions capture_options(const ParsedArgs& a) {
 }
 
 void print_phase_table(const Profile& profile) {
-  std::printf("%-16s %10s %10s %10s %8s  %-16s %s\n", "PHASE", "LATENCY", "JITTER", "TABLE", "LIMIT", "LOSS", "OTHER");
+  std::printf("%-16s %10s %10s %10s %8s  %-16s %s\n", "PHASE", "LATENCY", "JITTER", "TABLE",
+              "LIMIT", "LOSS", "OTHER");
   for (const auto& phase : profile.phases) {
     const NetemSpec& s = phase.spec;
     std::string loss = "none";
@@ -93,7 +94,8 @@ void print_phase_table(const Profile& profile) {
       loss = "4-state";
     }
     std::string other;
-    // A compiled exact table decodes to latency + entry x jitter / 8192: its resolution (docs/compiler.md).
+    // A compiled exact table decodes to latency + entry x jitter / 8192: its resolution
+    // (docs/compiler.md).
     if (phase.delay_table == TableSource::kCustom && s.delay.jitter.count() % kDistScale == 0) {
       other += "step=" + format_duration(s.delay.jitter / kDistScale) + " ";
     }
@@ -103,9 +105,10 @@ void print_phase_table(const Profile& profile) {
     if (!s.duplicate.probability.is_zero()) other += "duplicate ";
     if (!s.corrupt.probability.is_zero()) other += "corrupt ";
     if (s.reorder.gap) other += "reorder ";
-    std::printf("%-16s %10s %10s %10zu %8u  %-16s %s\n", phase.name.c_str(), format_duration(s.delay.latency).c_str(),
-                format_duration(s.delay.jitter).c_str(), s.delay.distribution ? s.delay.distribution->size() : 0,
-                s.limit, loss.c_str(), other.c_str());
+    std::printf("%-16s %10s %10s %10zu %8u  %-16s %s\n", phase.name.c_str(),
+                format_duration(s.delay.latency).c_str(), format_duration(s.delay.jitter).c_str(),
+                s.delay.distribution ? s.delay.distribution->size() : 0, s.limit, loss.c_str(),
+                other.c_str());
   }
 }
 
@@ -156,15 +159,18 @@ CompileOptions compile_options(const ParsedArgs& a) {
   if (const auto v = a.text("--spike")) {
     // EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s
     const auto c1 = v->find(':'), c2 = v->rfind(':');
-    if (c1 == std::string::npos || c1 == c2) throw UsageError("--spike: expected EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s");
-    options.spikes = PeriodicSpikes{
-        read_duration("--spike", v->substr(0, c1)),
-        static_cast<std::size_t>(read_whole_number("--spike", v->substr(c1 + 1, c2 - c1 - 1), 1, kMaxSpikePackets)),
-        read_duration("--spike", v->substr(c2 + 1))};
+    if (c1 == std::string::npos || c1 == c2)
+      throw UsageError("--spike: expected EXTRA:PACKETS:EVERY, e.g. 100ms:2:30s");
+    options.spikes =
+        PeriodicSpikes{read_duration("--spike", v->substr(0, c1)),
+                       static_cast<std::size_t>(read_whole_number(
+                           "--spike", v->substr(c1 + 1, c2 - c1 - 1), 1, kMaxSpikePackets)),
+                       read_duration("--spike", v->substr(c2 + 1))};
   }
   if (a.has("--no-reorder")) options.reorder = false;
   if (const auto rate = a.number("--packet-rate")) options.packet_rate = *rate;
-  if (const auto entries = a.whole_number("--entries")) options.table_entries = static_cast<std::size_t>(*entries);
+  if (const auto entries = a.whole_number("--entries"))
+    options.table_entries = static_cast<std::size_t>(*entries);
   return options;
 }
 
@@ -178,7 +184,8 @@ int compile_command(const Invocation& inv) {
   const CompileOptions options = compile_options(a);
   if (traces.empty() || !output) throw UsageError("give at least one TRACE and -o PROFILE.json");
   if (!options.replay_loop && options.regimes != RegimeMode::kReplay) {
-    throw UsageError("--once goes with --replay (the replay then plays once; other schedules loop)");
+    throw UsageError(
+        "--once goes with --replay (the replay then plays once; other schedules loop)");
   }
   std::vector<CaptureInput> captures;
   for (const auto& path : traces) {
@@ -195,12 +202,15 @@ int compile_command(const Invocation& inv) {
   if (!result.profile) return kExitBadInput;
   write_file_atomically(*output, profile_to_json(*result.profile));
   const CompileReport& r = result.report;
-  std::printf("%s: %zu probes (%zu delivered), baseline %s subtracted%s\n", output->c_str(), r.probes, r.delivered,
-              format_duration(r.baseline).c_str(), options.split == DirectionSplit::kHalves ? ", halved" : "");
+  std::printf("%s: %zu probes (%zu delivered), baseline %s subtracted%s\n", output->c_str(),
+              r.probes, r.delivered, format_duration(r.baseline).c_str(),
+              options.split == DirectionSplit::kHalves ? ", halved" : "");
   for (const auto& p : r.phases) {
-    std::printf("  %-16s %7zu samples  table %5zu entries at %s resolution  loss %s (capture %.4f, mean burst %.2f)\n",
-                p.name.c_str(), p.samples, p.table_entries, format_duration(p.resolution).c_str(),
-                to_string(p.loss.chosen.kind).c_str(), p.loss.capture_loss_rate, p.loss.capture_mean_burst);
+    std::printf(
+        "  %-16s %7zu samples  table %5zu entries at %s resolution  loss %s (capture %.4f, mean "
+        "burst %.2f)\n",
+        p.name.c_str(), p.samples, p.table_entries, format_duration(p.resolution).c_str(),
+        to_string(p.loss.chosen.kind).c_str(), p.loss.capture_loss_rate, p.loss.capture_mean_burst);
   }
   for (const auto& note : r.notes) std::printf("  note: %s\n", note.c_str());
   std::printf("  digest %s\n", profile_digest(*result.profile).c_str());
@@ -223,8 +233,9 @@ int inspect_command(const Invocation& inv) {
   std::printf("profile  %s\ndigest   %s\n", p.name.c_str(), load.digest.c_str());
   if (!p.description.empty()) std::printf("about    %s\n", p.description.c_str());
   if (p.provenance) {
-    std::printf("capture  %s (%s, %llu samples, sha256 %.16s..., baseline %s%s)\n", p.provenance->capture.c_str(),
-                p.provenance->format.c_str(), static_cast<unsigned long long>(p.provenance->samples),
+    std::printf("capture  %s (%s, %llu samples, sha256 %.16s..., baseline %s%s)\n",
+                p.provenance->capture.c_str(), p.provenance->format.c_str(),
+                static_cast<unsigned long long>(p.provenance->samples),
                 p.provenance->sha256.c_str(), format_duration(p.provenance->baseline).c_str(),
                 p.provenance->halved ? ", halved" : "");
   }
@@ -233,16 +244,18 @@ int inspect_command(const Invocation& inv) {
   if (p.schedule) {
     Nanoseconds total{0};
     for (const auto& s : p.schedule->steps) total += s.duration;
-    std::printf("\nschedule %zu steps, %s per pass%s%s\n", p.schedule->steps.size(), format_duration(total).c_str(),
-                p.schedule->loop ? ", looped" : "",
-                p.schedule->replay_window
-                    ? (", replays the capture in windows of " + format_duration(*p.schedule->replay_window)).c_str()
-                    : "");
+    std::printf("\nschedule %zu steps, %s per pass%s%s\n", p.schedule->steps.size(),
+                format_duration(total).c_str(), p.schedule->loop ? ", looped" : "",
+                p.schedule->replay_window ? (", replays the capture in windows of " +
+                                             format_duration(*p.schedule->replay_window))
+                                                .c_str()
+                                          : "");
     for (std::size_t i = 0; i < p.schedule->steps.size() && i < 20; ++i) {
       std::printf("  %-16s %s\n", p.schedule->steps[i].phase.c_str(),
                   format_duration(p.schedule->steps[i].duration).c_str());
     }
-    if (p.schedule->steps.size() > 20) std::printf("  ... %zu more\n", p.schedule->steps.size() - 20);
+    if (p.schedule->steps.size() > 20)
+      std::printf("  ... %zu more\n", p.schedule->steps.size() - 20);
   }
   return kExitOk;
 }
@@ -259,7 +272,8 @@ int validate_command(const Invocation& inv) {
   const std::optional<Nanoseconds> calibration_delay = a.duration("--calibration-delay");
   const bool json = a.has("--json"), log_scale = a.has("--log");
   const std::uint64_t seed = a.whole_number("--seed").value_or(1);
-  const std::size_t probes = static_cast<std::size_t>(a.whole_number("--probes").value_or(kValidationProbes));
+  const std::size_t probes =
+      static_cast<std::size_t>(a.whole_number("--probes").value_or(kValidationProbes));
   ValidationOptions options;
   if (const auto alpha = a.number("--alpha")) options.alpha = *alpha;
   const ParseOptions parse = capture_options(a);
@@ -278,15 +292,16 @@ int validate_command(const Invocation& inv) {
     // One phase held: what a link shows while jitterd holds that phase (a switch, or a paused
     // schedule). The capture as a whole spans every phase, so only a shaped trace is compared.
     if (!trace_path.empty()) {
-      throw UsageError("--phase judges a shaped trace taken while that phase held; give --shaped, not "
-                       "the capture");
+      throw UsageError(
+          "--phase judges a shaped trace taken while that phase held; give --shaped, not "
+          "the capture");
     }
     auto held = profile->held(phase);
     if (!held) {
       std::string names;
       for (const auto& p : profile->phases) names += (names.empty() ? "" : ", ") + p.name;
-      std::cerr << "jitterctl validate: " << profile_path << ": no phase \"" << phase << "\" (phases: " << names
-                << ")\n";
+      std::cerr << "jitterctl validate: " << profile_path << ": no phase \"" << phase
+                << "\" (phases: " << names << ")\n";
       return kExitBadInput;
     }
     profile = std::move(held);
@@ -299,7 +314,8 @@ int validate_command(const Invocation& inv) {
   if (!shaped_path.empty() && !(shaped = load_trace(shaped_path, parse))) return kExitBadInput;
   const bool halved = profile->provenance && profile->provenance->halved;
   // Without the capture, the shaped trace is judged against the profile alone.
-  DelaySeries capture_s = capture ? capture_series(*capture, *profile) : shaped_series(*shaped, {}, halved);
+  DelaySeries capture_s =
+      capture ? capture_series(*capture, *profile) : shaped_series(*shaped, {}, halved);
   if (!capture) capture_s.label = "shaped";
   const Nanoseconds interval = capture ? capture->interval : shaped->interval;
   // The profile is simulated for the capture's probes, as many times over as reach `probes` (at
@@ -317,9 +333,10 @@ int validate_command(const Invocation& inv) {
       return kExitBadInput;
     }
     if (measured->print_step >= std::chrono::microseconds(100)) {
-      std::cerr << "jitterctl: validate: " << calibration_path << ": warning: every RTT is printed to "
-                << format_duration(measured->print_step)
-                << ", coarser than the link's noise (ping prints 3 significant digits); calibrate through a "
+      std::cerr << "jitterctl: validate: " << calibration_path
+                << ": warning: every RTT is printed to " << format_duration(measured->print_step)
+                << ", coarser than the link's noise (ping prints 3 significant digits); calibrate "
+                   "through a "
                    "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
     }
     noise = with_link_noise(std::move(*measured), profile_s, halved);
@@ -328,34 +345,39 @@ int validate_command(const Invocation& inv) {
   std::optional<DelaySeries> shaped_s;
   if (shaped && capture) shaped_s = shaped_series(*shaped, profile_s, halved, noise_p);
   if (!capture) capture_s = shaped_series(*shaped, profile_s, halved, noise_p);
-  // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's thresholds.
+  // Without the capture, the shaped trace (in the capture's slot) is judged at the shaped link's
+  // thresholds.
   ValidationReport report =
-      capture ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, options)
-              : validate_shaped_only(capture_s, profile_s, noise_p, options);
+      capture
+          ? validate_series(capture_s, profile_s, shaped_s ? &*shaped_s : nullptr, noise_p, options)
+          : validate_shaped_only(capture_s, profile_s, noise_p, options);
   if (profile_s.delay.size() < capture_s.delay.size() * copies) {
-    report.notes.push_back("the profile was simulated for " + std::to_string(profile_s.delay.size()) +
-                           " probes, not " + std::to_string(capture_s.delay.size() * copies) +
-                           ": its schedule changes phase so often that more copies would take more than " +
-                           std::to_string(kMaxSimulatedPhases) + " phase changes (docs/validation.md)");
+    report.notes.push_back(
+        "the profile was simulated for " + std::to_string(profile_s.delay.size()) +
+        " probes, not " + std::to_string(capture_s.delay.size() * copies) +
+        ": its schedule changes phase so often that more copies would take more than " +
+        std::to_string(kMaxSimulatedPhases) + " phase changes (docs/validation.md)");
   }
   if (json) {
     std::cout << validation_json(report) << '\n';
   } else {
     auto row = [](const char* name, const SeriesStats& s) {
-      std::printf("%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f %7s %7s\n", name, s.samples, s.p50_ms,
-                  s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms, s.stddev_ms, s.loss_rate,
+      std::printf("%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f %7s %7s\n", name,
+                  s.samples, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms,
+                  s.stddev_ms, s.loss_rate,
                   s.mean_loss_burst ? std::to_string(*s.mean_loss_burst).substr(0, 5).c_str() : "-",
                   s.lag1_autocorr ? std::to_string(*s.lag1_autocorr).substr(0, 6).c_str() : "-");
     };
-    std::printf("%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s\n", "", "samples", "p50 ms", "p90 ms", "p99 ms",
-                "p99.9 ms", "max ms", "mean ms", "std ms", "loss", "burst", "lag1");
+    std::printf("%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s\n", "", "samples", "p50 ms",
+                "p90 ms", "p99 ms", "p99.9 ms", "max ms", "mean ms", "std ms", "loss", "burst",
+                "lag1");
     row(capture ? "capture" : "shaped", report.capture);
     row("profile", report.profile);
     if (report.shaped) row("shaped", *report.shaped);
     std::printf("\n");
     for (const auto& c : report.comparisons) {
-      std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(), c.ks, c.ks_limit,
-                  c.w1_ms, c.pass() ? "pass" : "FAIL");
+      std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(),
+                  c.ks, c.ks_limit, c.w1_ms, c.pass() ? "pass" : "FAIL");
       // Every figure with its limit and why (judged at c.level each), the failed ones marked
       // FAIL.
       std::printf("  each judged figure at level %.3g %%:\n", 100 * c.level);
@@ -374,10 +396,12 @@ int validate_command(const Invocation& inv) {
     profile_plot.label = profile_s.label;
     profile_plot.sent.assign(profile_s.sent.begin(), profile_s.sent.begin() + first_copy);
     profile_plot.delay.assign(profile_s.delay.begin(), profile_s.delay.begin() + first_copy);
-    if (!profile_s.phase.empty()) profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
+    if (!profile_s.phase.empty())
+      profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
     std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
     if (shaped_s) series.push_back(&*shaped_s);
-    write_file_atomically(plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
+    write_file_atomically(
+        plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
     if (!json) std::printf("plot: %s\n", plot_path.c_str());
   }
   return report.pass ? kExitOk : kExitVerdictFail;

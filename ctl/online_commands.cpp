@@ -111,8 +111,9 @@ Json profile_file(const std::string& path) {
   // Bounded like every reader of user JSON: a profile nested 100 000 deep crashed jitterctl here.
   shaper::JsonDocument doc = shaper::parse_json_bounded(text);
   if (doc.problem != shaper::JsonProblem::kNone) {
-    throw BadInput(path + ":" + (doc.problem == shaper::JsonProblem::kSyntax ? doc.where + ": not JSON: "
-                                                                              : " " + doc.where + ": ") +
+    throw BadInput(path + ":" +
+                   (doc.problem == shaper::JsonProblem::kSyntax ? doc.where + ": not JSON: "
+                                                                : " " + doc.where + ": ") +
                    doc.message);
   }
   if (!doc.value.is_object()) throw BadInput(path + ": a profile is a JSON object");
@@ -131,8 +132,8 @@ void lane_params(const ParsedArgs& a, Request& r) {
   send_as_given(a, {"--set"}, r);
 }
 
-// `--match dst=10.0.0.0/8,proto=tcp,dport=6379`, checked here (with the column of a mistake) and sent
-// as the protocol's rule object.
+// `--match dst=10.0.0.0/8,proto=tcp,dport=6379`, checked here (with the column of a mistake) and
+// sent as the protocol's rule object.
 Json match_rule(const std::string& option, const std::string& text) {
   const auto parsed = shaper::parse_match_rule_text(text);
   if (!parsed.rule) {
@@ -146,7 +147,8 @@ Json match_rule(const std::string& option, const std::string& text) {
   if (rule.dst) j["dst"] = shaper::to_string(*rule.dst);
   if (rule.protocol) j["protocol"] = *rule.protocol;
   auto ports = [](const shaper::PortRange& p) {
-    return p.first == p.last ? std::to_string(p.first) : std::to_string(p.first) + "-" + std::to_string(p.last);
+    return p.first == p.last ? std::to_string(p.first)
+                             : std::to_string(p.first) + "-" + std::to_string(p.last);
   };
   if (rule.src_ports) j["src_port"] = ports(*rule.src_ports);
   if (rule.dst_ports) j["dst_port"] = ports(*rule.dst_ports);
@@ -174,19 +176,22 @@ Request apply_request(std::string_view method, const ParsedArgs& a) {
   }
   if (a.has("--force")) r.params["force"] = true;
   lane_params(a, r);
-  for (const auto& rule : a.texts("--match")) r.params["match"].push_back(match_rule("--match", rule));
+  for (const auto& rule : a.texts("--match"))
+    r.params["match"].push_back(match_rule("--match", rule));
   if (a.has("--no-ssh-guard")) r.params["protect_ssh"] = false;
   const std::optional<std::string> file = a.text("--file");
   if (words.empty()) throw UsageError("which interface?");
   r.params["interface"] = words[0];
   if (r.params.contains("match") && !r.params.contains("set")) {
-    throw UsageError("name the rule set with --set NAME (switch, status and clear address it by that name)");
+    throw UsageError(
+        "name the rule set with --set NAME (switch, status and clear address it by that name)");
   }
   if (r.params.contains("set") && !r.params.contains("match")) {
     throw UsageError("--set names a rule set; give its rules with --match RULE");
   }
   // Over SSH: jitterd keeps this very connection unshaped on an interface with the default route.
-  if (const char* ssh = std::getenv("SSH_CONNECTION"); ssh && *ssh) r.params["ssh_connection"] = ssh;
+  if (const char* ssh = std::getenv("SSH_CONNECTION"); ssh && *ssh)
+    r.params["ssh_connection"] = ssh;
   if (file && words.size() == 2) throw UsageError("give a profile name or --file, not both");
   if (file) {
     r.params["profile"] = profile_file(*file);
@@ -233,7 +238,8 @@ Request status_request(std::string_view method, const ParsedArgs& a) {
   Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(1);
   lane_params(a, r);
-  if (words.empty() && !r.params.empty()) throw UsageError("--direction and --set need an interface");
+  if (words.empty() && !r.params.empty())
+    throw UsageError("--direction and --set need an interface");
   if (!words.empty()) r.params["interface"] = words[0];
   return r;
 }
@@ -307,7 +313,8 @@ std::string format_bytes(std::uint64_t bytes) {
 
 // The NEXT column: the next phase and how soon, or why there is none.
 std::string next_transition(const SessionStatus& s) {
-  if (s.next_transition) return s.next_transition->phase + " in " + format_human_duration(s.next_transition->in);
+  if (s.next_transition)
+    return s.next_transition->phase + " in " + format_human_duration(s.next_transition->in);
   if (!s.schedule) return "held";
   return s.schedule->state == "paused" ? "paused" : "-";
 }
@@ -389,7 +396,8 @@ int run_subscribe(const Invocation& inv, const Settings& settings) {
                      "\" (interfaces are given with --interface)");
   }
   Json params = Json::object();
-  if (const auto interfaces = inv.args.texts("--interface"); !interfaces.empty()) params["interfaces"] = interfaces;
+  if (const auto interfaces = inv.args.texts("--interface"); !interfaces.empty())
+    params["interfaces"] = interfaces;
   if (const auto events = inv.args.texts("--event"); !events.empty()) params["events"] = events;
   const std::optional<std::uint64_t> count = inv.args.whole_number("--count");
   const InterruptSignals signals;
@@ -445,9 +453,9 @@ void print_watch_frame(const WatchFrame& frame, std::ostream& out) {
       const Counters counters = s.counters.value_or(Counters{});  // none while pending
       t.add_row({lane_name(s), or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
                  s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
-                 next_transition(s), std::to_string(counters.packets),
-                 format_bytes(counters.bytes), std::to_string(counters.drops),
-                 std::to_string(counters.backlog_packets), std::to_string(s.transitions),
+                 next_transition(s), std::to_string(counters.packets), format_bytes(counters.bytes),
+                 std::to_string(counters.drops), std::to_string(counters.backlog_packets),
+                 std::to_string(s.transitions),
                  recent.empty() ? "-" : format_human_duration(recent.back().lateness), late_max(s),
                  std::to_string(s.missed)});
     }
@@ -468,7 +476,8 @@ std::int64_t realtime_now_ns() {
 int run_watch(const Invocation& inv, const Settings& settings) {
   const std::vector<std::string>& interfaces = inv.args.operands();
   const bool once = inv.args.has("--once");
-  const shaper::Nanoseconds interval = inv.args.duration("--interval").value_or(std::chrono::seconds(1));
+  const shaper::Nanoseconds interval =
+      inv.args.duration("--interval").value_or(std::chrono::seconds(1));
   // --once is for scripts and tests: one frame, no signal handling, no escape codes.
   std::optional<InterruptSignals> signals;
   ClientOptions options = settings.client;
@@ -635,10 +644,12 @@ int renew_command(const Invocation& inv) {
   return one_request(inv, renew_request, render_session);
 }
 int subscribe_command(const Invocation& inv) {
-  return reporting_failures(inv, [&](const Settings& settings) { return run_subscribe(inv, settings); });
+  return reporting_failures(inv,
+                            [&](const Settings& settings) { return run_subscribe(inv, settings); });
 }
 int watch_command(const Invocation& inv) {
-  return reporting_failures(inv, [&](const Settings& settings) { return run_watch(inv, settings); });
+  return reporting_failures(inv,
+                            [&](const Settings& settings) { return run_watch(inv, settings); });
 }
 
 std::string default_socket_path(const char* environment_value) {
@@ -695,11 +706,13 @@ void print_status_table(const std::vector<SessionStatus>& sessions, std::ostream
   // What the table cannot say in a column: the rules, what stays unshaped, a pending confirm.
   std::vector<std::string> said;
   for (const auto& s : sessions) {
-    const std::string who = s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
+    const std::string who =
+        s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
     for (const auto& m : s.match) out << who << ": matches " << m << '\n';
     std::string unshaped;
     for (const auto& u : s.unshaped) unshaped += (unshaped.empty() ? "" : "; ") + u;
-    if (!unshaped.empty() && std::find(said.begin(), said.end(), s.interface + unshaped) == said.end()) {
+    if (!unshaped.empty() &&
+        std::find(said.begin(), said.end(), s.interface + unshaped) == said.end()) {
       said.push_back(s.interface + unshaped);
       out << s.interface << " carries the default route; left unshaped: " << unshaped << '\n';
     }
@@ -758,9 +771,9 @@ std::string format_event_line(const Event& e, bool date) {
     if (w < width) text.append(width - w, ' ');
     return text;
   };
-  std::string line = pad(e.at ? format_local_time(e.at->realtime.count(), date, 6) : "-", time_width) +
-                     "  " + pad(or_dash(e.interface), kInterfaceWidth) + "  " +
-                     pad(or_dash(e.event), kEventWidth);
+  std::string line =
+      pad(e.at ? format_local_time(e.at->realtime.count(), date, 6) : "-", time_width) + "  " +
+      pad(or_dash(e.interface), kInterfaceWidth) + "  " + pad(or_dash(e.event), kEventWidth);
   std::vector<std::string> details;
   if (!e.phase.empty()) details.push_back(e.phase);
   if (e.event == "applied" && !e.profile.empty()) details.push_back("profile " + e.profile);

@@ -42,7 +42,8 @@ std::string join(const std::vector<std::string_view>& words, std::string_view se
 
 bool is_start_time(const std::string& text) {
   if (text == "now") return true;
-  if (text.size() > 1 && text[0] == '+') return shaper::parse_duration(std::string_view(text).substr(1)).has_value();
+  if (text.size() > 1 && text[0] == '+')
+    return shaper::parse_duration(std::string_view(text).substr(1)).has_value();
   return shaper::parse_utc_timestamp(text).has_value();
 }
 
@@ -52,10 +53,12 @@ std::string whole_number_words(std::uint64_t min, std::uint64_t max) {
   return "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
 }
 
-std::optional<std::uint64_t> whole_number_in(const std::string& text, std::uint64_t min, std::uint64_t max) {
+std::optional<std::uint64_t> whole_number_in(const std::string& text, std::uint64_t min,
+                                             std::uint64_t max) {
   std::uint64_t n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max) return std::nullopt;
+  if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max)
+    return std::nullopt;
   return n;
 }
 
@@ -73,16 +76,19 @@ std::string shortest(double v) {
 }
 
 // `value` read as `option`'s type, or a UsageError that names the option and says what it takes.
-std::variant<std::monostate, shaper::Nanoseconds, std::uint64_t, double> typed_value(const Option& option,
-                                                                                     const std::string& value) {
-  auto refuse = [&](std::string_view what) { not_a(option.name, value, option.expected.empty() ? what : option.expected); };
+std::variant<std::monostate, shaper::Nanoseconds, std::uint64_t, double> typed_value(
+    const Option& option, const std::string& value) {
+  auto refuse = [&](std::string_view what) {
+    not_a(option.name, value, option.expected.empty() ? what : option.expected);
+  };
   switch (option.type) {
     case ValueType::kFlag:
     case ValueType::kText:
       return {};
     case ValueType::kChoice: {
       const auto words = choices(option.value);
-      if (std::find(words.begin(), words.end(), value) == words.end()) refuse("one of " + join(words, ", "));
+      if (std::find(words.begin(), words.end(), value) == words.end())
+        refuse("one of " + join(words, ", "));
       return {};
     }
     case ValueType::kDuration: {
@@ -96,7 +102,8 @@ std::variant<std::monostate, shaper::Nanoseconds, std::uint64_t, double> typed_v
       return *d;
     }
     case ValueType::kStartTime:
-      if (!is_start_time(value)) refuse("a start time: now, +DURATION (+2s) or a UTC time (2026-11-30T20:00:00Z)");
+      if (!is_start_time(value))
+        refuse("a start time: now, +DURATION (+2s) or a UTC time (2026-11-30T20:00:00Z)");
       return {};
     case ValueType::kWholeNumber: {
       const auto n = whole_number_in(value, option.min, option.max);
@@ -106,7 +113,8 @@ std::variant<std::monostate, shaper::Nanoseconds, std::uint64_t, double> typed_v
     case ValueType::kNumber: {
       const auto v = number_in(value);
       if (!v || !std::isfinite(*v) || !(*v > option.above) || !(*v <= option.at_most)) {
-        refuse("a number above " + shortest(option.above) + " and at most " + shortest(option.at_most));
+        refuse("a number above " + shortest(option.above) + " and at most " +
+               shortest(option.at_most));
       }
       return *v;
     }
@@ -127,8 +135,10 @@ std::string option_form(const Option& o) {
 bool names(std::string_view text, std::string_view name) {
   for (auto at = text.find(name); at != std::string_view::npos; at = text.find(name, at + 1)) {
     const auto end = at + name.size();
-    const bool starts = at == 0 || text[at - 1] == ' ' || text[at - 1] == '|' || text[at - 1] == '[';
-    const bool ends = end == text.size() || text[end] == ' ' || text[end] == '|' || text[end] == ']';
+    const bool starts =
+        at == 0 || text[at - 1] == ' ' || text[at - 1] == '|' || text[at - 1] == '[';
+    const bool ends =
+        end == text.size() || text[end] == ' ' || text[end] == '|' || text[end] == ']';
     if (starts && ends) return true;
   }
   return false;
@@ -158,17 +168,20 @@ double read_number(std::string_view option, const std::string& text) {
 }
 
 const std::vector<std::string>& ParsedArgs::operands(std::size_t at_most) const {
-  if (operands_.size() > at_most) throw UsageError("unexpected argument " + quoted(operands_[at_most]));
+  if (operands_.size() > at_most)
+    throw UsageError("unexpected argument " + quoted(operands_[at_most]));
   return operands_;
 }
 
 const ParsedArgs::Given* ParsedArgs::last(std::string_view name) const {
-  const bool known = std::any_of(tables_.begin(), tables_.end(), [&](std::span<const Option> table) {
-    return std::any_of(table.begin(), table.end(), [&](const Option& o) { return o.name == name; });
-  });
+  const bool known =
+      std::any_of(tables_.begin(), tables_.end(), [&](std::span<const Option> table) {
+        return std::any_of(table.begin(), table.end(),
+                           [&](const Option& o) { return o.name == name; });
+      });
   if (!known) {
-    std::fprintf(stderr, "jitterctl: bug: option %.*s is read but not declared\n", static_cast<int>(name.size()),
-                 name.data());
+    std::fprintf(stderr, "jitterctl: bug: option %.*s is read but not declared\n",
+                 static_cast<int>(name.size()), name.data());
     std::abort();
   }
   for (auto it = given_.rbegin(); it != given_.rend(); ++it) {
@@ -213,12 +226,14 @@ std::optional<double> ParsedArgs::number(std::string_view name) const {
 std::string_view ParsedArgs::last_of(std::initializer_list<std::string_view> names) const {
   for (const auto name : names) last(name);  // declared
   for (auto it = given_.rbegin(); it != given_.rend(); ++it) {
-    if (std::find(names.begin(), names.end(), it->option->name) != names.end()) return it->option->name;
+    if (std::find(names.begin(), names.end(), it->option->name) != names.end())
+      return it->option->name;
   }
   return {};
 }
 
-ParsedArgs parse_options(const std::vector<std::string>& args, std::initializer_list<std::span<const Option>> tables) {
+ParsedArgs parse_options(const std::vector<std::string>& args,
+                         std::initializer_list<std::span<const Option>> tables) {
   ParsedArgs parsed;
   parsed.tables_.assign(tables.begin(), tables.end());
   std::vector<const Option*> all;
@@ -235,7 +250,8 @@ ParsedArgs parse_options(const std::vector<std::string>& args, std::initializer_
     const Option& o = *all[i];
     long_names.emplace_back(o.name.substr(2));
     const int has_arg = o.type == ValueType::kFlag ? no_argument : required_argument;
-    longs.push_back({long_names.back().c_str(), has_arg, nullptr, kFirstLongOption + static_cast<int>(i)});
+    longs.push_back(
+        {long_names.back().c_str(), has_arg, nullptr, kFirstLongOption + static_cast<int>(i)});
     if (o.short_name) shorts += std::string{o.short_name} + (has_arg == no_argument ? "" : ":");
   }
   longs.push_back({nullptr, 0, nullptr, 0});
@@ -281,14 +297,17 @@ ParsedArgs parse_options(const std::vector<std::string>& args, std::initializer_
     const std::string value = ::optarg ? ::optarg : "";
     parsed.given_.push_back({o, value, typed_value(*o, value)});
   }
-  for (int i = ::optind; i < argc; ++i) parsed.operands_.emplace_back(argv[static_cast<std::size_t>(i)]);
+  for (int i = ::optind; i < argc; ++i)
+    parsed.operands_.emplace_back(argv[static_cast<std::size_t>(i)]);
   return parsed;
 }
 
 std::string options_synopsis(std::string_view operands, std::span<const Option> options) {
   std::string text;
   for (const auto& o : options) {
-    if (names(operands, o.name) || (o.short_name && names(operands, std::string{'-', o.short_name}))) continue;
+    if (names(operands, o.name) ||
+        (o.short_name && names(operands, std::string{'-', o.short_name})))
+      continue;
     text += " [" + std::string(o.name) + (o.value.empty() ? "" : " " + std::string(o.value)) + "]" +
             (o.repeatable ? "..." : "");
   }
@@ -301,7 +320,8 @@ void print_option_list(std::span<const Option> options, std::ostream& out) {
   for (const auto& o : options) {
     std::string help(o.help);
     if (o.type == ValueType::kWholeNumber && o.expected.empty()) {
-      help += (help.empty() ? "from " : ", from ") + std::to_string(o.min) + " to " + std::to_string(o.max);
+      help += (help.empty() ? "from " : ", from ") + std::to_string(o.min) + " to " +
+              std::to_string(o.max);
     }
     const std::string left = "  " + option_form(o);
     if (left.size() + 2 <= kHelpColumn) {

@@ -14,6 +14,7 @@ struct PlotOptions {
   std::string title;
 };
 
-std::string validation_svg(const std::vector<const shaper::DelaySeries*>& series, const PlotOptions& options);
+std::string validation_svg(const std::vector<const shaper::DelaySeries*>& series,
+                           const PlotOptions& options);
 
 }  // namespace jitterctl

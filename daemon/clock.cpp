@@ -14,7 +14,9 @@ Nanoseconds read(clockid_t clock) {
 
 }  // namespace
 
-Stamp now_stamp() { return Stamp{read(CLOCK_MONOTONIC), read(CLOCK_REALTIME)}; }
+Stamp now_stamp() {
+  return Stamp{read(CLOCK_MONOTONIC), read(CLOCK_REALTIME)};
+}
 
 Stamp stamp_of(MonotonicTime t) {
   const Stamp now = now_stamp();

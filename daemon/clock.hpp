@@ -1,6 +1,6 @@
 #pragma once
-// The two clocks every time in the protocol carries: CLOCK_MONOTONIC (what deadlines run on, and what
-// a harness on the same host compares with) and CLOCK_REALTIME (ping -D stamps, other hosts).
+// The two clocks every time in the protocol carries: CLOCK_MONOTONIC (what deadlines run on, and
+// what a harness on the same host compares with) and CLOCK_REALTIME (ping -D stamps, other hosts).
 
 #include <chrono>
 #include <cstdint>
@@ -10,8 +10,8 @@
 namespace jitterd {
 
 using Nanoseconds = std::chrono::nanoseconds;
-// std::chrono::steady_clock is CLOCK_MONOTONIC on Linux (libstdc++), so Asio's steady_timer deadlines
-// and clock_gettime(CLOCK_MONOTONIC) readings are the same numbers.
+// std::chrono::steady_clock is CLOCK_MONOTONIC on Linux (libstdc++), so Asio's steady_timer
+// deadlines and clock_gettime(CLOCK_MONOTONIC) readings are the same numbers.
 using MonotonicClock = std::chrono::steady_clock;
 using MonotonicTime = MonotonicClock::time_point;
 
@@ -24,6 +24,8 @@ Stamp now_stamp();
 // clocks (exact unless the wall clock is stepped in between).
 Stamp stamp_of(MonotonicTime t);
 
-inline MonotonicTime monotonic_time(Nanoseconds since_boot) { return MonotonicTime(since_boot); }
+inline MonotonicTime monotonic_time(Nanoseconds since_boot) {
+  return MonotonicTime(since_boot);
+}
 
 }  // namespace jitterd

@@ -1,8 +1,8 @@
 #include "config.hpp"
 
-#include <cerrno>
 #include <fnmatch.h>
 #include <net/if.h>
+#include <cerrno>
 #include <sstream>
 
 #include "interface_pattern.hpp"
@@ -18,7 +18,8 @@ using shaper::JsonReader;
 
 bool absolute_path(JsonReader& r, const std::string& pointer, const std::string& path) {
   if (path.empty() || path.front() != '/') {
-    r.error(pointer, "\"" + path + "\" is not an absolute path; write it from / (e.g. /run/jitterd)");
+    r.error(pointer,
+            "\"" + path + "\" is not an absolute path; write it from / (e.g. /run/jitterd)");
     return false;
   }
   return true;
@@ -36,8 +37,10 @@ void read_socket(JsonReader& r, const json& j, SocketConfig& out) {
       char* end = nullptr;
       const unsigned long m = std::strtoul(mode->c_str(), &end, 8);
       if (*end != '\0' || m > 0777 || (m & 0006) != 0) {
-        r.error(p + "/mode", "\"" + *mode + "\" is not an octal mode without access for others; use \"0660\" or "
-                             "\"0600\" (others must never reach the socket)");
+        r.error(p + "/mode",
+                "\"" + *mode +
+                    "\" is not an octal mode without access for others; use \"0660\" or "
+                    "\"0600\" (others must never reach the socket)");
       } else {
         out.mode = static_cast<mode_t>(m);
       }
@@ -47,9 +50,13 @@ void read_socket(JsonReader& r, const json& j, SocketConfig& out) {
 
 void read_limits(JsonReader& r, const json& j, Limits& out) {
   const std::string p = "/limits";
-  if (!r.object(j, p, {"max_connections", "max_request_bytes", "idle_timeout", "max_queued_events"})) return;
-  if (auto v = r.integer<std::size_t>(j, p, "max_connections", 1, 4096, out.max_connections)) out.max_connections = *v;
-  if (auto v = r.integer<std::size_t>(j, p, "max_request_bytes", 4096, 64 * 1024 * 1024, out.max_request_bytes)) {
+  if (!r.object(j, p,
+                {"max_connections", "max_request_bytes", "idle_timeout", "max_queued_events"}))
+    return;
+  if (auto v = r.integer<std::size_t>(j, p, "max_connections", 1, 4096, out.max_connections))
+    out.max_connections = *v;
+  if (auto v = r.integer<std::size_t>(j, p, "max_request_bytes", 4096, 64 * 1024 * 1024,
+                                      out.max_request_bytes)) {
     out.max_request_bytes = *v;
   }
   if (j.contains("idle_timeout")) {
@@ -61,7 +68,8 @@ void read_limits(JsonReader& r, const json& j, Limits& out) {
       }
     }
   }
-  if (auto v = r.integer<std::size_t>(j, p, "max_queued_events", 16, 1000000, out.max_queued_events)) {
+  if (auto v =
+          r.integer<std::size_t>(j, p, "max_queued_events", 16, 1000000, out.max_queued_events)) {
     out.max_queued_events = *v;
   }
 }
@@ -72,31 +80,38 @@ void read_interfaces(JsonReader& r, const json& j, Config& out) {
   const json* allow = r.member(j, p, "allow", false);
   if (!allow) return;
   if (!allow->is_array()) {
-    r.error(p + "/allow", "expected an array of interface names or glob patterns, e.g. [\"veth*\", \"eth1\"]");
+    r.error(p + "/allow",
+            "expected an array of interface names or glob patterns, e.g. [\"veth*\", \"eth1\"]");
     return;
   }
   for (std::size_t i = 0; i < allow->size(); ++i) {
     const json& e = (*allow)[i];
     const std::string ep = p + "/allow/" + std::to_string(i);
-    if (!e.is_string() || e.get<std::string>().empty() || e.get<std::string>().size() >= IFNAMSIZ * 4) {
-      r.error(ep, "expected an interface name or glob pattern such as \"veth*\", found " + shaper::json_excerpt(e));
+    if (!e.is_string() || e.get<std::string>().empty() ||
+        e.get<std::string>().size() >= IFNAMSIZ * 4) {
+      r.error(ep, "expected an interface name or glob pattern such as \"veth*\", found " +
+                      shaper::json_excerpt(e));
       continue;
     }
     const std::string pattern = e.get<std::string>();
     // By what it matches, not how it is written: "?*", "**", "[!.]*" and "??*" are "*" too.
     const PatternVerdict verdict = judge_interface_pattern(pattern);
     if (verdict.kind == PatternVerdict::Kind::kEveryName) {
-      const std::string which = verdict.every_length
-                                    ? "every interface name"
-                                    : "every interface name of " + std::to_string(verdict.length) + " characters";
-      r.error(ep, "\"" + pattern + "\" matches " + which + ", so it would allow shaping every interface, including "
-                  "the one you manage this host through, whatever it is called (lo, eth0, enp0s3); list the test "
-                  "interfaces (\"veth*\", \"eth1\")");
+      const std::string which =
+          verdict.every_length
+              ? "every interface name"
+              : "every interface name of " + std::to_string(verdict.length) + " characters";
+      r.error(ep, "\"" + pattern + "\" matches " + which +
+                      ", so it would allow shaping every interface, including "
+                      "the one you manage this host through, whatever it is called (lo, eth0, "
+                      "enp0s3); list the test "
+                      "interfaces (\"veth*\", \"eth1\")");
       continue;
     }
     if (verdict.kind == PatternVerdict::Kind::kTooIntricate) {
-      r.error(ep, "\"" + pattern + "\" is too intricate for jitterd to tell which interfaces it allows; list "
-                  "the test interfaces by name or prefix (\"veth*\", \"eth1\")");
+      r.error(ep, "\"" + pattern +
+                      "\" is too intricate for jitterd to tell which interfaces it allows; list "
+                      "the test interfaces by name or prefix (\"veth*\", \"eth1\")");
       continue;
     }
     out.allow_interfaces.push_back(pattern);
@@ -124,14 +139,16 @@ ConfigLoad parse_config(std::string_view text) {
   shaper::JsonDocument doc = shaper::parse_json_bounded(text);
   if (doc.problem != shaper::JsonProblem::kNone) {
     load.diagnostics.push_back(
-        {doc.where, (doc.problem == shaper::JsonProblem::kSyntax ? "not valid JSON: " : "") + doc.message});
+        {doc.where,
+         (doc.problem == shaper::JsonProblem::kSyntax ? "not valid JSON: " : "") + doc.message});
     return load;
   }
   const json& j = doc.value;
   JsonReader r(load.diagnostics);
   Config config;
-  if (r.object(j, "", {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery", "limits",
-                       "leases"})) {
+  if (r.object(j, "",
+               {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery",
+                "limits", "leases"})) {
     if (const json* s = r.member(j, "", "socket", false)) read_socket(r, *s, config.socket);
     if (auto dir = r.string(j, "", "state_dir", false, 4096)) {
       if (!dir->empty() && absolute_path(r, "/state_dir", *dir)) config.state_dir = *dir;
@@ -158,8 +175,10 @@ ConfigLoad parse_config(std::string_view text) {
       if (*v == "adopt") {
         config.recovery = Recovery::kAdopt;
       } else if (!v->empty() && *v != "remove") {
-        r.error("/recovery", "\"" + *v + "\" is not a recovery mode; expected \"remove\" (the default: a restart "
-                             "removes what a crashed jitterd left) or \"adopt\"");
+        r.error("/recovery",
+                "\"" + *v +
+                    "\" is not a recovery mode; expected \"remove\" (the default: a restart "
+                    "removes what a crashed jitterd left) or \"adopt\"");
       }
     }
     if (const json* l = r.member(j, "", "limits", false)) read_limits(r, *l, config.limits);

@@ -1,14 +1,14 @@
 #pragma once
-// The daemon's configuration (/etc/jitterd/config.json, docs/daemon.md), converted to a typed struct
-// at the edge. Every problem is a diagnostic with its JSON pointer; `jitterd --check-config` prints
-// them all.
+// The daemon's configuration (/etc/jitterd/config.json, docs/daemon.md), converted to a typed
+// struct at the edge. Every problem is a diagnostic with its JSON pointer; `jitterd --check-config`
+// prints them all.
 
+#include <sys/types.h>
 #include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 #include "shaper/diagnostics.hpp"
@@ -19,13 +19,14 @@ enum class Recovery { kRemove, kAdopt };
 
 struct SocketConfig {
   std::string path = "/run/jitterd/jitterd.sock";
-  std::string group;       // empty: the daemon's own group
+  std::string group;  // empty: the daemon's own group
   mode_t mode = 0660;
 };
 
 struct Limits {
   std::size_t max_connections = 64;
-  // An inline profile may be as large as a profile file (8 MiB: kMaxProfileBytes), plus the envelope.
+  // An inline profile may be as large as a profile file (8 MiB: kMaxProfileBytes), plus the
+  // envelope.
   std::size_t max_request_bytes = 9 * 1024 * 1024;
   std::chrono::nanoseconds idle_timeout = std::chrono::minutes(10);
   std::size_t max_queued_events = 4096;
@@ -35,8 +36,8 @@ struct Config {
   SocketConfig socket;
   std::string state_dir = "/run/jitterd";
   std::vector<std::string> profile_dirs = {"/etc/jitterd/profiles", "/usr/share/jitterd/profiles"};
-  // Glob patterns (fnmatch) of interface names that may be shaped. Empty: nothing may be shaped, so a
-  // fresh install cannot take down a management interface by a typo.
+  // Glob patterns (fnmatch) of interface names that may be shaped. Empty: nothing may be shaped, so
+  // a fresh install cannot take down a management interface by a typo.
   std::vector<std::string> allow_interfaces;
   bool allow_force = false;  // whether `apply` may replace a root qdisc someone else installed
   Recovery recovery = Recovery::kRemove;
@@ -48,8 +49,8 @@ struct Config {
 };
 
 struct ConfigLoad {
-  std::optional<Config> config;      // set only when there are no diagnostics
-  shaper::Diagnostics diagnostics;   // `where` is a JSON pointer, or "line L, column C" for syntax
+  std::optional<Config> config;     // set only when there are no diagnostics
+  shaper::Diagnostics diagnostics;  // `where` is a JSON pointer, or "line L, column C" for syntax
 };
 
 // A config is a few hundred bytes; a megabyte means the wrong file was named.
@@ -58,8 +59,9 @@ inline constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
 // Refuses a text larger than kMaxConfigBytes unread.
 ConfigLoad parse_config(std::string_view text);
 
-// Reads and parses `path`. A missing file at the default path is not an error (defaults: nothing may
-// be shaped); `must_exist` makes it one. Throws shaper::SystemError when the file cannot be read.
+// Reads and parses `path`. A missing file at the default path is not an error (defaults: nothing
+// may be shaped); `must_exist` makes it one. Throws shaper::SystemError when the file cannot be
+// read.
 ConfigLoad load_config_file(const std::string& path, bool must_exist);
 
 }  // namespace jitterd

@@ -48,7 +48,9 @@ std::uint64_t EventBus::subscribe(Callback callback) {
   return token;
 }
 
-void EventBus::unsubscribe(std::uint64_t token) { subscribers_.erase(token); }
+void EventBus::unsubscribe(std::uint64_t token) {
+  subscribers_.erase(token);
+}
 
 void EventBus::publish(Event event) {
   event.seq = next_seq_++;

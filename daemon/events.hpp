@@ -42,16 +42,16 @@ struct Event {
   std::string phase;
   std::string previous;             // phase-changed
   std::optional<std::size_t> step;  // schedule step, when a schedule drove it
-  Stamp at;                         // when it happened (for a transition: the kernel's acknowledgement)
-  std::optional<Stamp> deadline;    // when it was due
+  Stamp at;  // when it happened (for a transition: the kernel's acknowledgement)
+  std::optional<Stamp> deadline;  // when it was due
   std::optional<Nanoseconds> lateness;
   std::optional<Nanoseconds> apply_time;
   std::optional<Nanoseconds> lease;
-  std::string reason;   // cleared: request, replaced, shutdown, schedule-finished
-  std::string message;  // error, external-change
+  std::string reason;         // cleared: request, replaced, shutdown, schedule-finished
+  std::string message;        // error, external-change
   std::optional<bool> ended;  // external-change: whether the session ended
-  // A whole-tree transition (one switch for several lanes of an interface): every lane it changed, in
-  // the order the kernel took them; the members above describe the first.
+  // A whole-tree transition (one switch for several lanes of an interface): every lane it changed,
+  // in the order the kernel took them; the members above describe the first.
   struct LaneChange {
     std::string direction;
     std::string set;

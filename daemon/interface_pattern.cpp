@@ -34,7 +34,8 @@ std::size_t bracket_end(std::string_view p, std::size_t open) {
   while (i < p.size()) {
     if (p[i] == '\\') {
       i += 2;
-    } else if (p[i] == '[' && i + 1 < p.size() && (p[i + 1] == ':' || p[i + 1] == '=' || p[i + 1] == '.')) {
+    } else if (p[i] == '[' && i + 1 < p.size() &&
+               (p[i + 1] == ':' || p[i + 1] == '=' || p[i + 1] == '.')) {
       const char kind = p[i + 1];
       const std::size_t close = p.find(std::string{kind, ']'}, i + 2);
       if (close == std::string_view::npos) return std::string_view::npos;
@@ -48,8 +49,8 @@ std::size_t bracket_end(std::string_view p, std::size_t open) {
   return std::string_view::npos;
 }
 
-// The pattern as elements. A bracket's members are what fnmatch itself says of each byte, so ranges,
-// classes and negation mean here exactly what they mean to interface_allowed().
+// The pattern as elements. A bracket's members are what fnmatch itself says of each byte, so
+// ranges, classes and negation mean here exactly what they mean to interface_allowed().
 std::vector<Element> elements(std::string_view p) {
   std::vector<Element> out;
   for (std::size_t i = 0; i < p.size();) {
@@ -118,18 +119,20 @@ PatternVerdict judge_interface_pattern(std::string_view pattern) {
   const std::vector<Element> p = elements(pattern);
   const States accepting = States{1} << p.size();
   // Every set of states some name of the current length reaches: the pattern matches every name of
-  // that length exactly when each of these sets holds the accepting state. Distinct sets only, so the
-  // walk stays small: at most 36 successors per set and 15 lengths.
+  // that length exactly when each of these sets holds the accepting state. Distinct sets only, so
+  // the walk stays small: at most 36 successors per set and 15 lengths.
   std::set<States> reached = {closure(1, p)};
   std::size_t first_full = 0;  // the shortest length at which every name matches
   bool every_length = true;
   for (std::size_t length = 1; length <= kMaxInterfaceNameBytes; ++length) {
     std::set<States> next;
     for (const States s : reached) {
-      for (const char c : length == 1 ? kFirstBytes : kLaterBytes) next.insert(step(s, static_cast<unsigned char>(c), p));
+      for (const char c : length == 1 ? kFirstBytes : kLaterBytes)
+        next.insert(step(s, static_cast<unsigned char>(c), p));
     }
     reached = std::move(next);
-    const bool all = std::all_of(reached.begin(), reached.end(), [&](States s) { return (s & accepting) != 0; });
+    const bool all =
+        std::all_of(reached.begin(), reached.end(), [&](States s) { return (s & accepting) != 0; });
     if (length >= kShortestManagementName) {
       if (all && first_full == 0) first_full = length;
       every_length = every_length && all;

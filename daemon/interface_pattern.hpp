@@ -18,17 +18,17 @@ inline constexpr std::size_t kShortestManagementName = 2;
 
 struct PatternVerdict {
   enum class Kind {
-    kSelective,      // at every length some name is not matched: the pattern looks at the name
-    kEveryName,      // every name of `length` bytes is matched
-    kTooIntricate,   // not decided within the bound; refused like kEveryName
+    kSelective,     // at every length some name is not matched: the pattern looks at the name
+    kEveryName,     // every name of `length` bytes is matched
+    kTooIntricate,  // not decided within the bound; refused like kEveryName
   };
   Kind kind = Kind::kSelective;
-  std::size_t length = 0;    // kEveryName: the shortest such length
+  std::size_t length = 0;     // kEveryName: the shortest such length
   bool every_length = false;  // kEveryName: and at every other length from 2 to 15 too ("*")
 };
 
-// Decides, for `pattern` as Config::interface_allowed uses it (fnmatch, flags 0), whether there is a
-// length from kShortestManagementName to kMaxInterfaceNameBytes at which it matches every covered
+// Decides, for `pattern` as Config::interface_allowed uses it (fnmatch, flags 0), whether there is
+// a length from kShortestManagementName to kMaxInterfaceNameBytes at which it matches every covered
 // name. Exact, not sampled: the pattern becomes a small automaton, and every length is walked with
 // the sets of automaton states the names of that length reach. Patterns of 64 bytes and more (the
 // config refuses them first) are kTooIntricate.

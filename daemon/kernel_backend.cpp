@@ -12,8 +12,8 @@ namespace jitterd {
 
 namespace {
 
-// One lane for everything and nothing spared: a plain netem root is enough (and what the kernel tests
-// and every earlier jitterd installed).
+// One lane for everything and nothing spared: a plain netem root is enough (and what the kernel
+// tests and every earlier jitterd installed).
 bool is_plain(const Layout& layout) {
   return layout.bypass.empty() && layout.lanes.size() == 1 && layout.lanes.front().set.empty();
 }
@@ -36,7 +36,9 @@ KernelBackend::KernelBackend() : engine_(socket_) {}
 
 KernelBackend::~KernelBackend() = default;
 
-std::vector<shaper::Interface> KernelBackend::interfaces() { return engine_.interfaces(); }
+std::vector<shaper::Interface> KernelBackend::interfaces() {
+  return engine_.interfaces();
+}
 
 std::optional<shaper::Interface> KernelBackend::find_interface(const std::string& name) {
   for (auto& i : engine_.interfaces()) {
@@ -45,23 +47,29 @@ std::optional<shaper::Interface> KernelBackend::find_interface(const std::string
   return std::nullopt;
 }
 
-std::vector<shaper::QdiscInfo> KernelBackend::root_qdiscs() { return engine_.all_root_qdiscs(); }
+std::vector<shaper::QdiscInfo> KernelBackend::root_qdiscs() {
+  return engine_.all_root_qdiscs();
+}
 
 std::optional<shaper::QdiscInfo> KernelBackend::root_qdisc(const shaper::Interface& interface) {
   return engine_.root_qdisc(interface);
 }
 
-std::vector<shaper::QdiscInfo> KernelBackend::all_qdiscs() { return engine_.all_qdiscs(); }
+std::vector<shaper::QdiscInfo> KernelBackend::all_qdiscs() {
+  return engine_.all_qdiscs();
+}
 
-std::optional<shaper::QdiscStats> KernelBackend::lane_counters(const shaper::Interface& interface,
-                                                               Direction direction, const std::string& set,
-                                                               const std::vector<shaper::QdiscInfo>& all) {
+std::optional<shaper::QdiscStats> KernelBackend::lane_counters(
+    const shaper::Interface& interface, Direction direction, const std::string& set,
+    const std::vector<shaper::QdiscInfo>& all) {
   auto it = states_.find(interface.index);
   if (it == states_.end()) return std::nullopt;
   const State& state = it->second;
-  const std::optional<Shaped>& shaped = direction == Direction::kEgress ? state.egress : state.ingress;
+  const std::optional<Shaped>& shaped =
+      direction == Direction::kEgress ? state.egress : state.ingress;
   if (!shaped) return std::nullopt;
-  const int device = direction == Direction::kEgress ? interface.index : state.plumbing->ifb().index;
+  const int device =
+      direction == Direction::kEgress ? interface.index : state.plumbing->ifb().index;
   std::uint32_t handle = shaper::kJitterdRootHandle;
   if (shaped->tree) {
     if (set.empty()) {
@@ -86,10 +94,12 @@ bool KernelBackend::installed(const shaper::Interface& interface) const {
 bool KernelBackend::installed(const shaper::Interface& interface, Direction direction) const {
   auto it = states_.find(interface.index);
   if (it == states_.end()) return false;
-  return direction == Direction::kEgress ? it->second.egress.has_value() : it->second.ingress.has_value();
+  return direction == Direction::kEgress ? it->second.egress.has_value()
+                                         : it->second.ingress.has_value();
 }
 
-KernelBackend::Shaped KernelBackend::build(const shaper::Interface& device, const Layout& layout, bool force) {
+KernelBackend::Shaped KernelBackend::build(const shaper::Interface& device, const Layout& layout,
+                                           bool force) {
   Shaped out;
   out.layout = layout;
   const shaper::InstallOptions options{.force = force};
@@ -102,7 +112,8 @@ KernelBackend::Shaped KernelBackend::build(const shaper::Interface& device, cons
   return out;
 }
 
-KernelBackend::Shaped KernelBackend::plan(const Layout& layout, const std::map<std::string, std::uint16_t>* existing) {
+KernelBackend::Shaped KernelBackend::plan(const Layout& layout,
+                                          const std::map<std::string, std::uint16_t>* existing) {
   // A rule set keeps its minor for as long as it lives (so an update leaves its class alone); new
   // sets take the lowest free one.
   Shaped out;
@@ -131,13 +142,15 @@ shaper::TreeSpec KernelBackend::tree_spec(const Shaped& shaped, const Layout& la
     if (lane.set.empty()) {
       spec.unmatched = lane.spec;
     } else {
-      spec.leaves.push_back(shaper::TreeLeaf{shaped.minors.at(lane.set), lane.spec, lane.selectors});
+      spec.leaves.push_back(
+          shaper::TreeLeaf{shaped.minors.at(lane.set), lane.spec, lane.selectors});
     }
   }
   return spec;
 }
 
-std::map<std::uint16_t, shaper::NetemSpec> KernelBackend::netem_specs(const Shaped& shaped, const Layout& layout) {
+std::map<std::uint16_t, shaper::NetemSpec> KernelBackend::netem_specs(const Shaped& shaped,
+                                                                      const Layout& layout) {
   std::map<std::uint16_t, shaper::NetemSpec> out;
   if (shaped.plain) {
     out[0] = layout.lanes.front().spec;
@@ -153,16 +166,18 @@ std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> KernelBackend::pre
     Shaped& shaped, const std::map<std::uint16_t, shaper::NetemSpec>& specs) {
   std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> out;
   for (const auto& [minor, spec] : specs) {
-    out.emplace_back(minor,
-                     shaped.plain ? shaped.plain->prepare_change(spec) : shaped.tree->prepare_change(minor, spec));
+    out.emplace_back(minor, shaped.plain ? shaped.plain->prepare_change(spec)
+                                         : shaped.tree->prepare_change(minor, spec));
   }
   return out;
 }
 
-KernelBackend::Shaped* KernelBackend::held(const shaper::Interface& interface, Direction direction) {
+KernelBackend::Shaped* KernelBackend::held(const shaper::Interface& interface,
+                                           Direction direction) {
   auto it = states_.find(interface.index);
   if (it == states_.end()) return nullptr;
-  std::optional<Shaped>& slot = direction == Direction::kEgress ? it->second.egress : it->second.ingress;
+  std::optional<Shaped>& slot =
+      direction == Direction::kEgress ? it->second.egress : it->second.ingress;
   return slot ? &*slot : nullptr;
 }
 
@@ -190,7 +205,7 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
   struct Changed {
     std::size_t request;
     Shaped* shaped;
-    std::size_t first;                  // its changes in `batch`, one per minor
+    std::size_t first;  // its changes in `batch`, one per minor
     std::vector<std::uint16_t> minors;
   };
   std::vector<Changed> changed;
@@ -240,7 +255,8 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
     out[c.request] = std::make_exception_ptr(*refusal);
     if (revert.empty()) continue;
     try {
-      for (auto& [minor, change] : prepare_changes(*c.shaped, revert)) put_back.push_back(std::move(change));
+      for (auto& [minor, change] : prepare_changes(*c.shaped, revert))
+        put_back.push_back(std::move(change));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", e.what());
     }
@@ -248,7 +264,8 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
   if (put_back.empty()) return out;
   try {
     for (const auto& error : engine_.change(put_back)) {
-      if (error) std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", error->what());
+      if (error)
+        std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", error->what());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", e.what());
@@ -291,7 +308,8 @@ void KernelBackend::rebuild(const ShapeRequest& request) {
     // (the kernel cannot swap a root qdisc for another kind in place).
     shaper::Interface device = interface;
     if (direction == Direction::kIngress) {
-      if (!state.plumbing) state.plumbing.emplace(shaper::IngressRedirect::install(engine_, interface));
+      if (!state.plumbing)
+        state.plumbing.emplace(shaper::IngressRedirect::install(engine_, interface));
       device = state.plumbing->ifb();
     }
     if (slot) {
@@ -322,8 +340,8 @@ void KernelBackend::remove(const shaper::Interface& interface) {
   auto it = states_.find(interface.index);
   if (it == states_.end()) return;
   State& state = it->second;
-  // Each owner is dropped only once the kernel agreed: a failed removal stays owned and is retried at
-  // shutdown. Ingress first (its IFB is ours alone), then egress, then the offloads come back.
+  // Each owner is dropped only once the kernel agreed: a failed removal stays owned and is retried
+  // at shutdown. Ingress first (its IFB is ours alone), then egress, then the offloads come back.
   if (state.ingress) {
     state.ingress->remove();
     state.ingress.reset();
@@ -371,12 +389,15 @@ void KernelBackend::forget(const shaper::Interface& interface, std::optional<Dir
   drop_if_empty(interface.index);
 }
 
-std::optional<shaper::Offloads> KernelBackend::offloads_to_save(const shaper::Interface& interface) {
-  if (auto it = states_.find(interface.index); it != states_.end() && it->second.offloads) return std::nullopt;
+std::optional<shaper::Offloads> KernelBackend::offloads_to_save(
+    const shaper::Interface& interface) {
+  if (auto it = states_.find(interface.index); it != states_.end() && it->second.offloads)
+    return std::nullopt;
   return shaper::read_offloads(interface.name);
 }
 
-void KernelBackend::disable_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
+void KernelBackend::disable_offloads(const shaper::Interface& interface,
+                                     const shaper::Offloads& saved) {
   State& state = states_[interface.index];
   state.interface = interface;
   if (state.offloads) return;
@@ -388,7 +409,8 @@ void KernelBackend::disable_offloads(const shaper::Interface& interface, const s
   }
 }
 
-void KernelBackend::restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
+void KernelBackend::restore_offloads(const shaper::Interface& interface,
+                                     const shaper::Offloads& saved) {
   shaper::write_offloads(interface.name, saved);
 }
 
@@ -398,8 +420,8 @@ bool KernelBackend::carries_default_route(const shaper::Interface& interface) {
 }
 
 std::vector<std::uint16_t> KernelBackend::ssh_listening_ports() {
-  // sshd's sockets where this process can see sshd, and sshd's configured ports where it cannot (the
-  // shipped unit's ProtectProc=invisible hides root's processes from the jitterd user).
+  // sshd's sockets where this process can see sshd, and sshd's configured ports where it cannot
+  // (the shipped unit's ProtectProc=invisible hides root's processes from the jitterd user).
   std::vector<std::uint16_t> ports = shaper::sshd_listening_ports();
   for (std::uint16_t port : shaper::sshd_config_ports()) {
     if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
@@ -415,10 +437,12 @@ bool KernelBackend::remove_leftover(const shaper::Interface& interface) {
   if (interface.name.starts_with(prefix)) {
     // One of our IFBs: its interface's redirect filters go first, then the IFB itself.
     const std::string digits = interface.name.substr(prefix.size());
-    if (!digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (!digits.empty() &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       const int parent = std::stoi(digits);
       for (const auto& i : engine_.interfaces()) {
-        if (i.index == parent) removed = shaper::IngressRedirect::remove_leftover(engine_, i) || removed;
+        if (i.index == parent)
+          removed = shaper::IngressRedirect::remove_leftover(engine_, i) || removed;
       }
       for (const auto& ifb : shaper::IngressRedirect::leftover_ifbs(engine_)) {
         if (ifb.index == interface.index) {
@@ -452,6 +476,8 @@ bool KernelBackend::adopt(const shaper::Interface& interface) {
   return true;
 }
 
-std::uint32_t KernelBackend::netlink_port() const { return socket_.local_port(); }
+std::uint32_t KernelBackend::netlink_port() const {
+  return socket_.local_port();
+}
 
 }  // namespace jitterd

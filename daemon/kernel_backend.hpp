@@ -1,8 +1,8 @@
 #pragma once
 // The real ShapingBackend: one route socket, one NetemEngine, and the owners of what this process
-// installed on each interface: per direction a plain netem root or a classful tree, for ingress the IFB
-// plumbing, and the offload guard. Owners remove their objects on destruction unless the interface is
-// gone (forget).
+// installed on each interface: per direction a plain netem root or a classful tree, for ingress the
+// IFB plumbing, and the offload guard. Owners remove their objects on destruction unless the
+// interface is gone (forget).
 
 #include <map>
 #include <optional>
@@ -27,9 +27,9 @@ class KernelBackend final : public ShapingBackend {
   std::vector<shaper::QdiscInfo> root_qdiscs() override;
   std::optional<shaper::QdiscInfo> root_qdisc(const shaper::Interface& interface) override;
   std::vector<shaper::QdiscInfo> all_qdiscs() override;
-  std::optional<shaper::QdiscStats> lane_counters(const shaper::Interface& interface, Direction direction,
-                                                  const std::string& set,
-                                                  const std::vector<shaper::QdiscInfo>& all) override;
+  std::optional<shaper::QdiscStats> lane_counters(
+      const shaper::Interface& interface, Direction direction, const std::string& set,
+      const std::vector<shaper::QdiscInfo>& all) override;
   bool installed(const shaper::Interface& interface) const override;
   bool installed(const shaper::Interface& interface, Direction direction) const override;
   std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) override;
@@ -45,7 +45,8 @@ class KernelBackend final : public ShapingBackend {
   std::uint32_t netlink_port() const override;
 
  private:
-  // What one direction holds: a plain netem root (one lane for everything, nothing spared) or a tree.
+  // What one direction holds: a plain netem root (one lane for everything, nothing spared) or a
+  // tree.
   struct Shaped {
     Layout layout;
     std::optional<shaper::NetemQdisc> plain;
@@ -68,9 +69,10 @@ class KernelBackend final : public ShapingBackend {
   // The leaf minor of every rule set of `layout`, keeping those in `existing`.
   static Shaped plan(const Layout& layout, const std::map<std::string, std::uint16_t>* existing);
   static shaper::TreeSpec tree_spec(const Shaped& shaped, const Layout& layout);
-  // The spec of every netem of `shaped` under `layout` (same structure): by leaf minor, or the plain
-  // root alone under minor 0.
-  static std::map<std::uint16_t, shaper::NetemSpec> netem_specs(const Shaped& shaped, const Layout& layout);
+  // The spec of every netem of `shaped` under `layout` (same structure): by leaf minor, or the
+  // plain root alone under minor 0.
+  static std::map<std::uint16_t, shaper::NetemSpec> netem_specs(const Shaped& shaped,
+                                                                const Layout& layout);
   // The in-place changes that give those netems `specs` (built, not sent), with their minors.
   static std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> prepare_changes(
       Shaped& shaped, const std::map<std::uint16_t, shaper::NetemSpec>& specs);
@@ -82,7 +84,8 @@ class KernelBackend final : public ShapingBackend {
 
   shaper::RouteSocket socket_;
   shaper::NetemEngine engine_;
-  // By ifindex. Declared after engine_, so destroyed first: each owner removes its objects through it.
+  // By ifindex. Declared after engine_, so destroyed first: each owner removes its objects through
+  // it.
   std::map<int, State> states_;
 };
 

@@ -44,8 +44,10 @@ std::string state_folder_hint(int error, const std::string& state_dir) {
       break;
   }
   return fix +
-         ", or set state_dir in the config (or --state-dir) to a folder jitterd can write. jitterd changes no "
-         "shaping it cannot record there: the next start reads the ledger to remove what a crash left";
+         ", or set state_dir in the config (or --state-dir) to a folder jitterd can write. jitterd "
+         "changes no "
+         "shaping it cannot record there: the next start reads the ledger to remove what a crash "
+         "left";
 }
 
 }  // namespace
@@ -56,25 +58,30 @@ std::string state_folder_hint(int error, const std::string& state_dir) {
 StateFolderLock StateFolderLock::acquire(const std::string& state_dir) {
   if (::mkdir(state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     const int error = errno;
-    throw shaper::SystemError("create the state folder", state_dir, error, state_folder_hint(error, state_dir));
+    throw shaper::SystemError("create the state folder", state_dir, error,
+                              state_folder_hint(error, state_dir));
   }
   const std::string path = state_dir + "/jitterd.lock";
   shaper::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) {
     const int error = errno;
-    throw shaper::SystemError("open the state folder's lock", path, error, state_folder_hint(error, state_dir));
+    throw shaper::SystemError("open the state folder's lock", path, error,
+                              state_folder_hint(error, state_dir));
   }
-  // A POSIX record lock rather than flock(): F_GETLK names the holder. The process opens this file once
-  // and keeps it open, so the record lock's one pitfall (any close() of the file drops it) cannot bite.
+  // A POSIX record lock rather than flock(): F_GETLK names the holder. The process opens this file
+  // once and keeps it open, so the record lock's one pitfall (any close() of the file drops it)
+  // cannot bite.
   struct flock lock {};
   lock.l_type = F_WRLCK;
   lock.l_whence = SEEK_SET;
   if (::fcntl(fd.get(), F_SETLK, &lock) != 0) {
     const int error = errno;
     if (error != EAGAIN && error != EACCES) {
-      throw shaper::SystemError("lock the state folder", path, error, state_folder_hint(error, state_dir));
+      throw shaper::SystemError("lock the state folder", path, error,
+                                state_folder_hint(error, state_dir));
     }
-    // The kernel names the holder (0 when it lives in another pid namespace); else what it wrote here.
+    // The kernel names the holder (0 when it lives in another pid namespace); else what it wrote
+    // here.
     pid_t holder = 0;
     struct flock query = lock;
     if (::fcntl(fd.get(), F_GETLK, &query) == 0 && query.l_type != F_UNLCK) holder = query.l_pid;
@@ -94,7 +101,8 @@ StateFolderLock StateFolderLock::acquire(const std::string& state_dir) {
   if (::ftruncate(fd.get(), 0) != 0 ||
       ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const int error = errno;
-    throw shaper::SystemError("write the state folder's lock", path, error, state_folder_hint(error, state_dir));
+    throw shaper::SystemError("write the state folder's lock", path, error,
+                              state_folder_hint(error, state_dir));
   }
   return StateFolderLock(std::move(fd), path);
 }
@@ -109,17 +117,19 @@ LedgerContents Ledger::load(std::string* problem) const {
   if (!in) return {};
   std::stringstream text;
   text << in.rdbuf();
-  // Bounded like every other JSON jitterd reads: a ledger damaged into deep nesting must not take the
-  // daemon down at start-up, when it is needed to clean up.
+  // Bounded like every other JSON jitterd reads: a ledger damaged into deep nesting must not take
+  // the daemon down at start-up, when it is needed to clean up.
   const shaper::JsonDocument doc = shaper::parse_json_bounded(text.str());
   const json& j = doc.value;
   LedgerContents out;
   if (doc.problem != shaper::JsonProblem::kNone || !j.is_object() || !j.contains("interfaces") ||
       !j["interfaces"].is_array()) {
     if (problem) {
-      *problem = path() + " is not a jitterd ledger" +
-                 (doc.problem != shaper::JsonProblem::kNone ? " (" + doc.where + ": " + doc.message + ")" : "") +
-                 "; relying on the handle scan";
+      *problem =
+          path() + " is not a jitterd ledger" +
+          (doc.problem != shaper::JsonProblem::kNone ? " (" + doc.where + ": " + doc.message + ")"
+                                                     : "") +
+          "; relying on the handle scan";
     }
     return out;
   }
@@ -138,8 +148,9 @@ LedgerContents Ledger::load(std::string* problem) const {
   if (j.contains("offloads") && j["offloads"].is_array()) {
     for (const auto& e : j["offloads"]) {
       if (!e.is_object() || !e.contains("index") || !e["index"].is_number_integer()) continue;
-      out.offloads.push_back(LedgerOffloads{e["index"].get<int>(), e.value("interface", ""), e.value("tso", false),
-                                            e.value("gso", false), e.value("gro", false)});
+      out.offloads.push_back(LedgerOffloads{e["index"].get<int>(), e.value("interface", ""),
+                                            e.value("tso", false), e.value("gso", false),
+                                            e.value("gro", false)});
     }
   }
   return out;
@@ -151,7 +162,8 @@ void Ledger::record(const LedgerEntry& entry) {
 
 void Ledger::record(const std::vector<LedgerEntry>& entries) {
   Entries before = entries_;
-  for (const auto& entry : entries) entries_[key_of(entry.index, entry.direction, entry.set)] = entry;
+  for (const auto& entry : entries)
+    entries_[key_of(entry.index, entry.direction, entry.set)] = entry;
   try {
     write();
   } catch (...) {
@@ -239,14 +251,17 @@ void Ledger::write() {
   if (!offloads_.empty()) {
     j["offloads"] = json::array();
     for (const auto& [index, o] : offloads_) {
-      j["offloads"].push_back(
-          {{"index", o.index}, {"interface", o.interface}, {"tso", o.tso}, {"gso", o.gso}, {"gro", o.gro}});
+      j["offloads"].push_back({{"index", o.index},
+                               {"interface", o.interface},
+                               {"tso", o.tso},
+                               {"gso", o.gso},
+                               {"gro", o.gro}});
     }
   }
   const std::string text = j.dump(2) + "\n";
-  // Through a private temporary renamed into place (shaper::OutputFile): a reader, or jitterd after a
-  // crash, finds the old ledger or the whole new one; on failure the temporary goes, since half of a
-  // ledger helps nobody and on a full disk it holds the room the next attempt needs.
+  // Through a private temporary renamed into place (shaper::OutputFile): a reader, or jitterd after
+  // a crash, finds the old ledger or the whole new one; on failure the temporary goes, since half
+  // of a ledger helps nobody and on a full disk it holds the room the next attempt needs.
   try {
     shaper::write_file_atomically(path(), text, 0644);
   } catch (const shaper::SystemError& e) {

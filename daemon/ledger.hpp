@@ -1,14 +1,16 @@
 #pragma once
-// The ledger: what this jitterd has installed, kept in <state_dir>/state.json and rewritten (atomically:
-// temporary file, fsync, rename) on every install and removal, so that the next start after a crash or
-// kill -9 knows what was left behind. The kernel is the authority (the reserved handle 1a7e: marks our
-// qdiscs); the ledger adds what the kernel cannot say: which profile and phase were running.
+// The ledger: what this jitterd has installed, kept in <state_dir>/state.json and rewritten
+// (atomically: temporary file, fsync, rename) on every install and removal, so that the next start
+// after a crash or kill -9 knows what was left behind. The kernel is the authority (the reserved
+// handle 1a7e: marks our qdiscs); the ledger adds what the kernel cannot say: which profile and
+// phase were running.
 //
-// What the file must never miss is a lane: every lane is recorded before the kernel is asked to build
-// it. A schedule's step within a lane already recorded changes only the phase's name, so it is noted
-// in memory (note_phase) and written a little later by flush(), several steps at once: rewriting the
-// file before every step put ~4 ms (TCG) on each 10 Hz deadline. After a kill -9 the file may then name
-// the phase before the last steps (at most the flush delay old); the lanes it names are exact.
+// What the file must never miss is a lane: every lane is recorded before the kernel is asked to
+// build it. A schedule's step within a lane already recorded changes only the phase's name, so it
+// is noted in memory (note_phase) and written a little later by flush(), several steps at once:
+// rewriting the file before every step put ~4 ms (TCG) on each 10 Hz deadline. After a kill -9 the
+// file may then name the phase before the last steps (at most the flush delay old); the lanes it
+// names are exact.
 //
 // The state folder belongs to one jitterd at a time: StateFolderLock holds a lock on
 // <state_dir>/jitterd.lock for the life of the process, so a second jitterd refuses before its
@@ -29,15 +31,16 @@ namespace jitterd {
 
 // Creates the state folder if missing and takes it for this process until it ends (a POSIX record
 // lock, released by the kernel when the process dies, kill -9 included; the file keeps the holder's
-// pid for people). Throws shaper::SystemError with a hint when the folder cannot be created or written,
-// or when another process holds it (named by its pid).
+// pid for people). Throws shaper::SystemError with a hint when the folder cannot be created or
+// written, or when another process holds it (named by its pid).
 class StateFolderLock {
  public:
   static StateFolderLock acquire(const std::string& state_dir);
   std::string path() const { return path_; }
 
  private:
-  StateFolderLock(shaper::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  StateFolderLock(shaper::UniqueFd fd, std::string path)
+      : fd_(std::move(fd)), path_(std::move(path)) {}
   shaper::UniqueFd fd_;
   std::string path_;
 };
@@ -75,23 +78,23 @@ class Ledger {
 
   explicit Ledger(std::string state_dir);
 
-  // What a previous process left (empty when there is no state file). A file that cannot be parsed is
-  // reported in `problem` and treated as empty: the handle scan still finds the qdiscs.
+  // What a previous process left (empty when there is no state file). A file that cannot be parsed
+  // is reported in `problem` and treated as empty: the handle scan still finds the qdiscs.
   LedgerContents load(std::string* problem) const;
 
-  // Writes the ledger as it stands (at startup: proves the state folder is writable before anything is
-  // installed, and replaces what the previous process left once recovery has dealt with it).
+  // Writes the ledger as it stands (at startup: proves the state folder is writable before anything
+  // is installed, and replaces what the previous process left once recovery has dealt with it).
   void save() { write(); }
 
-  // Recording is all or nothing: when the file cannot be written, the ledger stays as it was (in memory
-  // and on disk) and shaper::SystemError says why, with a hint. Callers record before they install, so that nothing is
-  // ever shaped without an entry that names it.
+  // Recording is all or nothing: when the file cannot be written, the ledger stays as it was (in
+  // memory and on disk) and shaper::SystemError says why, with a hint. Callers record before they
+  // install, so that nothing is ever shaped without an entry that names it.
   void record(const LedgerEntry& entry);
   void record(const std::vector<LedgerEntry>& entries);
   // Puts the lanes of `recorded` back as `before` (entries() before they were recorded) had them,
-  // after the kernel refused what was recorded; every other lane stays as it is now (others recorded
-  // in between, in the same batch, took effect). Kept in memory even when the write fails: the file
-  // then names more than is installed, which recovery tolerates.
+  // after the kernel refused what was recorded; every other lane stays as it is now (others
+  // recorded in between, in the same batch, took effect). Kept in memory even when the write fails:
+  // the file then names more than is installed, which recovery tolerates.
   void put_back(const std::vector<LedgerEntry>& recorded, const Entries& before);
   // One session (interface, direction, set), or everything recorded for an interface. Forgotten in
   // memory even when the write fails (the file then names more than is installed, as above).
@@ -104,12 +107,12 @@ class Ledger {
   void forget_offloads(int index);
   const Entries& entries() const { return entries_; }
 
-  // Whether the file already names `entry`'s lane with its profile and digest (its phase aside): then
-  // a change of phase there needs no write before the kernel is touched.
+  // Whether the file already names `entry`'s lane with its profile and digest (its phase aside):
+  // then a change of phase there needs no write before the kernel is touched.
   bool names_lane(const LedgerEntry& entry) const;
-  // A new phase on a lane that names_lane() (the caller checked, before the kernel took the change):
-  // kept in memory for the next write. A lane the ledger does not name is left alone; record() it
-  // instead.
+  // A new phase on a lane that names_lane() (the caller checked, before the kernel took the
+  // change): kept in memory for the next write. A lane the ledger does not name is left alone;
+  // record() it instead.
   void note_phase(const LedgerEntry& entry);
   // Whether memory holds something the file does not (noted phases, or a write that failed).
   bool dirty() const { return dirty_; }
@@ -121,8 +124,8 @@ class Ledger {
   std::string path() const { return state_dir_ + "/state.json"; }
 
  private:
-  // Throws shaper::SystemError with a hint: a daemon that cannot keep its ledger must say so. Clears
-  // dirty() once the file says what memory does.
+  // Throws shaper::SystemError with a hint: a daemon that cannot keep its ledger must say so.
+  // Clears dirty() once the file says what memory does.
   void write();
 
   std::string state_dir_;

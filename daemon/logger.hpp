@@ -1,7 +1,7 @@
 #pragma once
-// Log lines for journald: each line starts with its syslog priority ("<6>"), which systemd turns into
-// the journal's priority field (SyslogLevelPrefix= is on by default). Passed to what needs it; no
-// global logger.
+// Log lines for journald: each line starts with its syslog priority ("<6>"), which systemd turns
+// into the journal's priority field (SyslogLevelPrefix= is on by default). Passed to what needs it;
+// no global logger.
 
 #include <ostream>
 #include <string_view>

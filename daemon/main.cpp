@@ -1,6 +1,7 @@
-// jitterd: the privileged daemon. Reads its config, removes (or adopts) what a crashed jitterd left,
-// listens on the control socket, and runs sessions until SIGTERM or SIGINT, when it removes everything
-// it installed. Environment failures reach main() as exceptions and end the process with a message.
+// jitterd: the privileged daemon. Reads its config, removes (or adopts) what a crashed jitterd
+// left, listens on the control socket, and runs sessions until SIGTERM or SIGINT, when it removes
+// everything it installed. Environment failures reach main() as exceptions and end the process with
+// a message.
 
 #include <grp.h>
 #include <sys/stat.h>
@@ -46,13 +47,17 @@ constexpr const char* kUsage =
     "usage: jitterd [--config FILE] [--check-config] [--socket PATH] [--state-dir DIR]\n"
     "       jitterd --version | --help\n"
     "\n"
-    "  --config FILE     the config (default /etc/jitterd/config.json; without it nothing may be shaped)\n"
-    "  --check-config    validate the config and the profile folders, print what is wrong, and exit\n"
+    "  --config FILE     the config (default /etc/jitterd/config.json; without it nothing may be "
+    "shaped)\n"
+    "  --check-config    validate the config and the profile folders, print what is wrong, and "
+    "exit\n"
     "  --socket PATH     listen here instead of socket.path (ignored under socket activation)\n"
     "  --state-dir DIR   keep the ledger here instead of state_dir\n"
     "\n"
-    "Exit codes: 0 clean stop, 2 usage, 3 invalid config, 4 environment (netlink, socket, permissions).\n"
-    "The control protocol: docs/protocol.md. Stop with SIGTERM: jitterd removes everything it installed.\n";
+    "Exit codes: 0 clean stop, 2 usage, 3 invalid config, 4 environment (netlink, socket, "
+    "permissions).\n"
+    "The control protocol: docs/protocol.md. Stop with SIGTERM: jitterd removes everything it "
+    "installed.\n";
 
 std::optional<Options> parse_arguments(int argc, char** argv, int* exit_code) {
   Options options;
@@ -70,7 +75,8 @@ std::optional<Options> parse_arguments(int argc, char** argv, int* exit_code) {
       *exit_code = 0;
       return std::nullopt;
     } else if (arg == "--version") {
-      std::cout << "jitterd " << JITTERD_VERSION << " (protocol " << jitterd::protocol::kProtocolVersion << ")\n";
+      std::cout << "jitterd " << JITTERD_VERSION << " (protocol "
+                << jitterd::protocol::kProtocolVersion << ")\n";
       *exit_code = 0;
       return std::nullopt;
     } else if (arg == "--check-config") {
@@ -97,8 +103,8 @@ std::optional<gid_t> socket_group(const jitterd::Config& config, std::string* er
   const group* g = ::getgrnam(config.socket.group.c_str());
   if (!g) {
     *error = "socket.group \"" + config.socket.group +
-             "\" does not exist; create it (systemd-sysusers, or groupadd --system " + config.socket.group +
-             ") or set socket.group to an existing group";
+             "\" does not exist; create it (systemd-sysusers, or groupadd --system " +
+             config.socket.group + ") or set socket.group to an existing group";
     return std::nullopt;
   }
   return g->gr_gid;
@@ -113,7 +119,8 @@ std::optional<jitterd::Config> load_config(const Options& options, int* status) 
   } catch (const shaper::SystemError& e) {
     std::cerr << "jitterd: cannot read the config: " << e.what() << "\n  hint: "
               << (e.error_number() == ENOENT
-                      ? "create it (docs/daemon.md lists the keys; jitterd --check-config checks it), or name an "
+                      ? "create it (docs/daemon.md lists the keys; jitterd --check-config checks "
+                        "it), or name an "
                         "existing file with --config"
                       : "make it readable for jitterd (uid " + std::to_string(::geteuid()) +
                             "), or name another file with --config")
@@ -133,7 +140,8 @@ std::optional<jitterd::Config> load_config(const Options& options, int* status) 
 }
 
 // --check-config: the config's problems and its profiles', and a summary line; the exit status.
-int check_config(const Options& options, const jitterd::Config& config, const std::string& group_error) {
+int check_config(const Options& options, const jitterd::Config& config,
+                 const std::string& group_error) {
   int status = 0;
   if (!group_error.empty()) {
     std::cerr << options.config << ": /socket/group: " << group_error << '\n';
@@ -177,19 +185,20 @@ int run(const Options& options) {
   const auto handed = jitterd::listen_fds_from_environment();
 
   // Before anything is touched: the state folder is this process's alone (a second jitterd must not
-  // take the first one's qdiscs for leftovers, nor overwrite its ledger), and writable. Then the socket
-  // path, for the same reason: a jitterd listening there with another state folder keeps its qdiscs.
+  // take the first one's qdiscs for leftovers, nor overwrite its ledger), and writable. Then the
+  // socket path, for the same reason: a jitterd listening there with another state folder keeps its
+  // qdiscs.
   const auto state_lock = jitterd::StateFolderLock::acquire(config.state_dir);
   if (handed.empty()) jitterd::free_socket_path(config.socket.path);
-  // And any other jitterd in this network namespace, whatever its folder and socket: its qdiscs carry
-  // the same handle, which recovery would take for leftovers.
+  // And any other jitterd in this network namespace, whatever its folder and socket: its qdiscs
+  // carry the same handle, which recovery would take for leftovers.
   std::string claim_warning;
   const auto namespace_claim = jitterd::NamespaceClaim::acquire(&claim_warning);
   if (!claim_warning.empty()) log.warning(claim_warning);
   jitterd::asio::io_context io(1);
-  // SIGTERM and SIGINT are caught from here on, before the socket is visible: a signal that comes as
-  // soon as a client can see jitterd (a supervisor, a test waiting for the socket) is queued until the
-  // handler below waits for it, never the default action that leaves the shaping behind.
+  // SIGTERM and SIGINT are caught from here on, before the socket is visible: a signal that comes
+  // as soon as a client can see jitterd (a supervisor, a test waiting for the socket) is queued
+  // until the handler below waits for it, never the default action that leaves the shaping behind.
   jitterd::asio::signal_set signals(io, SIGTERM, SIGINT);
   jitterd::KernelBackend backend;
   jitterd::Ledger ledger(config.state_dir);
@@ -199,8 +208,9 @@ int run(const Options& options) {
   jitterd::ProfileStore profiles(config.profile_dirs);
   jitterd::ServerStats stats;
   jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats);
-  jitterd::AccessPolicy policy{static_cast<std::uint32_t>(::geteuid()), gid ? std::optional<std::uint32_t>(*gid)
-                                                                             : std::optional<std::uint32_t>(::getegid())};
+  jitterd::AccessPolicy policy{
+      static_cast<std::uint32_t>(::geteuid()),
+      gid ? std::optional<std::uint32_t>(*gid) : std::optional<std::uint32_t>(::getegid())};
   jitterd::ControlServer server(io, dispatcher, profiles, bus, config, policy, stats, log);
   if (!handed.empty()) {
     std::string path;
@@ -238,7 +248,8 @@ int run(const Options& options) {
   jitterd::asio::steady_timer flush_limit(io);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    log.info(std::string("stopping on ") + strsignal(signal) + "; removing everything jitterd installed");
+    log.info(std::string("stopping on ") + strsignal(signal) +
+             "; removing everything jitterd installed");
     notifier.stopping("removing shaping");
     sessions.shutdown();
     monitor.stop();
@@ -269,9 +280,11 @@ int main(int argc, char** argv) {
   try {
     return run(*options);
   } catch (const shaper::NetlinkError& e) {
-    std::cerr << "jitterd: " << e.without_hint() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
+    std::cerr << "jitterd: " << e.without_hint()
+              << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
   } catch (const shaper::SystemError& e) {
-    std::cerr << "jitterd: " << e.what() << (e.hint().empty() ? "" : "\n  hint: " + e.hint()) << '\n';
+    std::cerr << "jitterd: " << e.what() << (e.hint().empty() ? "" : "\n  hint: " + e.hint())
+              << '\n';
   } catch (const std::exception& e) {
     std::cerr << "jitterd: " << e.what() << '\n';
   }

@@ -19,10 +19,11 @@ NamespaceClaim NamespaceClaim::acquire(std::string* warning) {
   const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
   const std::string object = std::string("@") + kName;
 
-  shaper::UniqueFd fd(static_cast<int>(
-      shaper::check_syscall(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket AF_UNIX", object)));
+  shaper::UniqueFd fd(static_cast<int>(shaper::check_syscall(
+      ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket AF_UNIX", object)));
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), size) == 0) {
-    // Listening lets a second jitterd connect and learn this one's pid (SO_PEERCRED); nobody accepts.
+    // Listening lets a second jitterd connect and learn this one's pid (SO_PEERCRED); nobody
+    // accepts.
     shaper::check_syscall(::listen(fd.get(), 1), "listen", object);
     return NamespaceClaim(std::move(fd));
   }
@@ -34,18 +35,22 @@ NamespaceClaim NamespaceClaim::acquire(std::string* warning) {
   const pid_t holder = cred.pid;
   if (holder > 0 && cred.uid != 0 && cred.uid != ::geteuid()) {
     if (warning) {
-      *warning = object + " is held by uid " + std::to_string(cred.uid) + describe_pid(holder) +
-                 ", which is not a jitterd: another jitterd in this network namespace cannot be detected "
-                 "(it would lose its shaping to this one's recovery)";
+      *warning =
+          object + " is held by uid " + std::to_string(cred.uid) + describe_pid(holder) +
+          ", which is not a jitterd: another jitterd in this network namespace cannot be detected "
+          "(it would lose its shaping to this one's recovery)";
     }
     return NamespaceClaim(shaper::UniqueFd());
   }
   throw shaper::SystemError(
       "another jitterd" + describe_pid(holder) + " runs in this network namespace", object, error,
-      "one jitterd per network namespace: all of them mark their qdiscs with the handle 1a7e:, so this one "
-      "would take the other's shaping for a crash's leftovers and remove it. Stop the other one first (" +
+      "one jitterd per network namespace: all of them mark their qdiscs with the handle 1a7e:, so "
+      "this one "
+      "would take the other's shaping for a crash's leftovers and remove it. Stop the other one "
+      "first (" +
           (holder > 0 ? "kill " + std::to_string(holder) + ", or " : std::string()) +
-          "systemctl stop jitterd), or start this one in another network namespace (ip netns exec NAME jitterd ...)");
+          "systemctl stop jitterd), or start this one in another network namespace (ip netns exec "
+          "NAME jitterd ...)");
 }
 
 }  // namespace jitterd

@@ -19,8 +19,9 @@ using shaper::check_syscall;
 namespace {
 
 int open_monitor_socket() {
-  const int fd = static_cast<int>(check_syscall(
-      ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE), "socket", "netlink monitor"));
+  const int fd = static_cast<int>(
+      check_syscall(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE),
+                    "socket", "netlink monitor"));
   sockaddr_nl address{};
   address.nl_family = AF_NETLINK;
   address.nl_groups = RTMGRP_LINK | RTMGRP_TC;
@@ -37,10 +38,13 @@ int open_monitor_socket() {
 
 }  // namespace
 
-NetlinkMonitor::NetlinkMonitor(asio::io_context& io, SessionManager& sessions, ShapingBackend& backend, Logger& log)
+NetlinkMonitor::NetlinkMonitor(asio::io_context& io, SessionManager& sessions,
+                               ShapingBackend& backend, Logger& log)
     : sessions_(sessions), backend_(backend), log_(log), socket_(io, open_monitor_socket()) {}
 
-void NetlinkMonitor::start() { wait(); }
+void NetlinkMonitor::start() {
+  wait();
+}
 
 void NetlinkMonitor::stop() {
   boost::system::error_code ignored;
@@ -48,11 +52,12 @@ void NetlinkMonitor::stop() {
 }
 
 void NetlinkMonitor::wait() {
-  socket_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
-    if (ec) return;  // closed
-    drain();
-    wait();
-  });
+  socket_.async_wait(asio::posix::stream_descriptor::wait_read,
+                     [this](const boost::system::error_code& ec) {
+                       if (ec) return;  // closed
+                       drain();
+                       wait();
+                     });
 }
 
 void NetlinkMonitor::drain() {
@@ -90,9 +95,9 @@ void NetlinkMonitor::handle(const nlmsghdr& message) {
   if (message.nlmsg_pid != 0 && message.nlmsg_pid == backend_.netlink_port()) return;
   const bool is_ours = (tcm->tcm_handle >> 16) == shaper::kJitterdHandleMajor;
   if (message.nlmsg_type == RTM_DELQDISC && !is_ours) return;  // a qdisc we replaced, or never ours
-  // The kernel is the authority on what the root is now (a replace arrives as a deletion of ours and
-  // an addition in one batch: ask, rather than act on the first half).
-  const shaper::Interface interface{tcm->tcm_ifindex, ""};
+  // The kernel is the authority on what the root is now (a replace arrives as a deletion of ours
+  // and an addition in one batch: ask, rather than act on the first half).
+  const shaper::Interface interface { tcm->tcm_ifindex, "" };
   std::optional<shaper::QdiscInfo> root;
   try {
     root = backend_.root_qdisc(interface);
@@ -106,7 +111,8 @@ void NetlinkMonitor::handle(const nlmsghdr& message) {
     what = "jitterd's netem qdisc was changed by another program" + port +
            "; the next transition sends the full state again";
   } else if (root && !root->is_default()) {
-    what = "the root qdisc was replaced by " + root->kind + " " + shaper::format_handle(root->handle) + port;
+    what = "the root qdisc was replaced by " + root->kind + " " +
+           shaper::format_handle(root->handle) + port;
   } else {
     what = "jitterd's netem qdisc was deleted" + port;
   }
@@ -121,8 +127,9 @@ void NetlinkMonitor::rescan() {
     auto* list = std::get_if<std::vector<SessionStatus>>(&status);
     if (!list) return;
     for (const auto& s : *list) {
-      const bool present = std::any_of(interfaces.begin(), interfaces.end(),
-                                       [&](const shaper::Interface& i) { return i.index == s.index; });
+      const bool present =
+          std::any_of(interfaces.begin(), interfaces.end(),
+                      [&](const shaper::Interface& i) { return i.index == s.index; });
       if (!present) {
         sessions_.on_interface_gone(s.index);
         continue;
@@ -131,8 +138,8 @@ void NetlinkMonitor::rescan() {
         return q.ifindex == s.index && q.is_jitterd();
       });
       if (!ours && s.state != "pending") {
-        sessions_.on_external_change(s.index, "jitterd's qdisc is no longer the root (found after an overflow)",
-                                     false);
+        sessions_.on_external_change(
+            s.index, "jitterd's qdisc is no longer the root (found after an overflow)", false);
       }
     }
   } catch (const std::exception& e) {

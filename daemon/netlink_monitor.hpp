@@ -1,7 +1,8 @@
 #pragma once
-// Watches the kernel's RTNLGRP_LINK and RTNLGRP_TC notifications so that an interface that disappears
-// ends its session with an event, and a change someone else makes to jitterd's qdisc is noticed. Our
-// own changes are told apart by the netlink port id the kernel copies into each notification.
+// Watches the kernel's RTNLGRP_LINK and RTNLGRP_TC notifications so that an interface that
+// disappears ends its session with an event, and a change someone else makes to jitterd's qdisc is
+// noticed. Our own changes are told apart by the netlink port id the kernel copies into each
+// notification.
 
 #include <array>
 #include <cstdint>
@@ -15,7 +16,8 @@ namespace jitterd {
 
 class NetlinkMonitor {
  public:
-  NetlinkMonitor(asio::io_context& io, SessionManager& sessions, ShapingBackend& backend, Logger& log);
+  NetlinkMonitor(asio::io_context& io, SessionManager& sessions, ShapingBackend& backend,
+                 Logger& log);
   void start();
   void stop();
 

@@ -38,12 +38,13 @@ fs::path resolved(int fd, const fs::path& file) {
   return ec ? fs::path() : real;
 }
 
-// A profile file's text, read only if it is a regular file inside `dir` and not larger than a profile
-// may be; otherwise `error` says which rule it broke and how to fix it. Nothing here blocks on what
-// is in the folder: the first open is O_PATH (it opens no device and waits for no FIFO writer), the
-// kind and size come from that descriptor, and only then is the same inode opened for reading.
-std::optional<std::string> read_profile_text(const fs::path& file, const fs::path& dir, std::string* error,
-                                             bool* missing) {
+// A profile file's text, read only if it is a regular file inside `dir` and not larger than a
+// profile may be; otherwise `error` says which rule it broke and how to fix it. Nothing here blocks
+// on what is in the folder: the first open is O_PATH (it opens no device and waits for no FIFO
+// writer), the kind and size come from that descriptor, and only then is the same inode opened for
+// reading.
+std::optional<std::string> read_profile_text(const fs::path& file, const fs::path& dir,
+                                             std::string* error, bool* missing) {
   const std::string name = file.string();
   const UniqueFd path_fd(::open(name.c_str(), O_PATH | O_CLOEXEC));
   if (!path_fd) {
@@ -57,20 +58,24 @@ std::optional<std::string> read_profile_text(const fs::path& file, const fs::pat
     return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
-    *error = name + " is " + kind_of(st.st_mode) +
-             ", not a regular file; jitterd reads only regular files as profiles (it never waits on a FIFO or "
-             "device): remove it from the profile folder or give it a name that does not end in .json";
+    *error =
+        name + " is " + kind_of(st.st_mode) +
+        ", not a regular file; jitterd reads only regular files as profiles (it never waits on a "
+        "FIFO or "
+        "device): remove it from the profile folder or give it a name that does not end in .json";
     return std::nullopt;
   }
   std::error_code ec;
   const fs::path real_dir = fs::canonical(dir, ec);
   if (ec || resolved(path_fd.get(), file).parent_path() != real_dir) {
-    *error = name + " resolves outside " + dir.string() + "; jitterd reads profiles only from its folders";
+    *error = name + " resolves outside " + dir.string() +
+             "; jitterd reads profiles only from its folders";
     return std::nullopt;
   }
   if (static_cast<std::size_t>(st.st_size) > shaper::kMaxProfileBytes) {
-    *error = name + " has " + std::to_string(st.st_size) + " bytes; a profile file may have at most " +
-             std::to_string(shaper::kMaxProfileBytes) + " (8 MiB)";
+    *error = name + " has " + std::to_string(st.st_size) +
+             " bytes; a profile file may have at most " + std::to_string(shaper::kMaxProfileBytes) +
+             " (8 MiB)";
     return std::nullopt;
   }
   // The same inode again, for reading, through the descriptor (a regular file: the open does not
@@ -78,15 +83,16 @@ std::optional<std::string> read_profile_text(const fs::path& file, const fs::pat
   const std::string by_fd = "/proc/self/fd/" + std::to_string(path_fd.get());
   try {
     // A file that grew meanwhile is cut one byte past the limit: parse_profile refuses it by size.
-    return shaper::read_file_bounded(::access(by_fd.c_str(), F_OK) == 0 ? by_fd : name, shaper::kMaxProfileBytes);
+    return shaper::read_file_bounded(::access(by_fd.c_str(), F_OK) == 0 ? by_fd : name,
+                                     shaper::kMaxProfileBytes);
   } catch (const shaper::SystemError& e) {
     *error = name + ": " + e.what();
     return std::nullopt;
   }
 }
 
-std::optional<StoredProfile> load_file(const std::string& name, const fs::path& file, const fs::path& dir,
-                                       std::string* error, bool* missing) {
+std::optional<StoredProfile> load_file(const std::string& name, const fs::path& file,
+                                       const fs::path& dir, std::string* error, bool* missing) {
   const auto text = read_profile_text(file, dir, error, missing);
   if (!text) return std::nullopt;
   shaper::ProfileLoad load = shaper::parse_profile(*text);
@@ -94,7 +100,8 @@ std::optional<StoredProfile> load_file(const std::string& name, const fs::path& 
     *error = shaper::to_string(load.diagnostics, file.string());
     return std::nullopt;
   }
-  return StoredProfile{name, file.string(), std::make_shared<const shaper::Profile>(std::move(*load.profile)),
+  return StoredProfile{name, file.string(),
+                       std::make_shared<const shaper::Profile>(std::move(*load.profile)),
                        load.digest};
 }
 
@@ -103,8 +110,8 @@ std::optional<StoredProfile> load_file(const std::string& name, const fs::path& 
 bool ProfileStore::valid_name(const std::string& name) {
   if (name.empty() || name.size() > shaper::kMaxNameLength || name.front() == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-           c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -113,8 +120,10 @@ ProfileListing ProfileStore::list() const {
   return scan();
 }
 
-std::optional<StoredProfile> ProfileStore::load(const std::string& name, std::string* error, bool* not_found) const {
-  const ProfileLookup found = lent_ && lent_->lookup && lent_->lookup->name == name ? *lent_->lookup : lookup(name);
+std::optional<StoredProfile> ProfileStore::load(const std::string& name, std::string* error,
+                                                bool* not_found) const {
+  const ProfileLookup found =
+      lent_ && lent_->lookup && lent_->lookup->name == name ? *lent_->lookup : lookup(name);
   *error = found.error;
   *not_found = found.not_found;
   return found.profile;
@@ -135,8 +144,10 @@ ProfileListing ProfileStore::scan() const {
       // The first folder wins, as in load().
       if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
       if (!valid_name(name)) {
-        out.invalid.push_back({file.string(), {"\"" + name + "\" is not a profile name: use letters, digits, '.', "
-                                               "'_' and '-', not starting with '.'; rename the file"}});
+        out.invalid.push_back({file.string(),
+                               {"\"" + name +
+                                "\" is not a profile name: use letters, digits, '.', "
+                                "'_' and '-', not starting with '.'; rename the file"}});
         continue;
       }
       seen.push_back(name);
@@ -155,8 +166,10 @@ ProfileLookup ProfileStore::lookup(const std::string& name) const {
   ProfileLookup out;
   out.name = name;
   if (!valid_name(name)) {
-    out.error = "\"" + name + "\" is not a profile name: names are file stems of letters, digits, '.', '_' and '-' "
-                              "(not starting with '.'); to send a profile from elsewhere, send it inline";
+    out.error =
+        "\"" + name +
+        "\" is not a profile name: names are file stems of letters, digits, '.', '_' and '-' "
+        "(not starting with '.'); to send a profile from elsewhere, send it inline";
     return out;
   }
   for (const auto& dir : dirs_) {
@@ -169,7 +182,8 @@ ProfileLookup ProfileStore::lookup(const std::string& name) const {
   out.not_found = true;
   std::string folders;
   for (const auto& d : dirs_) folders += (folders.empty() ? "" : ", ") + d;
-  out.error = "no profile \"" + name + "\" in " + (folders.empty() ? "(no profile folders configured)" : folders);
+  out.error = "no profile \"" + name + "\" in " +
+              (folders.empty() ? "(no profile folders configured)" : folders);
   return out;
 }
 

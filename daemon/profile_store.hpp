@@ -1,14 +1,14 @@
 #pragma once
-// The profile folders: `apply` names a profile ("wifi" is <dir>/wifi.json in the first folder that has
-// it). Names are plain file stems, so a request can never reach a file outside the folders: no "/",
-// no leading ".", and a symlink that resolves outside its folder is refused. Only regular files are
-// read, and never with a blocking open: a FIFO, socket, device or folder called *.json is reported,
-// not opened for reading (a FIFO would hold the reader until someone writes to it).
+// The profile folders: `apply` names a profile ("wifi" is <dir>/wifi.json in the first folder that
+// has it). Names are plain file stems, so a request can never reach a file outside the folders: no
+// "/", no leading ".", and a symlink that resolves outside its folder is refused. Only regular
+// files are read, and never with a blocking open: a FIFO, socket, device or folder called *.json is
+// reported, not opened for reading (a FIFO would hold the reader until someone writes to it).
 //
-// Reading a folder can still take long (thousands of files, 8 MiB each, a slow disk), so the control
-// server reads on a thread of its own (scan(), lookup(): they touch nothing but the folders) and lends
-// the result to the request while the loop dispatches it (Lend). Without a loan, list() and load()
-// read on the caller's thread, as --check-config does.
+// Reading a folder can still take long (thousands of files, 8 MiB each, a slow disk), so the
+// control server reads on a thread of its own (scan(), lookup(): they touch nothing but the
+// folders) and lends the result to the request while the loop dispatches it (Lend). Without a loan,
+// list() and load() read on the caller's thread, as --check-config does.
 
 #include <memory>
 #include <optional>
@@ -37,8 +37,8 @@ struct ProfileListing {
   std::vector<InvalidProfile> invalid;
 };
 
-// One profile looked up by name: the profile, or why not (`not_found` tells a missing profile from a
-// broken one).
+// One profile looked up by name: the profile, or why not (`not_found` tells a missing profile from
+// a broken one).
 struct ProfileLookup {
   std::string name;
   std::optional<StoredProfile> profile;
@@ -56,9 +56,11 @@ class ProfileStore {
   // From the loan when there is one.
   ProfileListing list() const;
 
-  // The profile called `name`. On failure, `error` says why (not found, invalid, outside the folders)
-  // and `not_found` tells a missing profile from a broken one. From the loan when it has this name.
-  std::optional<StoredProfile> load(const std::string& name, std::string* error, bool* not_found) const;
+  // The profile called `name`. On failure, `error` says why (not found, invalid, outside the
+  // folders) and `not_found` tells a missing profile from a broken one. From the loan when it has
+  // this name.
+  std::optional<StoredProfile> load(const std::string& name, std::string* error,
+                                    bool* not_found) const;
 
   // What list() and load() read, read now. Safe on any thread, beside each other and the loop.
   ProfileListing scan() const;
@@ -69,10 +71,13 @@ class ProfileStore {
     std::optional<ProfileListing> listing;
     std::optional<ProfileLookup> lookup;
   };
-  // While it lives, list() and load() answer from `prefetch` instead of reading. The loop thread only.
+  // While it lives, list() and load() answer from `prefetch` instead of reading. The loop thread
+  // only.
   class Lend {
    public:
-    Lend(const ProfileStore& store, const Prefetch& prefetch) : store_(store) { store_.lent_ = &prefetch; }
+    Lend(const ProfileStore& store, const Prefetch& prefetch) : store_(store) {
+      store_.lent_ = &prefetch;
+    }
     Lend(const Lend&) = delete;
     Lend& operator=(const Lend&) = delete;
     ~Lend() { store_.lent_ = nullptr; }

@@ -24,14 +24,15 @@ constexpr Nanoseconds kStartPast = std::chrono::seconds(1);
 // ... and this far ahead (further is a typo of the year or the time zone).
 constexpr Nanoseconds kStartFuture = std::chrono::hours(24 * 7);
 
-// A rule set's u32 matches (each one a filter in the kernel): port ranges split into aligned blocks.
+// A rule set's u32 matches (each one a filter in the kernel): port ranges split into aligned
+// blocks.
 constexpr std::size_t kMaxSelectorsPerSet = 256;
 
-// How deep a request may nest: the limit of every user JSON (shaper::kMaxJsonDepth, where the deepest
-// valid request is counted). A parsed document costs about 70 bytes per level, so a line of '[' as
-// long as limits.max_request_bytes (9 MiB) would take 600 MB and seconds to build while every other
-// client waits (measured with tests/bench/load_clients --hostile --garbage-kind nested): deeper
-// lines are judged by ShallowScan, which builds nothing.
+// How deep a request may nest: the limit of every user JSON (shaper::kMaxJsonDepth, where the
+// deepest valid request is counted). A parsed document costs about 70 bytes per level, so a line of
+// '[' as long as limits.max_request_bytes (9 MiB) would take 600 MB and seconds to build while
+// every other client waits (measured with tests/bench/load_clients --hostile --garbage-kind
+// nested): deeper lines are judged by ShallowScan, which builds nothing.
 constexpr std::size_t kMaxRequestDepth = shaper::kMaxJsonDepth;
 
 // Reads a line without building a document, in memory that does not grow with its nesting (the
@@ -73,7 +74,8 @@ class ShallowScan final : public nlohmann::json_sax<json> {
  private:
   bool value(json v) {
     if (at_id_) {
-      id_ = v.is_string() || v.is_number_integer() ? std::optional<json>(std::move(v)) : std::nullopt;
+      id_ =
+          v.is_string() || v.is_number_integer() ? std::optional<json>(std::move(v)) : std::nullopt;
     }
     at_id_ = false;
     return true;
@@ -100,7 +102,9 @@ class ShallowScan final : public nlohmann::json_sax<json> {
 // A reply or event as one line. Bytes that are not UTF-8 (a garbage request line quoted in a
 // parse-error message, an interface name) become U+FFFD: dump() would otherwise throw on them, and
 // the line would never be sent.
-std::string to_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string to_line(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 json error_json(const json& id, const RequestError& e) {
   json reply = {{"ok", false}, {"error", e}};
@@ -121,24 +125,28 @@ RequestError invalid(const shaper::Diagnostics& diagnostics) {
 }
 
 // A duration in a request: "250ms" or integer nanoseconds.
-std::optional<Nanoseconds> read_duration(JsonReader& r, const json& params, const std::string& pointer,
-                                         const char* key) {
+std::optional<Nanoseconds> read_duration(JsonReader& r, const json& params,
+                                         const std::string& pointer, const char* key) {
   const json* v = params.contains(key) ? &params[key] : nullptr;
   if (!v) return std::nullopt;
-  if (v->is_number_unsigned()) return Nanoseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(
-      v->get<std::uint64_t>(), static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))));
+  if (v->is_number_unsigned())
+    return Nanoseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(
+        v->get<std::uint64_t>(),
+        static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))));
   return r.duration(params, pointer, key, true);
 }
 
 // "now", "+2s", or "2026-11-30T20:00:00.25Z", as a CLOCK_MONOTONIC deadline.
-std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const std::string& pointer,
-                                        const char* key, const Stamp& now) {
+std::optional<MonotonicTime> read_start(JsonReader& r, const json& params,
+                                        const std::string& pointer, const char* key,
+                                        const Stamp& now) {
   const MonotonicTime mono_now(now.monotonic);
   if (!params.contains(key)) return mono_now;
   const json& v = params[key];
   const std::string where = pointer + "/" + key;
   const std::string expected =
-      "expected \"now\", an offset such as \"+2s\", or a UTC time such as \"2026-11-30T20:00:00.250Z\"";
+      "expected \"now\", an offset such as \"+2s\", or a UTC time such as "
+      "\"2026-11-30T20:00:00.250Z\"";
   if (!v.is_string()) {
     r.error(where, expected + ", found " + shaper::json_excerpt(v));
     return std::nullopt;
@@ -162,7 +170,9 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params, const
     return std::nullopt;
   }
   if (*at > mono_now + kStartFuture) {
-    r.error(where, "\"" + text + "\" is more than 7 days ahead; is the date or time zone right? Times are UTC");
+    r.error(where,
+            "\"" + text +
+                "\" is more than 7 days ahead; is the date or time zone right? Times are UTC");
     return std::nullopt;
   }
   return at;
@@ -197,25 +207,35 @@ std::string label(std::string_view value) {
 }  // namespace
 
 bool SubscribeFilter::matches(const Event& e) const {
-  return (interfaces.empty() || interfaces.contains(e.interface)) && (events.empty() || events.contains(e.type));
+  return (interfaces.empty() || interfaces.contains(e.interface)) &&
+         (events.empty() || events.contains(e.type));
 }
 
 Dispatcher::Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
                        const Config& config, ServerStats& stats)
-    : sessions_(sessions), profiles_(profiles), backend_(backend), config_(config), stats_(stats),
+    : sessions_(sessions),
+      profiles_(profiles),
+      backend_(backend),
+      config_(config),
+      stats_(stats),
       started_(now_stamp()) {}
 
-std::string Dispatcher::error_line(ErrorCode code, std::string_view message, std::string_view hint) {
-  return to_line(error_json(nullptr, RequestError{code, std::string(message), "", std::string(hint)}));
+std::string Dispatcher::error_line(ErrorCode code, std::string_view message,
+                                   std::string_view hint) {
+  return to_line(
+      error_json(nullptr, RequestError{code, std::string(message), "", std::string(hint)}));
 }
 
-std::string Dispatcher::error_line(std::string_view code, std::string_view message, std::string_view hint) {
+std::string Dispatcher::error_line(std::string_view code, std::string_view message,
+                                   std::string_view hint) {
   return error_line(protocol::error_code_from_string(code), message, hint);
 }
 
 RequestError Dispatcher::permission_denied(const Peer& peer, const std::string& socket_group) {
   return {ErrorCode::kPermissionDenied,
-          "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ") may not use jitterd", "",
+          "uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
+              ") may not use jitterd",
+          "",
           "ask an administrator to add you to the socket's group" +
               (socket_group.empty() ? std::string() : " (" + socket_group + ")")};
 }
@@ -265,7 +285,8 @@ ReadRequest Dispatcher::read(std::string_view line) {
     case shaper::JsonProblem::kSyntax: {
       // A request is one line: "1:19" is column 19.
       const std::string column = doc.where.substr(doc.where.find(':') + 1);
-      out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: column " + column + ": " + doc.message, "",
+      out.error = RequestError{ErrorCode::kParseError,
+                               "the request is not JSON: column " + column + ": " + doc.message, "",
                                not_json_hint};
       break;
     }
@@ -274,7 +295,8 @@ ReadRequest Dispatcher::read(std::string_view line) {
       // parse-error without an id, as any other (found by fuzz_control).
       ShallowScan scan;
       if (const std::string error = scan.read(line); !error.empty()) {
-        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "", not_json_hint};
+        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "",
+                                 not_json_hint};
       } else {
         out.id = scan.id().value_or(nullptr);
         out.error = RequestError{ErrorCode::kInvalidRequest, doc.message, doc.where, ""};
@@ -286,15 +308,18 @@ ReadRequest Dispatcher::read(std::string_view line) {
       // come from a reading of the whole line that builds nothing.
       ShallowScan scan;
       if (const std::string error = scan.read(line); !error.empty()) {
-        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "", not_json_hint};
+        out.error = RequestError{ErrorCode::kParseError, "the request is not JSON: " + error, "",
+                                 not_json_hint};
       } else if (!scan.is_object()) {
-        out.error = RequestError{ErrorCode::kInvalidRequest, "the request is a JSON array, not an object", "",
-                                 "send {\"method\": \"...\", \"params\": {...}}"};
+        out.error =
+            RequestError{ErrorCode::kInvalidRequest, "the request is a JSON array, not an object",
+                         "", "send {\"method\": \"...\", \"params\": {...}}"};
       } else {
         out.id = scan.id().value_or(nullptr);
         out.error = RequestError{
             ErrorCode::kInvalidRequest,
-            "the request nests deeper than " + std::to_string(kMaxRequestDepth) + " levels; it was not read",
+            "the request nests deeper than " + std::to_string(kMaxRequestDepth) +
+                " levels; it was not read",
             doc.where, "no request nests more than 8 levels (an apply with an inline profile)"};
       }
       break;
@@ -307,7 +332,8 @@ ReadRequest Dispatcher::read(std::string_view line) {
 // the connection now streams events. Handlers read params through `r`; any diagnostic makes the
 // reply invalid-params, whatever the handler returned.
 struct Dispatcher::Call {
-  Call(const Peer& requester, const json& request_params) : peer(requester), params(request_params) {}
+  Call(const Peer& requester, const json& request_params)
+      : peer(requester), params(request_params) {}
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -363,7 +389,8 @@ const Dispatcher::MethodHandler Dispatcher::kHandlers[] = {
     {protocol::Method::kMetrics, &Dispatcher::metrics},
 };
 const Dispatcher::MethodHandler& Dispatcher::handler_of(protocol::Method method) {
-  static_assert(std::size(kHandlers) == std::size(protocol::kMethods), "a handler for every method");
+  static_assert(std::size(kHandlers) == std::size(protocol::kMethods),
+                "a handler for every method");
   const MethodHandler& h = kHandlers[static_cast<std::size_t>(method)];
   if (h.method != method) std::abort();  // kHandlers is out of protocol::kMethods' order
   return h;
@@ -379,19 +406,23 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   if (read.error) return fail(*read.error);
   const json& request = read.request;
   if (!request.is_object()) {
-    return fail({ErrorCode::kInvalidRequest, "the request is a JSON " + std::string(request.type_name()) + ", not an object",
+    return fail({ErrorCode::kInvalidRequest,
+                 "the request is a JSON " + std::string(request.type_name()) + ", not an object",
                  "", "send {\"method\": \"...\", \"params\": {...}}"});
   }
   if (auto it = request.find("id"); it != request.end()) {
     // Echoed exactly or not at all: a number with a fraction or an exponent, or an integer beyond
     // 64 bits, is a double to nlohmann and would come back rounded (a 30-digit id did).
     if (!it->is_string() && !it->is_number_integer()) {
-      return fail({ErrorCode::kInvalidRequest,
-                   it->is_number() ? "id " + shaper::json_excerpt(*it) +
-                                         " is not an integer jitterd can echo exactly (a fraction, an exponent, or "
-                                         "more than 64 bits)"
-                                   : "id must be a string or an integer, found " + std::string(it->type_name()),
-                   "/id", "give a string, or an integer from -9223372036854775808 to 18446744073709551615"});
+      return fail(
+          {ErrorCode::kInvalidRequest,
+           it->is_number()
+               ? "id " + shaper::json_excerpt(*it) +
+                     " is not an integer jitterd can echo exactly (a fraction, an exponent, or "
+                     "more than 64 bits)"
+               : "id must be a string or an integer, found " + std::string(it->type_name()),
+           "/id",
+           "give a string, or an integer from -9223372036854775808 to 18446744073709551615"});
     }
     id = *it;
   }
@@ -425,7 +456,8 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   } catch (const shaper::SystemError& e) {
     return fail({ErrorCode::kSystemError, e.what(), "", e.hint()});
   } catch (const std::exception& e) {
-    return fail({ErrorCode::kInternalError, e.what(), "", "this is a bug in jitterd; please report it with the request"});
+    return fail({ErrorCode::kInternalError, e.what(), "",
+                 "this is a bug in jitterd; please report it with the request"});
   }
   if (!call.ok()) return fail(invalid(call.diagnostics));
   if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
@@ -439,13 +471,15 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
 Outcome<json> Dispatcher::list_commands(Call& c) {
   c.r.object(c.params, c.p, {});
   protocol::CommandList list;
-  for (const auto& m : protocol::kMethods) list.commands.push_back({std::string(m.name), std::string(m.summary), m.mutating});
+  for (const auto& m : protocol::kMethods)
+    list.commands.push_back({std::string(m.name), std::string(m.summary), m.mutating});
   return json(list);
 }
 
 Outcome<json> Dispatcher::version(Call& c) {
   c.r.object(c.params, c.p, {});
-  return json(protocol::VersionInfo{JITTERD_VERSION, protocol::kProtocolVersion, ::getpid(), kernel_release(), started_});
+  return json(protocol::VersionInfo{JITTERD_VERSION, protocol::kProtocolVersion, ::getpid(),
+                                    kernel_release(), started_});
 }
 
 Outcome<json> Dispatcher::interfaces(Call& c) {
@@ -455,10 +489,14 @@ Outcome<json> Dispatcher::interfaces(Call& c) {
   protocol::InterfaceList list;
   for (const auto& i : backend_.interfaces()) {
     protocol::InterfaceInfo& info = list.interfaces.emplace_back();
-    info = {i.name, i.index, config_.interface_allowed(i.name), sessions_.has_session(i.index), std::nullopt};
+    info = {i.name, i.index, config_.interface_allowed(i.name), sessions_.has_session(i.index),
+            std::nullopt};
     for (const auto& q : roots) {
       if (q.ifindex != i.index) continue;
-      info.root = {q.kind, shaper::format_handle(q.handle), q.is_jitterd() ? "jitterd" : q.is_default() ? "kernel" : "other"};
+      info.root = {q.kind, shaper::format_handle(q.handle),
+                   q.is_jitterd()   ? "jitterd"
+                   : q.is_default() ? "kernel"
+                                    : "other"};
     }
   }
   return json(list);
@@ -482,7 +520,8 @@ Outcome<json> Dispatcher::profiles(Call& c) {
   return json(out);
 }
 
-// The members of an apply that say where and how to shape (everything but the profile and its phase).
+// The members of an apply that say where and how to shape (everything but the profile and its
+// phase).
 void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
   auto& r = c.r;
   const auto& params = c.params;
@@ -493,9 +532,10 @@ void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
   } else if (auto d = direction_from_string(direction.empty() ? "egress" : direction)) {
     a.directions = {*d};
   } else {
-    r.error(p + "/direction", "\"" + direction +
-                                  "\" is not a direction; give egress (leaving the interface), ingress (arriving, "
-                                  "shaped on an IFB jitterd owns) or both");
+    r.error(p + "/direction",
+            "\"" + direction +
+                "\" is not a direction; give egress (leaving the interface), ingress (arriving, "
+                "shaped on an IFB jitterd owns) or both");
   }
   if (params.contains("match")) {
     if (auto rules = shaper::read_match_rules(r, params["match"], p + "/match")) {
@@ -505,15 +545,18 @@ void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
         a.selectors.insert(a.selectors.end(), selectors.begin(), selectors.end());
       }
       if (a.selectors.size() > kMaxSelectorsPerSet) {
-        r.error(p + "/match", "these rules need " + std::to_string(a.selectors.size()) +
-                                  " u32 matches; a rule set may use " + std::to_string(kMaxSelectorsPerSet) +
-                                  " (port ranges split into aligned blocks; use fewer or rounder ranges)");
+        r.error(p + "/match",
+                "these rules need " + std::to_string(a.selectors.size()) +
+                    " u32 matches; a rule set may use " + std::to_string(kMaxSelectorsPerSet) +
+                    " (port ranges split into aligned blocks; use fewer or rounder ranges)");
       }
     }
     const auto set = r.string(params, p, "set", true, shaper::kMaxNameLength);
     if (set && !set->empty()) a.set = *set;
   } else if (params.contains("set")) {
-    r.error(p + "/set", "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
+    r.error(
+        p + "/set",
+        "a rule set needs its rules: add \"match\": [{\"protocol\": \"tcp\", \"dst_port\": 6379}]");
   }
   a.protect_ssh = r.boolean(params, p, "protect_ssh", true).value_or(true);
   if (const auto ssh = r.string(params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
@@ -529,8 +572,9 @@ void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
   if (offloads == "off") {
     a.offloads_off = true;
   } else if (offloads != "keep" && !offloads.empty()) {
-    r.error(p + "/offloads", "\"" + offloads + "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
-                                               "until the interface is clear) or \"keep\"");
+    r.error(p + "/offloads", "\"" + offloads +
+                                 "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
+                                 "until the interface is clear) or \"keep\"");
   }
   a.start = read_start(r, params, p, "start", now_stamp()).value_or(MonotonicTime{});
   a.lease = read_duration(r, params, p, "lease");
@@ -538,15 +582,17 @@ void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
 }
 
 // `profile`: a name in the profile folders, or a whole profile inline.
-std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& prof, ApplyRequest& a) {
+std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& prof,
+                                                           ApplyRequest& a) {
   const std::string where = c.p + "/profile";
   if (prof.is_string()) {
     std::string error;
     bool not_found = false;
     auto stored = profiles_.load(prof.get<std::string>(), &error, &not_found);
     if (!stored) {
-      return RequestError{not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, error, where,
-                          not_found ? "the profiles method lists them; or send the profile inline" : ""};
+      return RequestError{
+          not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, error, where,
+          not_found ? "the profiles method lists them; or send the profile inline" : ""};
     }
     a.profile = stored->profile;
     a.digest = stored->digest;
@@ -559,15 +605,16 @@ std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& 
     a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
     a.digest = load.digest;
   } else {
-    c.r.error(where, "expected a profile name or a profile object, found " + std::string(prof.type_name()));
+    c.r.error(where, "expected a profile name or a profile object, found " +
+                         std::string(prof.type_name()));
   }
   return std::nullopt;
 }
 
 Outcome<json> Dispatcher::apply(Call& c) {
   c.r.object(c.params, c.p,
-             {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start", "lease", "force",
-              "confirm", "protect_ssh", "ssh_connection", "offloads"});
+             {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start",
+              "lease", "force", "confirm", "protect_ssh", "ssh_connection", "offloads"});
   ApplyRequest a;
   a.interface = c.r.string(c.params, c.p, "interface", true, 15).value_or("");
   const json* prof = c.r.member(c.params, c.p, "profile", true);
@@ -580,7 +627,8 @@ Outcome<json> Dispatcher::apply(Call& c) {
   if (!c.ok() || !a.profile) return json::object();
   const bool has_schedule = a.profile->schedule.has_value();
   a.schedule = c.r.boolean(c.params, c.p, "schedule", has_schedule && !a.phase).value_or(false);
-  if (a.schedule && a.phase) c.r.error(c.p + "/schedule", "give a phase to hold or run the schedule, not both");
+  if (a.schedule && a.phase)
+    c.r.error(c.p + "/schedule", "give a phase to hold or run the schedule, not both");
   if (!c.ok()) return json::object();
   return lanes_outcome(sessions_.apply(a, c.peer));
 }
@@ -604,19 +652,28 @@ Outcome<json> Dispatcher::on_target(Call& c, LaneRequest request) {
   return lanes_outcome((sessions_.*request)(target, c.peer));
 }
 
-Outcome<json> Dispatcher::pause(Call& c) { return on_target(c, &SessionManager::pause); }
-Outcome<json> Dispatcher::resume(Call& c) { return on_target(c, &SessionManager::resume); }
-Outcome<json> Dispatcher::confirm(Call& c) { return on_target(c, &SessionManager::confirm); }
+Outcome<json> Dispatcher::pause(Call& c) {
+  return on_target(c, &SessionManager::pause);
+}
+Outcome<json> Dispatcher::resume(Call& c) {
+  return on_target(c, &SessionManager::resume);
+}
+Outcome<json> Dispatcher::confirm(Call& c) {
+  return on_target(c, &SessionManager::confirm);
+}
 
 Outcome<json> Dispatcher::skip(Call& c) {
   c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "step"});
   const Target target = c.read_target(true);
   std::optional<std::string> phase;
   std::optional<std::size_t> step;
-  if (c.params.contains("phase")) phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
-  if (c.params.contains("step")) step = c.r.integer<std::size_t>(c.params, c.p, "step", 0, shaper::kMaxScheduleSteps, 0);
+  if (c.params.contains("phase"))
+    phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
+  if (c.params.contains("step"))
+    step = c.r.integer<std::size_t>(c.params, c.p, "step", 0, shaper::kMaxScheduleSteps, 0);
   if (c.params.contains("phase") == c.params.contains("step")) {
-    c.r.error(c.p, "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
+    c.r.error(c.p,
+              "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
   }
   if (!c.ok()) return json::object();
   return lanes_outcome(sessions_.skip(target, step, phase, c.peer));
@@ -626,7 +683,8 @@ Outcome<json> Dispatcher::status(Call& c) {
   c.r.object(c.params, c.p, {"interface", "direction", "set"});
   const Target target = c.read_target(false);
   if (c.ok() && target.interface.empty() && (target.direction || target.set)) {
-    c.r.error(c.p, "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
+    c.r.error(c.p,
+              "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
   }
   if (!c.ok()) return json::object();
   auto s = sessions_.status(target);
@@ -642,7 +700,8 @@ Outcome<json> Dispatcher::clear(Call& c) {
     c.r.error(c.p, "give \"interface\", or \"all\": true to clear every session");
   }
   if (c.ok() && all && (target.direction || target.set)) {
-    c.r.error(c.p, "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
+    c.r.error(c.p,
+              "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
   }
   if (!c.ok()) return json::object();
   auto cleared = sessions_.clear(all ? Target{} : target, c.peer);
@@ -678,8 +737,10 @@ Outcome<json> Dispatcher::subscribe(Call& c) {
         filter.events.insert(*t);
       } else {
         std::string names;
-        for (const auto name : event_type_names()) names += (names.empty() ? "" : ", ") + std::string(name);
-        c.r.error(where, "no event \"" + shaper::text_excerpt(list[i].get<std::string>()) + "\"; events: " + names);
+        for (const auto name : event_type_names())
+          names += (names.empty() ? "" : ", ") + std::string(name);
+        c.r.error(where, "no event \"" + shaper::text_excerpt(list[i].get<std::string>()) +
+                             "\"; events: " + names);
       }
     }
   }
@@ -703,23 +764,27 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_sessions " << sessions_.session_count() << '\n';
   metric("jitterd_transitions_total", "counter", "Phase transitions applied.");
   out << "jitterd_transitions_total " << m.transitions << '\n';
-  metric("jitterd_missed_deadlines_total", "counter", "Schedule steps that started after their own end.");
+  metric("jitterd_missed_deadlines_total", "counter",
+         "Schedule steps that started after their own end.");
   out << "jitterd_missed_deadlines_total " << m.missed_deadlines << '\n';
   metric("jitterd_transition_errors_total", "counter", "Scheduled transitions the kernel refused.");
   out << "jitterd_transition_errors_total " << m.transition_errors << '\n';
-  metric("jitterd_lease_expirations_total", "counter", "Sessions removed because their lease ran out.");
+  metric("jitterd_lease_expirations_total", "counter",
+         "Sessions removed because their lease ran out.");
   out << "jitterd_lease_expirations_total " << m.lease_expirations << '\n';
-  metric("jitterd_interfaces_gone_total", "counter", "Sessions ended because their interface disappeared.");
+  metric("jitterd_interfaces_gone_total", "counter",
+         "Sessions ended because their interface disappeared.");
   out << "jitterd_interfaces_gone_total " << m.interfaces_gone << '\n';
   metric("jitterd_external_changes_total", "counter", "Changes others made to jitterd's qdiscs.");
   out << "jitterd_external_changes_total " << m.external_changes << '\n';
-  metric("jitterd_rollbacks_total", "counter", "Commit-confirmed applies rolled back for want of a confirm.");
+  metric("jitterd_rollbacks_total", "counter",
+         "Commit-confirmed applies rolled back for want of a confirm.");
   out << "jitterd_rollbacks_total " << m.rollbacks << '\n';
   metric("jitterd_transition_lateness_seconds", "histogram",
          "From a transition's deadline to the kernel's acknowledgement.");
   for (std::size_t b = 0; b < std::size(SessionMetrics::kBuckets); ++b) {
-    out << "jitterd_transition_lateness_seconds_bucket{le=\"" << SessionMetrics::kBuckets[b] << "\"} "
-        << m.lateness_buckets[b] << '\n';
+    out << "jitterd_transition_lateness_seconds_bucket{le=\"" << SessionMetrics::kBuckets[b]
+        << "\"} " << m.lateness_buckets[b] << '\n';
   }
   out << "jitterd_transition_lateness_seconds_bucket{le=\"+Inf\"} " << m.transitions << '\n';
   out << "jitterd_transition_lateness_seconds_sum " << m.lateness_sum_seconds << '\n';
@@ -728,13 +793,15 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_connections " << stats_.connections_open << '\n';
   metric("jitterd_connections_total", "counter", "Control connections accepted.");
   out << "jitterd_connections_total " << stats_.connections_total << '\n';
-  metric("jitterd_connections_refused_total", "counter", "Connections refused: too many, or a peer not permitted.");
+  metric("jitterd_connections_refused_total", "counter",
+         "Connections refused: too many, or a peer not permitted.");
   out << "jitterd_connections_refused_total " << stats_.connections_refused << '\n';
   metric("jitterd_requests_total", "counter", "Requests read.");
   out << "jitterd_requests_total " << stats_.requests_total << '\n';
   metric("jitterd_request_errors_total", "counter", "Requests answered with an error.");
   out << "jitterd_request_errors_total " << stats_.request_errors_total << '\n';
-  metric("jitterd_subscribers_dropped_total", "counter", "Subscribers disconnected for not reading events.");
+  metric("jitterd_subscribers_dropped_total", "counter",
+         "Subscribers disconnected for not reading events.");
   out << "jitterd_subscribers_dropped_total " << stats_.subscribers_dropped << '\n';
   metric("jitterd_events_written_total", "counter",
          "Events serialised for subscribers (once an event, however many subscribers it reaches).");
@@ -744,21 +811,28 @@ std::string Dispatcher::metrics_text() {
   if (auto* list = std::get_if<std::vector<SessionStatus>>(&statuses)) {
     metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
     for (const auto& s : *list) {
-      out << "jitterd_session_info{interface=\"" << label(s.interface) << "\",profile=\"" << label(s.profile)
-          << "\",digest=\"" << label(s.digest) << "\",phase=\"" << label(s.phase) << "\",state=\"" << s.state
-          << "\"} 1\n";
+      out << "jitterd_session_info{interface=\"" << label(s.interface) << "\",profile=\""
+          << label(s.profile) << "\",digest=\"" << label(s.digest) << "\",phase=\""
+          << label(s.phase) << "\",state=\"" << s.state << "\"} 1\n";
     }
     metric("jitterd_qdisc_packets_total", "counter", "Packets sent by jitterd's qdisc.");
     for (const auto& s : *list) {
-      if (s.counters) out << "jitterd_qdisc_packets_total{interface=\"" << label(s.interface) << "\"} " << s.counters->packets << '\n';
+      if (s.counters)
+        out << "jitterd_qdisc_packets_total{interface=\"" << label(s.interface) << "\"} "
+            << s.counters->packets << '\n';
     }
-    metric("jitterd_qdisc_drops_total", "counter", "Packets dropped by jitterd's qdisc (loss model and limit).");
+    metric("jitterd_qdisc_drops_total", "counter",
+           "Packets dropped by jitterd's qdisc (loss model and limit).");
     for (const auto& s : *list) {
-      if (s.counters) out << "jitterd_qdisc_drops_total{interface=\"" << label(s.interface) << "\"} " << s.counters->drops << '\n';
+      if (s.counters)
+        out << "jitterd_qdisc_drops_total{interface=\"" << label(s.interface) << "\"} "
+            << s.counters->drops << '\n';
     }
     metric("jitterd_qdisc_backlog_packets", "gauge", "Packets held by jitterd's qdisc.");
     for (const auto& s : *list) {
-      if (s.counters) out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} " << s.counters->backlog_packets << '\n';
+      if (s.counters)
+        out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} "
+            << s.counters->backlog_packets << '\n';
     }
   }
   return out.str();

@@ -1,8 +1,9 @@
 #pragma once
-// The control protocol (docs/protocol.md): one JSON request per line in, one JSON reply per line out.
-// The dispatcher converts each request to typed values at the edge, calls the session manager, and
-// converts the outcome back. It is where the control session catches environment failures (kernel
-// refusals, I/O errors) and turns them into error replies; nothing else in the daemon catches them.
+// The control protocol (docs/protocol.md): one JSON request per line in, one JSON reply per line
+// out. The dispatcher converts each request to typed values at the edge, calls the session manager,
+// and converts the outcome back. It is where the control session catches environment failures
+// (kernel refusals, I/O errors) and turns them into error replies; nothing else in the daemon
+// catches them.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -29,7 +30,7 @@ struct ServerStats {
   std::uint64_t requests_total = 0;
   std::uint64_t request_errors_total = 0;
   std::uint64_t subscribers_dropped = 0;  // slow subscribers disconnected
-  std::uint64_t events_written = 0;       // events serialised for subscribers: once each, however many
+  std::uint64_t events_written = 0;  // events serialised for subscribers: once each, however many
 };
 
 struct SubscribeFilter {
@@ -39,23 +40,24 @@ struct SubscribeFilter {
 };
 
 struct Reply {
-  std::string line;  // the JSON reply, without the newline
+  std::string line;                          // the JSON reply, without the newline
   std::optional<SubscribeFilter> subscribe;  // set when the connection now streams events
 };
 
 // A request line read as JSON, the first step of handling it. It depends on the line alone (no
-// state, no I/O), so the server may take it on a helper thread for a long line while the loop serves
-// everyone else: an 8 MiB line takes the parser most of a second (tests/bench/load_clients).
+// state, no I/O), so the server may take it on a helper thread for a long line while the loop
+// serves everyone else: an 8 MiB line takes the parser most of a second (tests/bench/load_clients).
 struct ReadRequest {
-  nlohmann::json request;             // the document, when there is no `error`
-  std::optional<RequestError> error;  // not JSON (parse-error), or nested too deep (invalid-request)
-  nlohmann::json id;                  // the id the error's reply carries; null: none
+  nlohmann::json request;  // the document, when there is no `error`
+  std::optional<RequestError>
+      error;          // not JSON (parse-error), or nested too deep (invalid-request)
+  nlohmann::json id;  // the id the error's reply carries; null: none
 };
 
 class Dispatcher {
  public:
-  Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend, const Config& config,
-             ServerStats& stats);
+  Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
+             const Config& config, ServerStats& stats);
 
   // `authorized`: whether the peer may use the socket at all (see docs/protocol.md, Permissions).
   Reply handle(std::string_view line, const Peer& peer, bool authorized) {
@@ -66,9 +68,11 @@ class Dispatcher {
   Reply handle(const ReadRequest& read, const Peer& peer, bool authorized);
 
   // A reply for a line that was never parsed (too long, too many connections).
-  static std::string error_line(ErrorCode code, std::string_view message, std::string_view hint = {});
+  static std::string error_line(ErrorCode code, std::string_view message,
+                                std::string_view hint = {});
   // The same with the code's wire spelling ("too-large"), as tests name it.
-  static std::string error_line(std::string_view code, std::string_view message, std::string_view hint = {});
+  static std::string error_line(std::string_view code, std::string_view message,
+                                std::string_view hint = {});
   static std::string event_line(const Event& event);
   // Why `peer` may not use jitterd at all: the one wording, for the server's refusal at accept and
   // for handle() when called unauthorized.
@@ -83,12 +87,14 @@ class Dispatcher {
     protocol::Method method;
     Handler handler;
   };
-  // Each method's handler, in protocol::kMethods' order: the table that names a method carries its handler.
+  // Each method's handler, in protocol::kMethods' order: the table that names a method carries its
+  // handler.
   static const MethodHandler kHandlers[];
   static const MethodHandler& handler_of(protocol::Method method);
 
   // The methods. Each reads its params (problems go to the call's diagnostics) and answers with a
-  // result or a RequestError; environment failures are thrown, and handle() turns them into replies.
+  // result or a RequestError; environment failures are thrown, and handle() turns them into
+  // replies.
   Outcome<nlohmann::json> list_commands(Call& c);
   Outcome<nlohmann::json> version(Call& c);
   Outcome<nlohmann::json> interfaces(Call& c);
@@ -106,8 +112,10 @@ class Dispatcher {
   Outcome<nlohmann::json> metrics(Call& c);
 
   static void read_apply_lane(Call& c, ApplyRequest& a);
-  std::optional<RequestError> read_apply_profile(Call& c, const nlohmann::json& prof, ApplyRequest& a);
-  using LaneRequest = Outcome<SessionManager::Statuses> (SessionManager::*)(const Target&, const Peer&);
+  std::optional<RequestError> read_apply_profile(Call& c, const nlohmann::json& prof,
+                                                 ApplyRequest& a);
+  using LaneRequest = Outcome<SessionManager::Statuses> (SessionManager::*)(const Target&,
+                                                                            const Peer&);
   Outcome<nlohmann::json> on_target(Call& c, LaneRequest request);
 
   SessionManager& sessions_;

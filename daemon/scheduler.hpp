@@ -1,9 +1,10 @@
 #pragma once
 // A phase schedule on absolute deadlines. Step k of iteration i starts at
 //   origin + i * period + offset[k]
-// so the deadlines never drift, however late any one transition was applied. Pausing moves the origin
-// by the time spent paused; skipping moves it so that the chosen step starts now. Pure (no timers, no
-// kernel): the session manager arms timers from it, and the unit tests drive it with made-up times.
+// so the deadlines never drift, however late any one transition was applied. Pausing moves the
+// origin by the time spent paused; skipping moves it so that the chosen step starts now. Pure (no
+// timers, no kernel): the session manager arms timers from it, and the unit tests drive it with
+// made-up times.
 
 #include <cstddef>
 #include <cstdint>

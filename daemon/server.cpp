@@ -45,7 +45,8 @@ std::optional<std::string> ConnectionSlots::refusal(std::uint32_t uid, bool admi
   if (held_ >= max_) return "jitterd has " + std::to_string(held_) + " connections open" + limit;
   if (admin) return std::nullopt;
   if (held_ >= max_ - kept_for_admin()) {
-    return "jitterd has " + std::to_string(held_) + " connections open; the last slot is kept for root" + limit;
+    return "jitterd has " + std::to_string(held_) +
+           " connections open; the last slot is kept for root" + limit;
   }
   const auto it = by_uid_.find(uid);
   if (it != by_uid_.end() && it->second >= per_user()) {
@@ -99,9 +100,9 @@ constexpr std::size_t kWriteBatchBytes = 64 * 1024;
 // nice 10 weighs a tenth of nice 0. Raising it needs no privilege.
 constexpr int kReaderNice = 10;
 
-// Which profile files a request reads: "" for the whole folders (`profiles`), a name for `apply` with
-// a profile by name, nothing for the rest (and for anything malformed: the dispatcher says what is
-// wrong with it, without files).
+// Which profile files a request reads: "" for the whole folders (`profiles`), a name for `apply`
+// with a profile by name, nothing for the rest (and for anything malformed: the dispatcher says
+// what is wrong with it, without files).
 std::optional<std::string> profiles_needed(const ReadRequest& read) {
   const auto& r = read.request;
   if (read.error || !r.is_object()) return std::nullopt;
@@ -124,8 +125,8 @@ Peer peer_of(int fd, std::vector<std::uint32_t>* groups) {
   check_syscall(::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len), "getsockopt SO_PEERCRED",
                 "control connection");
   Peer peer{cred.uid, cred.gid, cred.pid, {}};
-  // Supplementary groups (Linux 4.13+): a member of the socket's group through a supplementary group
-  // is a member.
+  // Supplementary groups (Linux 4.13+): a member of the socket's group through a supplementary
+  // group is a member.
   std::vector<gid_t> list(64);
   for (;;) {
     socklen_t size = static_cast<socklen_t>(list.size() * sizeof(gid_t));
@@ -184,14 +185,20 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   // `peer` is permitted (the server refuses others before a connection is made) and holds a slot
   // until close().
   Connection(ControlServer& server, stream::socket socket, Peer peer)
-      : server_(server), socket_(std::move(socket)), wake_(socket_.get_executor()), idle_(socket_.get_executor()),
+      : server_(server),
+        socket_(std::move(socket)),
+        wake_(socket_.get_executor()),
+        idle_(socket_.get_executor()),
         peer_(std::move(peer)) {}
 
   void start() {
     auto self = shared_from_this();
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->read_loop(); }, asio::detached);
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->write_loop(); }, asio::detached);
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->idle_loop(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self]() { return self->read_loop(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self]() { return self->write_loop(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self]() { return self->idle_loop(); }, asio::detached);
   }
 
   // Queues a line (or an event, serialised when it is written); a client that lets too many pile up
@@ -203,9 +210,9 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     if (closed_) return;
     if (outgoing_.size() >= server_.config_.limits.max_queued_events) {
       if (subscription_) ++server_.stats_.subscribers_dropped;
-      server_.log_.warning("disconnecting uid " + std::to_string(peer_.uid) + " pid " + std::to_string(peer_.pid) +
-                           ": it does not read what jitterd sends (" + std::to_string(outgoing_.size()) +
-                           " lines queued)");
+      server_.log_.warning("disconnecting uid " + std::to_string(peer_.uid) + " pid " +
+                           std::to_string(peer_.pid) + ": it does not read what jitterd sends (" +
+                           std::to_string(outgoing_.size()) + " lines queued)");
       close();
       return;
     }
@@ -226,7 +233,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     server_.connections_.erase(shared_from_this());
     server_.slots_.release(peer_.uid);
     --server_.stats_.connections_open;
-    if (server_.connections_.empty() && server_.finished_) std::exchange(server_.finished_, nullptr)();
+    if (server_.connections_.empty() && server_.finished_)
+      std::exchange(server_.finished_, nullptr)();
   }
 
   // Sends `line` and closes once it is written (too large).
@@ -300,7 +308,8 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
             server_.reader_.get_executor(),
             [line]() -> asio::awaitable<ReadRequest> { co_return Dispatcher::read(line); },
             asio::use_awaitable);
-        if (closed_ || close_after_write_) co_return;  // closing meanwhile: nothing more is answered
+        if (closed_ || close_after_write_)
+          co_return;                         // closing meanwhile: nothing more is answered
         turn_start = MonotonicClock::now();  // the wait for the helper was a turn of its own
       }
       // The profile files a request needs are read on the file thread, the loop serving everyone
@@ -372,16 +381,19 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
       if (closed_) co_return;
-      std::string batch = outgoing_.front().event ? outgoing_.front().event->text() : std::move(outgoing_.front().line);
+      std::string batch = outgoing_.front().event ? outgoing_.front().event->text()
+                                                  : std::move(outgoing_.front().line);
       outgoing_.pop_front();
       batch += '\n';
-      while (!outgoing_.empty() && batch.size() + outgoing_.front().text().size() < kWriteBatchBytes) {
+      while (!outgoing_.empty() &&
+             batch.size() + outgoing_.front().text().size() < kWriteBatchBytes) {
         batch += outgoing_.front().text();
         batch += '\n';
         outgoing_.pop_front();
       }
       boost::system::error_code ec;
-      co_await asio::async_write(socket_, asio::buffer(batch), asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_write(socket_, asio::buffer(batch),
+                                 asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         close();
         co_return;
@@ -389,11 +401,12 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
     }
   }
 
-  // Closes a connection that sends nothing for limits.idle_timeout, unless it subscribed (subscribers
-  // only listen).
+  // Closes a connection that sends nothing for limits.idle_timeout, unless it subscribed
+  // (subscribers only listen).
   asio::awaitable<void> idle_loop() {
     auto self = shared_from_this();
-    const auto timeout = std::chrono::duration_cast<MonotonicClock::duration>(server_.config_.limits.idle_timeout);
+    const auto timeout =
+        std::chrono::duration_cast<MonotonicClock::duration>(server_.config_.limits.idle_timeout);
     while (!closed_) {
       idle_.expires_at(last_activity_ + timeout);
       boost::system::error_code ec;
@@ -419,9 +432,9 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
   MonotonicTime last_activity_ = MonotonicClock::now();
 };
 
-ControlServer::ControlServer(asio::io_context& io, Dispatcher& dispatcher, const ProfileStore& profiles,
-                             EventBus& bus, const Config& config, AccessPolicy policy, ServerStats& stats,
-                             Logger& log)
+ControlServer::ControlServer(asio::io_context& io, Dispatcher& dispatcher,
+                             const ProfileStore& profiles, EventBus& bus, const Config& config,
+                             AccessPolicy policy, ServerStats& stats, Logger& log)
     : io_(io),
       dispatcher_(dispatcher),
       profiles_(profiles),
@@ -454,23 +467,26 @@ void free_socket_path(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return;
   if (!S_ISSOCK(st.st_mode)) {
-    throw shaper::SystemError("bind control socket", path + " (exists and is not a socket)", EEXIST,
-                              "jitterd leaves it alone: move it away if it is not needed, or set socket.path "
-                              "(or --socket) to a free path");
+    throw shaper::SystemError(
+        "bind control socket", path + " (exists and is not a socket)", EEXIST,
+        "jitterd leaves it alone: move it away if it is not needed, or set socket.path "
+        "(or --socket) to a free path");
   }
   // Another jitterd answering there must not lose its socket to us. Non-blocking: a listener whose
   // backlog is full answers EAGAIN, which means someone listens too.
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof address.sun_path) {
-    throw shaper::SystemError("bind control socket", path, ENAMETOOLONG, "socket paths hold at most 107 bytes");
+    throw shaper::SystemError("bind control socket", path, ENAMETOOLONG,
+                              "socket paths hold at most 107 bytes");
   }
   std::copy(path.begin(), path.end(), address.sun_path);
   const ListenerProbe probe = probe_listener(address, sizeof address, path);
   if (probe.listening) {
     const pid_t pid = probe.listener.pid;
     throw shaper::SystemError(
-        "bind control socket", path + " (another jitterd is listening there" + describe_pid(pid) + ")", EADDRINUSE,
+        "bind control socket",
+        path + " (another jitterd is listening there" + describe_pid(pid) + ")", EADDRINUSE,
         "only one jitterd may use a socket (and a state folder): stop the other one first (" +
             (pid > 0 ? "kill " + std::to_string(pid) + ", or " : std::string()) +
             "systemctl stop jitterd), or give this one a socket.path and state_dir of its own");
@@ -478,9 +494,10 @@ void free_socket_path(const std::string& path) {
   const int error = probe.error;
   if (error == ENOENT) return;  // removed meanwhile
   if (error != ECONNREFUSED) {
-    throw shaper::SystemError("probe control socket", path, error,
-                              "jitterd cannot tell whether something listens there, so it leaves the file alone: "
-                              "check the file's permissions, or set socket.path (or --socket) to another path");
+    throw shaper::SystemError(
+        "probe control socket", path, error,
+        "jitterd cannot tell whether something listens there, so it leaves the file alone: "
+        "check the file's permissions, or set socket.path (or --socket) to another path");
   }
   // Nobody listens: the file a killed jitterd left.
   check_syscall(::unlink(path.c_str()), "unlink stale socket", path);
@@ -494,28 +511,32 @@ void ControlServer::bind(const std::string& path, mode_t mode, std::optional<gid
     throw shaper::SystemError("mkdir", dir, errno);
   }
   acceptor_.open(stream());
-  // Created with no access for anyone but the owner, then opened up to the group once it has its group:
-  // nobody outside the group can connect in between.
+  // Created with no access for anyone but the owner, then opened up to the group once it has its
+  // group: nobody outside the group can connect in between.
   const mode_t old_mask = ::umask(0177);
   boost::system::error_code ec;
   acceptor_.bind(stream::endpoint(path), ec);
   ::umask(old_mask);
   if (ec) throw shaper::SystemError("bind control socket", path, ec.value());
   owns_path_ = true;
-  if (group) check_syscall(::chown(path.c_str(), static_cast<uid_t>(-1), *group), "chown control socket", path);
+  if (group)
+    check_syscall(::chown(path.c_str(), static_cast<uid_t>(-1), *group), "chown control socket",
+                  path);
   check_syscall(::chmod(path.c_str(), mode), "chmod control socket", path);
   acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw shaper::SystemError("listen", path, ec.value());
 }
 
 void ControlServer::start() {
-  asio::co_spawn(io_, [this]() { return accept_loop(); }, asio::detached);
+  asio::co_spawn(
+      io_, [this]() { return accept_loop(); }, asio::detached);
 }
 
 asio::awaitable<void> ControlServer::accept_loop() {
   while (acceptor_.is_open()) {
     boost::system::error_code ec;
-    stream::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    stream::socket socket =
+        co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
     if (ec) {
       // EMFILE and friends: say so, and do not spin.
@@ -540,13 +561,16 @@ asio::awaitable<void> ControlServer::accept_loop() {
       log_.warning("refused a control connection from uid " + std::to_string(peer.uid) + " pid " +
                    std::to_string(peer.pid) + " (" + peer.command + "): not in the socket's group");
       const RequestError denied = Dispatcher::permission_denied(peer, config_.socket.group);
-      refuse_at_once(std::move(socket), Dispatcher::error_line(denied.code, denied.message, denied.hint));
+      refuse_at_once(std::move(socket),
+                     Dispatcher::error_line(denied.code, denied.message, denied.hint));
       continue;
     }
     if (const auto why = slots_.refusal(peer.uid, policy_.is_admin(peer))) {
       ++stats_.connections_refused;
-      refuse_at_once(std::move(socket),
-                     Dispatcher::error_line(ErrorCode::kBusy, *why, "close idle connections, or raise limits.max_connections"));
+      refuse_at_once(
+          std::move(socket),
+          Dispatcher::error_line(ErrorCode::kBusy, *why,
+                                 "close idle connections, or raise limits.max_connections"));
       continue;
     }
     slots_.take(peer.uid);

@@ -13,8 +13,8 @@ namespace {
 
 // How many transitions a status keeps (docs/protocol.md).
 constexpr std::size_t kRecentTransitions = 32;
-// How long a schedule's new phase may wait in memory before the ledger file names it (several steps,
-// on every interface, share one write).
+// How long a schedule's new phase may wait in memory before the ledger file names it (several
+// steps, on every interface, share one write).
 constexpr auto kLedgerFlushDelay = std::chrono::milliseconds(200);
 
 std::string phase_list(const shaper::Profile& profile) {
@@ -25,15 +25,18 @@ std::string phase_list(const shaper::Profile& profile) {
 
 // A lease (or a confirm window) outside 1ns to leases.max, said with both exactly: format_duration
 // rounds to 9 digits, and "24h and 1ns" read as "86400s is out of range" (issue 21).
-std::optional<RequestError> out_of_lease_range(const std::string& what, Nanoseconds length, Nanoseconds max) {
+std::optional<RequestError> out_of_lease_range(const std::string& what, Nanoseconds length,
+                                               Nanoseconds max) {
   if (length > Nanoseconds(0) && length <= max) return std::nullopt;
   const std::string shown = what + " " + shaper::duration_to_string(length);
-  return RequestError{ErrorCode::kInvalidParams,
-                      length <= Nanoseconds(0) ? shown + " is not positive"
-                                               : shown + " is longer than the limit, " +
-                                                     shaper::duration_to_string(max) + " (leases.max in the config)",
-                      "/params/" + what, "leases and confirm windows run from 1ns to " +
-                                             shaper::duration_to_string(max)};
+  return RequestError{
+      ErrorCode::kInvalidParams,
+      length <= Nanoseconds(0)
+          ? shown + " is not positive"
+          : shown + " is longer than the limit, " + shaper::duration_to_string(max) +
+                " (leases.max in the config)",
+      "/params/" + what,
+      "leases and confirm windows run from 1ns to " + shaper::duration_to_string(max)};
 }
 
 }  // namespace
@@ -47,10 +50,11 @@ struct SessionManager::Session {
   std::string set;                             // "" = the whole direction
   std::vector<shaper::U32Selector> selectors;  // the lane's traffic; empty for the whole direction
   std::vector<std::string> match;              // the rules as the client gave them
-  std::vector<shaper::U32Selector> bypass;     // the SSH guard's exclusions (interfaces with the default route)
-  std::vector<std::string> unshaped;           // ... in words
+  std::vector<shaper::U32Selector>
+      bypass;  // the SSH guard's exclusions (interfaces with the default route)
+  std::vector<std::string> unshaped;  // ... in words
   bool offloads_off = false;
-  std::uint64_t sequence = 0;                  // apply order: earlier rule sets win
+  std::uint64_t sequence = 0;                      // apply order: earlier rule sets win
   std::shared_ptr<const shaper::Profile> profile;  // null for a session adopted after a restart
   std::string profile_name;
   std::string digest;
@@ -87,8 +91,8 @@ struct SessionManager::Session {
   }
 };
 
-SessionManager::SessionManager(asio::any_io_executor executor, ShapingBackend& backend, Ledger& ledger,
-                               EventBus& bus, const Config& config, Logger& log)
+SessionManager::SessionManager(asio::any_io_executor executor, ShapingBackend& backend,
+                               Ledger& ledger, EventBus& bus, const Config& config, Logger& log)
     : executor_(std::move(executor)),
       backend_(backend),
       ledger_(ledger),
@@ -99,7 +103,9 @@ SessionManager::SessionManager(asio::any_io_executor executor, ShapingBackend& b
 
 SessionManager::~SessionManager() = default;
 
-SessionManager::Key SessionManager::key_of(const Session& s) { return Key{s.interface.index, s.direction, s.set}; }
+SessionManager::Key SessionManager::key_of(const Session& s) {
+  return Key{s.interface.index, s.direction, s.set};
+}
 
 bool SessionManager::has_session(int index) const {
   auto it = sessions_.lower_bound(Key{index, Direction::kEgress, ""});
@@ -122,7 +128,8 @@ Outcome<std::vector<SessionManager::Session*>> SessionManager::require(const Tar
   if (!found.empty()) return found;
   std::string what = target.interface;
   if (target.direction) what += std::string(" ") + to_string(*target.direction);
-  if (target.set) what += target.set->empty() ? " (whole direction)" : " rule set \"" + *target.set + "\"";
+  if (target.set)
+    what += target.set->empty() ? " (whole direction)" : " rule set \"" + *target.set + "\"";
   std::string hint = "start one with apply; status lists the sessions";
   if (target.direction || target.set) {
     std::string lanes;
@@ -131,7 +138,8 @@ Outcome<std::vector<SessionManager::Session*>> SessionManager::require(const Tar
     }
     if (!lanes.empty()) hint = "sessions on " + target.interface + ": " + lanes;
   }
-  return RequestError{ErrorCode::kNotFound, what + " has no jitterd session", "/params/interface", hint};
+  return RequestError{ErrorCode::kNotFound, what + " has no jitterd session", "/params/interface",
+                      hint};
 }
 
 void SessionManager::log_request(const Peer& peer, const std::string& what) {
@@ -152,7 +160,8 @@ Event SessionManager::event_for(const Session& s, EventType type) const {
   return e;
 }
 
-Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const std::vector<Change>& changes,
+Outcome<Layout> SessionManager::layout_for(int index, Direction direction,
+                                           const std::vector<Change>& changes,
                                            const Session* without) {
   struct Entry {
     const Session* s;
@@ -160,10 +169,12 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
   };
   std::vector<Entry> entries;
   for (const auto& [key, s] : sessions_) {
-    if (key.index != index || key.direction != direction || s.get() == without || s->pending) continue;
+    if (key.index != index || key.direction != direction || s.get() == without || s->pending)
+      continue;
     // Replaced by a change for the same lane (an apply in place, a successor taking over).
     bool replaced = false;
-    for (const auto& c : changes) replaced = replaced || (key_of(*c.session) == key && c.session != s.get());
+    for (const auto& c : changes)
+      replaced = replaced || (key_of(*c.session) == key && c.session != s.get());
     if (!replaced) entries.push_back({s.get(), s->phase});
   }
   for (const auto& c : changes) {
@@ -185,17 +196,19 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
   Layout layout;
   for (const auto& e : entries) {
     if (!e.s->profile) {
-      return RequestError{ErrorCode::kConflict,
-                          e.s->label() + " was adopted after a restart; jitterd does not have its profile",
-                          "/params/interface",
-                          "apply a profile to it again (in place, no unshaped moment) before adding or "
-                          "removing other lanes on this interface"};
+      return RequestError{
+          ErrorCode::kConflict,
+          e.s->label() + " was adopted after a restart; jitterd does not have its profile",
+          "/params/interface",
+          "apply a profile to it again (in place, no unshaped moment) before adding or "
+          "removing other lanes on this interface"};
     }
     const shaper::Phase* p = e.s->profile->find_phase(e.phase);
     if (!p) std::abort();  // phases were checked against the profile when the request was read
     layout.lanes.push_back(Lane{e.s->set, e.s->selectors, p->spec});
     for (const auto& b : e.s->bypass) {
-      if (std::find(layout.bypass.begin(), layout.bypass.end(), b) == layout.bypass.end()) layout.bypass.push_back(b);
+      if (std::find(layout.bypass.begin(), layout.bypass.end(), b) == layout.bypass.end())
+        layout.bypass.push_back(b);
     }
   }
   return layout;
@@ -204,7 +217,8 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction, const
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& request, const Peer& peer) {
+Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& request,
+                                                        const Peer& peer) {
   auto checked = check_apply(request);
   if (auto* e = std::get_if<RequestError>(&checked)) return *e;
   const shaper::Interface& interface = std::get<shaper::Interface>(checked);
@@ -214,8 +228,12 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
   std::string lanes;
   for (const auto& m : made) lanes += (lanes.empty() ? "" : ", ") + m->label();
   log_request(peer, "apply " + request.profile->name + " (" + request.digest + ") to " + lanes +
-                        (guard.unshaped.empty() ? "" : "; left unshaped: tcp port 22 and the requester's ssh connection") +
-                        (request.confirm ? "; commit-confirmed within " + shaper::format_duration(*request.confirm) : ""));
+                        (guard.unshaped.empty()
+                             ? ""
+                             : "; left unshaped: tcp port 22 and the requester's ssh connection") +
+                        (request.confirm ? "; commit-confirmed within " +
+                                               shaper::format_duration(*request.confirm)
+                                         : ""));
 
   for (const auto& m : made) {
     // A later apply supersedes a successor that has not started yet.
@@ -228,17 +246,21 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
 Outcome<shaper::Interface> SessionManager::check_apply(const ApplyRequest& request) {
   const std::string& name = request.interface;
   if (!config_.interface_allowed(name)) {
-    return RequestError{ErrorCode::kPermissionDenied, name + " is not in the interface allowlist", "/params/interface",
-                        "add it (or a pattern such as \"veth*\") to interfaces.allow in the config and restart "
-                        "jitterd; the allowlist keeps management interfaces safe"};
+    return RequestError{
+        ErrorCode::kPermissionDenied, name + " is not in the interface allowlist",
+        "/params/interface",
+        "add it (or a pattern such as \"veth*\") to interfaces.allow in the config and restart "
+        "jitterd; the allowlist keeps management interfaces safe"};
   }
   auto interface = backend_.find_interface(name);
   if (!interface) {
-    return RequestError{ErrorCode::kNotFound, "no interface " + name + " in jitterd's network namespace",
+    return RequestError{ErrorCode::kNotFound,
+                        "no interface " + name + " in jitterd's network namespace",
                         "/params/interface", "the interfaces method lists them"};
   }
   if (request.force && !config_.allow_force) {
-    return RequestError{ErrorCode::kPermissionDenied, "force is not allowed by this jitterd's config", "/params/force",
+    return RequestError{ErrorCode::kPermissionDenied,
+                        "force is not allowed by this jitterd's config", "/params/force",
                         "set allow_force in the config, or remove the other root qdisc yourself"};
   }
   if (config_.lease_required && !request.lease) {
@@ -255,38 +277,47 @@ Outcome<shaper::Interface> SessionManager::check_apply(const ApplyRequest& reque
     }
   }
   if (request.confirm && request.start > MonotonicClock::now()) {
-    return RequestError{ErrorCode::kInvalidParams, "a commit-confirmed apply starts now", "/params/start",
-                        "drop \"start\", or drop \"confirm\""};
+    return RequestError{ErrorCode::kInvalidParams, "a commit-confirmed apply starts now",
+                        "/params/start", "drop \"start\", or drop \"confirm\""};
   }
   const shaper::Profile& profile = *request.profile;
   if (request.phase && !profile.find_phase(*request.phase)) {
-    return RequestError{ErrorCode::kNotFound, "phase \"" + *request.phase + "\" is not in profile \"" + profile.name + "\"",
-                        "/params/phase", "phases: " + phase_list(profile)};
+    return RequestError{
+        ErrorCode::kNotFound,
+        "phase \"" + *request.phase + "\" is not in profile \"" + profile.name + "\"",
+        "/params/phase", "phases: " + phase_list(profile)};
   }
   if (request.schedule && !profile.schedule) {
-    return RequestError{ErrorCode::kInvalidParams, "profile \"" + profile.name + "\" has no schedule", "/params/schedule",
+    return RequestError{ErrorCode::kInvalidParams,
+                        "profile \"" + profile.name + "\" has no schedule", "/params/schedule",
                         "pick a phase instead: " + phase_list(profile)};
   }
   if (profile.phases.empty()) {
-    return RequestError{ErrorCode::kInvalidParams, "profile \"" + profile.name + "\" has no phases", "/params/profile", ""};
+    return RequestError{ErrorCode::kInvalidParams, "profile \"" + profile.name + "\" has no phases",
+                        "/params/profile", ""};
   }
   // Say now, not at the start time, when the root belongs to someone else.
-  const bool egress = std::find(request.directions.begin(), request.directions.end(), Direction::kEgress) !=
-                      request.directions.end();
+  const bool egress = std::find(request.directions.begin(), request.directions.end(),
+                                Direction::kEgress) != request.directions.end();
   if (egress && !backend_.installed(*interface, Direction::kEgress) && !request.force) {
-    if (auto root = backend_.root_qdisc(*interface); root && !root->is_default() && !root->is_jitterd()) {
+    if (auto root = backend_.root_qdisc(*interface);
+        root && !root->is_default() && !root->is_jitterd()) {
       return RequestError{ErrorCode::kConflict,
-                          "the root qdisc of " + name + " is " + root->kind + " " + shaper::format_handle(root->handle) +
+                          "the root qdisc of " + name + " is " + root->kind + " " +
+                              shaper::format_handle(root->handle) +
                               ", installed by someone else; jitterd leaves it alone",
                           "/params/interface",
-                          "remove it yourself, or pass \"force\": true if the config allows it (its queue is dropped)"};
+                          "remove it yourself, or pass \"force\": true if the config allows it "
+                          "(its queue is dropped)"};
     }
   }
   return std::move(*interface);
 }
 
-SessionManager::SshGuard SessionManager::ssh_guard(const ApplyRequest& request, const shaper::Interface& interface) {
-  // The SSH guard: on the interface the host is reached through, the operator's way in stays unshaped.
+SessionManager::SshGuard SessionManager::ssh_guard(const ApplyRequest& request,
+                                                   const shaper::Interface& interface) {
+  // The SSH guard: on the interface the host is reached through, the operator's way in stays
+  // unshaped.
   SshGuard guard;
   auto& bypass = guard.bypass;
   auto& unshaped = guard.unshaped;
@@ -302,20 +333,20 @@ SessionManager::SshGuard SessionManager::ssh_guard(const ApplyRequest& request, 
     }
     std::string list;
     for (const auto port : ports) list += (list.empty() ? "" : ", ") + std::to_string(port);
-    unshaped.push_back(std::string(ports.size() == 1 ? "tcp port " : "tcp ports ") + list + " (either side)");
+    unshaped.push_back(std::string(ports.size() == 1 ? "tcp port " : "tcp ports ") + list +
+                       " (either side)");
     for (const auto& c : request.ssh_connections) {
       unshaped.push_back("ssh connection from " + shaper::to_string(c.client) + " port " +
-                         std::to_string(c.client_port) + " to " + shaper::to_string(c.server) + " port " +
-                         std::to_string(c.server_port));
+                         std::to_string(c.client_port) + " to " + shaper::to_string(c.server) +
+                         " port " + std::to_string(c.server_port));
     }
   }
   return guard;
 }
 
-std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessions(const ApplyRequest& request,
-                                                                                   const shaper::Interface& interface,
-                                                                                   const SshGuard& guard,
-                                                                                   const Peer& peer, MonotonicTime now) {
+std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessions(
+    const ApplyRequest& request, const shaper::Interface& interface, const SshGuard& guard,
+    const Peer& peer, MonotonicTime now) {
   const shaper::Profile& profile = *request.profile;
   std::vector<std::unique_ptr<Session>> made;
   for (Direction direction : request.directions) {
@@ -351,7 +382,8 @@ std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessi
   return made;
 }
 
-SessionManager::Statuses SessionManager::queue_for_start(std::vector<std::unique_ptr<Session>>& made) {
+SessionManager::Statuses SessionManager::queue_for_start(
+    std::vector<std::unique_ptr<Session>>& made) {
   Statuses out;
   for (auto& m : made) {
     Session& s = *m;
@@ -368,8 +400,9 @@ SessionManager::Statuses SessionManager::queue_for_start(std::vector<std::unique
   return out;
 }
 
-SessionManager::Statuses SessionManager::install_now(const ApplyRequest& request, const shaper::Interface& interface,
-                                                      std::vector<std::unique_ptr<Session>>& made) {
+SessionManager::Statuses SessionManager::install_now(const ApplyRequest& request,
+                                                     const shaper::Interface& interface,
+                                                     std::vector<std::unique_ptr<Session>>& made) {
   Statuses out;
   // Now: every lane in one step, in place over whatever is installed (no unshaped moment).
   const bool was_installed = backend_.installed(interface);
@@ -399,7 +432,8 @@ SessionManager::Statuses SessionManager::install_now(const ApplyRequest& request
         backend_.remove(interface);
         erase_from_ledger(interface.index);
       } catch (const std::exception& e) {
-        log_.error("removing the shaping after a failed apply on " + interface.name + ": " + e.what());
+        log_.error("removing the shaping after a failed apply on " + interface.name + ": " +
+                   e.what());
       }
     }
     throw;
@@ -467,24 +501,29 @@ bool SessionManager::alive(const Session* s) const {
   return false;
 }
 
-Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& target, const std::string& phase,
-                                                               std::optional<MonotonicTime> at, const Peer& peer) {
+Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& target,
+                                                               const std::string& phase,
+                                                               std::optional<MonotonicTime> at,
+                                                               const Peer& peer) {
   auto found = require(target);
   if (auto* e = std::get_if<RequestError>(&found)) return *e;
   const auto& list = std::get<std::vector<Session*>>(found);
   for (Session* s : list) {
     if (!s->profile) {
-      return RequestError{ErrorCode::kInvalidParams,
-                          s->label() + " was adopted after a restart; jitterd does not have its profile",
-                          "/params/interface", "apply the profile again (in place, no unshaped moment), then switch"};
+      return RequestError{
+          ErrorCode::kInvalidParams,
+          s->label() + " was adopted after a restart; jitterd does not have its profile",
+          "/params/interface",
+          "apply the profile again (in place, no unshaped moment), then switch"};
     }
     if (!s->profile->find_phase(phase)) {
-      return RequestError{ErrorCode::kNotFound,
-                          "phase \"" + phase + "\" is not in profile \"" + s->profile_name + "\"" +
-                              (list.size() > 1 ? " (" + s->label() + ")" : ""),
-                          "/params/phase",
-                          "phases: " + phase_list(*s->profile) +
-                              (list.size() > 1 ? "; name one lane with direction and set to switch it alone" : "")};
+      return RequestError{
+          ErrorCode::kNotFound,
+          "phase \"" + phase + "\" is not in profile \"" + s->profile_name + "\"" +
+              (list.size() > 1 ? " (" + s->label() + ")" : ""),
+          "/params/phase",
+          "phases: " + phase_list(*s->profile) +
+              (list.size() > 1 ? "; name one lane with direction and set to switch it alone" : "")};
     }
   }
   std::string lanes;
@@ -496,8 +535,8 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
   for (Session* s : list) {
     if (!s->pending && immediate) changes.push_back({s, phase, std::nullopt});
   }
-  // Every lane in one step: one event, one transition. The kernel first: if it refuses, nothing of the
-  // request happens (the phase in force stays, a running schedule keeps running).
+  // Every lane in one step: one event, one transition. The kernel first: if it refuses, nothing of
+  // the request happens (the phase in force stays, a running schedule keeps running).
   if (!changes.empty()) transition_group(changes, at.value_or(now), EventType::kPhaseChanged);
   for (Session* s : list) {
     // Paused as of when the request was read.
@@ -533,8 +572,9 @@ Outcome<SessionManager::Statuses> SessionManager::on_lanes(
   }
   Statuses out;
   for (Session* s : list) {
-    // A transition the kernel refuses leaves the lane as it was: its schedule's clock too (otherwise a
-    // failed resume would say "running" with no timer armed, a failed skip would run a moved clock).
+    // A transition the kernel refuses leaves the lane as it was: its schedule's clock too
+    // (otherwise a failed resume would say "running" with no timer armed, a failed skip would run a
+    // moved clock).
     const auto schedule = s->schedule;
     const auto position = s->position;
     const auto pending_switch = s->pending_switch;
@@ -554,17 +594,18 @@ Outcome<SessionManager::Statuses> SessionManager::on_lanes(
   return out;
 }
 
-std::optional<RequestError> SessionManager::needs_schedule(const Session& s, const std::string& what,
+std::optional<RequestError> SessionManager::needs_schedule(const Session& s,
+                                                           const std::string& what,
                                                            const std::string& hint) {
   if (s.schedule) return std::nullopt;
-  return RequestError{ErrorCode::kInvalidParams, s.label() + " holds a phase; there is no schedule " + what,
+  return RequestError{ErrorCode::kInvalidParams,
+                      s.label() + " holds a phase; there is no schedule " + what,
                       "/params/interface", hint};
 }
 
 Outcome<SessionManager::Statuses> SessionManager::pause(const Target& target, const Peer& peer) {
   return on_lanes(
-      target,
-      [](Session& s) { return needs_schedule(s, "to pause", ""); },
+      target, [](Session& s) { return needs_schedule(s, "to pause", ""); },
       [&](Session& s) {
         log_request(peer, "pause " + s.label());
         s.schedule->pause(MonotonicClock::now());
@@ -575,7 +616,9 @@ Outcome<SessionManager::Statuses> SessionManager::pause(const Target& target, co
 Outcome<SessionManager::Statuses> SessionManager::resume(const Target& target, const Peer& peer) {
   return on_lanes(
       target,
-      [](Session& s) { return needs_schedule(s, "to resume", "apply the profile with \"schedule\": true"); },
+      [](Session& s) {
+        return needs_schedule(s, "to resume", "apply the profile with \"schedule\": true");
+      },
       [&](Session& s) {
         log_request(peer, "resume " + s.label());
         const MonotonicTime now = MonotonicClock::now();
@@ -585,28 +628,33 @@ Outcome<SessionManager::Statuses> SessionManager::resume(const Target& target, c
           *s.position = s.schedule->position(s.position->step, s.position->iteration);
           const std::string& phase = s.schedule->steps()[s.position->step].phase;
           // A switch while paused put another phase in force: the schedule's own comes back now.
-          if (phase != s.phase) transition_group({{&s, phase, s.position->step}}, now, EventType::kPhaseChanged);
+          if (phase != s.phase)
+            transition_group({{&s, phase, s.position->step}}, now, EventType::kPhaseChanged);
         }
         arm(s);
       });
 }
 
-Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std::optional<std::size_t> step,
-                                                       std::optional<std::string> phase, const Peer& peer) {
+Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target,
+                                                       std::optional<std::size_t> step,
+                                                       std::optional<std::string> phase,
+                                                       const Peer& peer) {
   // Each lane's step, found while checking (a request names a phase; lanes' schedules may differ).
   std::map<const Session*, std::size_t> targets;
   const bool several = find(target).size() > 1;
   return on_lanes(
       target,
       [&](Session& s) -> std::optional<RequestError> {
-        if (auto refused = needs_schedule(s, "to skip in", "use switch to change the phase")) return refused;
+        if (auto refused = needs_schedule(s, "to skip in", "use switch to change the phase"))
+          return refused;
         const auto& steps = s.schedule->steps();
         if (step) {
           if (*step >= steps.size()) {
-            return RequestError{ErrorCode::kInvalidParams, "step " + std::to_string(*step) + " is out of range",
+            return RequestError{ErrorCode::kInvalidParams,
+                                "step " + std::to_string(*step) + " is out of range",
                                 "/params/step",
-                                "the schedule" + (several ? " of " + s.label() : std::string()) + " has steps 0 to " +
-                                    std::to_string(steps.size() - 1)};
+                                "the schedule" + (several ? " of " + s.label() : std::string()) +
+                                    " has steps 0 to " + std::to_string(steps.size() - 1)};
           }
           targets[&s] = *step;
           return std::nullopt;
@@ -620,9 +668,10 @@ Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std
             return std::nullopt;
           }
         }
-        return RequestError{ErrorCode::kNotFound,
-                            "no step of the schedule of " + s.label() + " runs phase \"" + *phase + "\"",
-                            "/params/phase", "pass a step number, or switch to hold a phase"};
+        return RequestError{
+            ErrorCode::kNotFound,
+            "no step of the schedule of " + s.label() + " runs phase \"" + *phase + "\"",
+            "/params/phase", "pass a step number, or switch to hold a phase"};
       },
       [&](Session& s) {
         const std::size_t to = targets.at(&s);
@@ -636,13 +685,15 @@ Outcome<SessionManager::Statuses> SessionManager::skip(const Target& target, std
           start_session(s);
         } else {
           s.position = s.schedule->position(to, iteration);
-          transition_group({{&s, s.schedule->steps()[to].phase, to}}, now, EventType::kPhaseChanged);
+          transition_group({{&s, s.schedule->steps()[to].phase, to}}, now,
+                           EventType::kPhaseChanged);
         }
         arm(s);
       });
 }
 
-Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target, std::optional<Nanoseconds> lease,
+Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target,
+                                                        std::optional<Nanoseconds> lease,
                                                         const Peer& peer) {
   (void)peer;  // renewals are frequent; they are not logged
   return on_lanes(
@@ -650,8 +701,8 @@ Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target, st
       [&](Session& s) -> std::optional<RequestError> {
         const auto length = lease ? lease : s.lease;
         if (!length) {
-          return RequestError{ErrorCode::kInvalidParams, s.label() + " has no lease to renew", "/params/lease",
-                              "pass \"lease\": \"60s\" to give it one"};
+          return RequestError{ErrorCode::kInvalidParams, s.label() + " has no lease to renew",
+                              "/params/lease", "pass \"lease\": \"60s\" to give it one"};
         }
         if (auto e = out_of_lease_range("lease", *length, config_.max_lease)) return e;
         return std::nullopt;
@@ -670,8 +721,10 @@ Outcome<SessionManager::Statuses> SessionManager::confirm(const Target& target, 
   bool any = false;
   for (Session* s : list) any = any || s->confirm_by.has_value();
   if (!any) {
-    return RequestError{ErrorCode::kInvalidParams, target.interface + " has no apply waiting for confirmation",
-                        "/params/interface", "confirm keeps an apply made with \"confirm\"; it may have rolled back already"};
+    return RequestError{
+        ErrorCode::kInvalidParams, target.interface + " has no apply waiting for confirmation",
+        "/params/interface",
+        "confirm keeps an apply made with \"confirm\"; it may have rolled back already"};
   }
   Statuses out;
   for (Session* s : list) {
@@ -697,7 +750,10 @@ Outcome<std::vector<std::string>> SessionManager::clear(const Target& target, co
       for (const auto& [key, s] : sessions_) {
         if (key.index == index) cleared.push_back(s->label());
       }
-      log_request(peer, "clear " + sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
+      log_request(
+          peer,
+          "clear " +
+              sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
       drop_interface(index, EventType::kCleared, "request", true);
     }
     return cleared;
@@ -720,8 +776,8 @@ Outcome<std::vector<std::string>> SessionManager::clear(const Target& target, co
     Session& s = *sessions_.at(key);
     const std::string label = s.label();
     log_request(peer, "clear " + label);
-    // The kernel first: if it refuses, this lane stays as it was (still shaping, still listed, still in
-    // the ledger) and the client hears why.
+    // The kernel first: if it refuses, this lane stays as it was (still shaping, still listed,
+    // still in the ledger) and the client hears why.
     if (!s.pending) remove_lane(s);
     drop_successor(key, EventType::kCleared, "request");
     end_session(key, EventType::kCleared, "request", false);
@@ -745,7 +801,8 @@ Outcome<SessionManager::Statuses> SessionManager::status(const Target& target) {
   const auto all = backend_.all_qdiscs();
   for (Session* s : list) {
     out.push_back(describe(*s, &all));
-    if (auto it = successors_.find(key_of(*s)); it != successors_.end()) out.push_back(describe(*it->second, &all));
+    if (auto it = successors_.find(key_of(*s)); it != successors_.end())
+      out.push_back(describe(*it->second, &all));
   }
   return out;
 }
@@ -759,7 +816,8 @@ void SessionManager::turn_offloads_off(const shaper::Interface& interface) {
   if (!saved) return;
   // Recorded before they change: a kill -9 between the two leaves a record that puts back what was
   // there anyway, never offloads turned off with no record of what they were.
-  ledger_.record_offloads(LedgerOffloads{interface.index, interface.name, saved->tso, saved->gso, saved->gro});
+  ledger_.record_offloads(
+      LedgerOffloads{interface.index, interface.name, saved->tso, saved->gso, saved->gro});
   try {
     backend_.disable_offloads(interface, *saved);
   } catch (...) {
@@ -777,23 +835,25 @@ void SessionManager::start_session(Session& s) {
   if (s.schedule) {
     s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
     if (!s.position) s.position = s.schedule->position(0, 0);
-    transition_group({{&s, s.schedule->steps()[s.position->step].phase, s.position->step}}, s.position->start,
-                     EventType::kApplied);
+    transition_group({{&s, s.schedule->steps()[s.position->step].phase, s.position->step}},
+                     s.position->start, EventType::kApplied);
   } else {
     transition_group({{&s, *s.hold_phase, std::nullopt}}, s.start, EventType::kApplied);
   }
   s.pending = false;
 }
 
-void SessionManager::transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type,
-                                      LedgerWrite ledger_write) {
+void SessionManager::transition_group(const std::vector<Change>& changes, MonotonicTime deadline,
+                                      EventType type, LedgerWrite ledger_write) {
   if (changes.empty()) return;
-  if (std::exception_ptr failure = transition_batch({Transition{changes, deadline, type, ledger_write}}).front()) {
+  if (std::exception_ptr failure =
+          transition_batch({Transition{changes, deadline, type, ledger_write}}).front()) {
     std::rethrow_exception(failure);
   }
 }
 
-std::vector<std::exception_ptr> SessionManager::transition_batch(const std::vector<Transition>& transitions) {
+std::vector<std::exception_ptr> SessionManager::transition_batch(
+    const std::vector<Transition>& transitions) {
   std::vector<std::exception_ptr> failures(transitions.size());
   std::vector<std::size_t> waiting;
   for (std::size_t i = 0; i < transitions.size(); ++i) {
@@ -818,7 +878,8 @@ std::vector<std::exception_ptr> SessionManager::transition_batch(const std::vect
   return failures;
 }
 
-void SessionManager::transition_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
+void SessionManager::transition_round(const std::vector<Transition>& all,
+                                      const std::vector<std::size_t>& round,
                                       std::vector<std::exception_ptr>& failures) {
   std::vector<ShapeRequest> requests;
   std::vector<RoundPlan> plans = plan_round(all, round, failures, requests);
@@ -844,8 +905,8 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
       } catch (const std::exception& e) {
         // The file names a phase or lane the kernel refused: more than is installed, which the next
         // start tolerates (it removes what the kernel holds).
-        log_.warning("putting the ledger back after a failed transition on " + p.interface.name + ": " +
-                     e.what());
+        log_.warning("putting the ledger back after a failed transition on " + p.interface.name +
+                     ": " + e.what());
       }
       continue;
     }
@@ -860,10 +921,9 @@ void SessionManager::transition_round(const std::vector<Transition>& all, const 
   }
 }
 
-std::vector<SessionManager::RoundPlan> SessionManager::plan_round(const std::vector<Transition>& all,
-                                                                  const std::vector<std::size_t>& round,
-                                                                  std::vector<std::exception_ptr>& failures,
-                                                                  std::vector<ShapeRequest>& requests) {
+std::vector<SessionManager::RoundPlan> SessionManager::plan_round(
+    const std::vector<Transition>& all, const std::vector<std::size_t>& round,
+    std::vector<std::exception_ptr>& failures, std::vector<ShapeRequest>& requests) {
   std::vector<RoundPlan> plans;
   for (std::size_t t : round) {
     const Transition& tr = all[t];
@@ -872,7 +932,8 @@ std::vector<SessionManager::RoundPlan> SessionManager::plan_round(const std::vec
     p.interface = tr.changes.front().session->interface;
     std::vector<Direction> directions;
     for (const auto& c : tr.changes) {
-      if (std::find(directions.begin(), directions.end(), c.session->direction) == directions.end()) {
+      if (std::find(directions.begin(), directions.end(), c.session->direction) ==
+          directions.end()) {
         directions.push_back(c.session->direction);
       }
       p.force = p.force || c.session->force;
@@ -889,17 +950,18 @@ std::vector<SessionManager::RoundPlan> SessionManager::plan_round(const std::vec
       }
       auto now = layout_for(p.interface.index, d, {}, nullptr);
       wanted.push_back(ShapeRequest{p.interface, d, std::move(std::get<Layout>(next)), p.force});
-      p.previous.emplace_back(d, std::holds_alternative<Layout>(now) ? std::get<Layout>(now) : Layout{});
+      p.previous.emplace_back(
+          d, std::holds_alternative<Layout>(now) ? std::get<Layout>(now) : Layout{});
     }
     if (refused) continue;
     for (const auto& c : tr.changes) {
       const Session& s = *c.session;
-      p.entries.push_back(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set,
-                                      s.profile_name, s.digest, c.phase});
+      p.entries.push_back(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction),
+                                      s.set, s.profile_name, s.digest, c.phase});
     }
-    p.label_after =
-        tr.ledger_write == LedgerWrite::kLabelAfter &&
-        std::all_of(p.entries.begin(), p.entries.end(), [&](const LedgerEntry& e) { return ledger_.names_lane(e); });
+    p.label_after = tr.ledger_write == LedgerWrite::kLabelAfter &&
+                    std::all_of(p.entries.begin(), p.entries.end(),
+                                [&](const LedgerEntry& e) { return ledger_.names_lane(e); });
     p.first_request = requests.size();
     for (auto& w : wanted) requests.push_back(std::move(w));
     plans.push_back(std::move(p));
@@ -907,14 +969,14 @@ std::vector<SessionManager::RoundPlan> SessionManager::plan_round(const std::vec
   return plans;
 }
 
-std::optional<Ledger::Entries> SessionManager::record_round(std::vector<RoundPlan>& plans,
-                                                            std::vector<ShapeRequest>& requests,
-                                                            std::vector<std::exception_ptr>& failures) {
-  // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start must
-  // find it named there. A ledger that cannot be written refuses the transitions before the kernel is
-  // touched (record() leaves the ledger as it was), so nothing is ever shaped without an entry. A
-  // schedule's step on lanes already named waits until the kernel has it (LedgerWrite). One write for
-  // every transition of the batch that needs one.
+std::optional<Ledger::Entries> SessionManager::record_round(
+    std::vector<RoundPlan>& plans, std::vector<ShapeRequest>& requests,
+    std::vector<std::exception_ptr>& failures) {
+  // The ledger first: if jitterd dies the moment the kernel has taken the change, the next start
+  // must find it named there. A ledger that cannot be written refuses the transitions before the
+  // kernel is touched (record() leaves the ledger as it was), so nothing is ever shaped without an
+  // entry. A schedule's step on lanes already named waits until the kernel has it (LedgerWrite).
+  // One write for every transition of the batch that needs one.
   std::vector<LedgerEntry> to_record;
   for (const auto& p : plans) {
     if (!p.label_after) to_record.insert(to_record.end(), p.entries.begin(), p.entries.end());
@@ -936,7 +998,8 @@ std::optional<Ledger::Entries> SessionManager::record_round(std::vector<RoundPla
         const std::size_t count = p.previous.size();
         const std::size_t first = p.first_request;
         p.first_request = kept_requests.size();
-        for (std::size_t r = first; r < first + count; ++r) kept_requests.push_back(std::move(requests[r]));
+        for (std::size_t r = first; r < first + count; ++r)
+          kept_requests.push_back(std::move(requests[r]));
         kept.push_back(std::move(p));
       }
       plans = std::move(kept);
@@ -949,17 +1012,19 @@ std::optional<Ledger::Entries> SessionManager::record_round(std::vector<RoundPla
 void SessionManager::put_back_refused(const std::vector<RoundPlan>& plans,
                                       const std::vector<std::exception_ptr>& results,
                                       std::vector<std::exception_ptr>& failures) {
-  // A transition the kernel refused in part: nothing half-done, the directions of it already changed
-  // go back to what they were (one more batch for all such), and so do its ledger entries.
+  // A transition the kernel refused in part: nothing half-done, the directions of it already
+  // changed go back to what they were (one more batch for all such), and so do its ledger entries.
   std::vector<ShapeRequest> put_back;
   for (const auto& p : plans) {
     std::exception_ptr failure;
-    for (std::size_t r = 0; r < p.previous.size() && !failure; ++r) failure = results[p.first_request + r];
+    for (std::size_t r = 0; r < p.previous.size() && !failure; ++r)
+      failure = results[p.first_request + r];
     if (!failure) continue;
     failures[p.t] = failure;
     for (std::size_t r = 0; r < p.previous.size(); ++r) {
       if (!results[p.first_request + r]) {
-        put_back.push_back(ShapeRequest{p.interface, p.previous[r].first, p.previous[r].second, p.force});
+        put_back.push_back(
+            ShapeRequest{p.interface, p.previous[r].first, p.previous[r].second, p.force});
       }
     }
   }
@@ -975,14 +1040,16 @@ void SessionManager::put_back_refused(const std::vector<RoundPlan>& plans,
       try {
         std::rethrow_exception(undone[r]);
       } catch (const std::exception& e) {
-        log_.error("putting " + put_back[r].interface.name + " " + to_string(put_back[r].direction) +
+        log_.error("putting " + put_back[r].interface.name + " " +
+                   to_string(put_back[r].direction) +
                    " back after a failed transition: " + e.what());
       }
     }
   }
 }
 
-void SessionManager::record_transition(const Transition& t, const Stamp& before, const Stamp& acked) {
+void SessionManager::record_transition(const Transition& t, const Stamp& before,
+                                       const Stamp& acked) {
   const std::vector<Change>& changes = t.changes;
   TransitionRecord record;
   record.deadline = stamp_of(t.deadline);
@@ -1044,8 +1111,9 @@ void SessionManager::flush_ledger() {
     // The lanes the file names are still exact; only the name of the phase in force is behind. Said
     // once, and tried again at the next step.
     if (!ledger_flush_failing_) {
-      log_.warning(std::string("the ledger could not be rewritten with the phases in force: ") + e.what() +
-                   " (the schedules go on; after a crash the next start would name an earlier phase)");
+      log_.warning(
+          std::string("the ledger could not be rewritten with the phases in force: ") + e.what() +
+          " (the schedules go on; after a crash the next start would name an earlier phase)");
     }
     ledger_flush_failing_ = true;
   }
@@ -1065,10 +1133,10 @@ void SessionManager::arm(Session& s) {
   const std::optional<MonotonicTime> deadline = next_deadline(s);
   if (!deadline) return;
   s.transition_timer.expires_at(*deadline);
-  s.transition_timer.async_wait([this, session = &s, generation = s.generation](
-                                    const boost::system::error_code& ec) {
-    if (!ec) on_timer(session, generation);
-  });
+  s.transition_timer.async_wait(
+      [this, session = &s, generation = s.generation](const boost::system::error_code& ec) {
+        if (!ec) on_timer(session, generation);
+      });
 }
 
 void SessionManager::report_failure(const Session& s, const std::exception& failure) {
@@ -1101,16 +1169,17 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
     arm(s);
     return;
   }
-  // This session's transition and every other one due by now (the same deadline on other interfaces,
-  // or one whose timer has not run yet) reach the kernel as one batch: the last of N coincident
-  // changes then waits for one netlink round trip, not N. Each is re-armed afterwards, which makes
-  // its own timer's handler, if already queued, stale. Pending starts keep their own timers (they may
-  // turn offloads off and end their session on failure).
+  // This session's transition and every other one due by now (the same deadline on other
+  // interfaces, or one whose timer has not run yet) reach the kernel as one batch: the last of N
+  // coincident changes then waits for one netlink round trip, not N. Each is re-armed afterwards,
+  // which makes its own timer's handler, if already queued, stale. Pending starts keep their own
+  // timers (they may turn offloads off and end their session on failure).
   const MonotonicTime now = MonotonicClock::now();
   std::vector<Session*> due{&s};
   for (auto& [k, other] : sessions_) {
     if (other.get() == &s || other->pending) continue;
-    if (const auto deadline = next_deadline(*other); deadline && *deadline <= now) due.push_back(other.get());
+    if (const auto deadline = next_deadline(*other); deadline && *deadline <= now)
+      due.push_back(other.get());
   }
   std::vector<Transition> transitions;
   std::vector<Session*> reported_on;  // whose error event a failed transition is, by transition
@@ -1119,19 +1188,21 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
   for (Session* d : due) {
     if (std::find(handled.begin(), handled.end(), d) != handled.end()) continue;
     if (d->pending_switch) {
-      // A switch at a time: every lane of the interface switched by the same request moves together.
+      // A switch at a time: every lane of the interface switched by the same request moves
+      // together.
       const auto sw = *d->pending_switch;
       std::vector<Change> changes;
       for (auto& [k, other] : sessions_) {
-        if (k.index != d->interface.index || !other->pending_switch || other->pending_switch->at != sw.at ||
-            other->pending_switch->phase != sw.phase) {
+        if (k.index != d->interface.index || !other->pending_switch ||
+            other->pending_switch->at != sw.at || other->pending_switch->phase != sw.phase) {
           continue;
         }
         other->pending_switch.reset();
         changes.push_back({other.get(), sw.phase, std::nullopt});
         handled.push_back(other.get());
       }
-      transitions.push_back(Transition{std::move(changes), sw.at, EventType::kPhaseChanged, LedgerWrite::kBefore});
+      transitions.push_back(
+          Transition{std::move(changes), sw.at, EventType::kPhaseChanged, LedgerWrite::kBefore});
       reported_on.push_back(d);
       continue;
     }
@@ -1156,12 +1227,13 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
       next = d->schedule->next(*next);
     }
     if (missed_now == 1) {
-      log_.warning("missed the deadline of step " + std::to_string(first->step) + " on " + d->label() + " by " +
-                   shaper::format_duration(now - first->start));
+      log_.warning("missed the deadline of step " + std::to_string(first->step) + " on " +
+                   d->label() + " by " + shaper::format_duration(now - first->start));
     } else if (missed_now > 1) {
-      log_.warning("missed the deadlines of " + std::to_string(missed_now) + " steps on " + d->label() +
-                   ", the first (step " + std::to_string(first->step) + ") by " +
-                   shaper::format_duration(now - first->start) + " (each is a deadline-missed event)");
+      log_.warning("missed the deadlines of " + std::to_string(missed_now) + " steps on " +
+                   d->label() + ", the first (step " + std::to_string(first->step) + ") by " +
+                   shaper::format_duration(now - first->start) +
+                   " (each is a deadline-missed event)");
     }
     if (!next) {
       finished.push_back(key_of(*d));
@@ -1174,8 +1246,8 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
                                      LedgerWrite::kLabelAfter});
     reported_on.push_back(d);
   }
-  // A failure has no request to answer: it becomes an event, and the schedule goes on (the next step
-  // may well succeed, e.g. after a transient ENOBUFS).
+  // A failure has no request to answer: it becomes an event, and the schedule goes on (the next
+  // step may well succeed, e.g. after a transient ENOBUFS).
   const auto failures = transition_batch(transitions);
   for (std::size_t i = 0; i < failures.size(); ++i) {
     if (!failures[i]) continue;
@@ -1194,13 +1266,15 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
 void SessionManager::arm_lease(Session& s) {
   s.lease_timer.cancel();
   s.lease_timer.expires_at(s.lease_expires);
-  s.lease_timer.async_wait([this, session = &s, expires = s.lease_expires](const boost::system::error_code& ec) {
+  s.lease_timer.async_wait([this, session = &s,
+                            expires = s.lease_expires](const boost::system::error_code& ec) {
     if (ec || !alive(session) || session->lease_expires != expires) return;
     ++metrics_.lease_expirations;
     const Key key = key_of(*session);
     if (auto it = successors_.find(key); it != successors_.end() && it->second.get() == session) {
       // The client is gone before its successor started: the current session goes on.
-      log_.warning("lease of the pending apply on " + session->label() + " ran out; it will not start");
+      log_.warning("lease of the pending apply on " + session->label() +
+                   " ran out; it will not start");
       drop_successor(key, EventType::kLeaseExpired, "");
       return;
     }
@@ -1236,12 +1310,14 @@ void SessionManager::remove_lane(const Session& s) {
     return;
   }
   auto rest = layout_for(interface.index, s.direction, {}, &s);
-  if (auto* e = std::get_if<RequestError>(&rest)) throw shaper::OwnershipError(e->message + "; " + e->hint);
+  if (auto* e = std::get_if<RequestError>(&rest))
+    throw shaper::OwnershipError(e->message + "; " + e->hint);
   backend_.shape(interface, s.direction, std::get<Layout>(rest), s.force);
   erase_from_ledger(interface.index, std::pair(s.direction, s.set));
 }
 
-void SessionManager::end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc) {
+void SessionManager::end_session(const Key& key, EventType type, const std::string& reason,
+                                 bool remove_qdisc) {
   auto it = sessions_.find(key);
   if (it == sessions_.end()) return;
   std::string failure;
@@ -1270,12 +1346,14 @@ void SessionManager::end_session(const Key& key, EventType type, const std::stri
   }
 }
 
-void SessionManager::drop_interface(int index, EventType type, const std::string& reason, bool throw_on_failure) {
+void SessionManager::drop_interface(int index, EventType type, const std::string& reason,
+                                    bool throw_on_failure) {
   std::vector<Key> keys;
   for (const auto& [key, s] : sessions_) {
     if (key.index == index) keys.push_back(key);
   }
-  std::vector<Key> waiting;  // successors (dropping one erases it from the map: not while iterating)
+  std::vector<Key>
+      waiting;  // successors (dropping one erases it from the map: not while iterating)
   for (const auto& [key, s] : successors_) {
     if (key.index == index) waiting.push_back(key);
   }
@@ -1307,7 +1385,8 @@ void SessionManager::drop_interface(int index, EventType type, const std::string
   }
 }
 
-void SessionManager::erase_from_ledger(int index, const std::optional<std::pair<Direction, std::string>>& lane) {
+void SessionManager::erase_from_ledger(
+    int index, const std::optional<std::pair<Direction, std::string>>& lane) {
   try {
     if (lane) {
       ledger_.erase(index, to_string(lane->first), lane->second);
@@ -1315,7 +1394,8 @@ void SessionManager::erase_from_ledger(int index, const std::optional<std::pair<
       ledger_.erase(index);
     }
   } catch (const std::exception& e) {
-    log_.warning(std::string("the shaping is removed but the ledger could not be rewritten: ") + e.what() +
+    log_.warning(std::string("the shaping is removed but the ledger could not be rewritten: ") +
+                 e.what() +
                  " (harmless until it can be: the next start finds nothing of what it names)");
   }
 }
@@ -1323,7 +1403,8 @@ void SessionManager::erase_from_ledger(int index, const std::optional<std::pair<
 // ---------------------------------------------------------------------------------------------
 // Status
 
-SessionStatus SessionManager::describe(const Session& s, const std::vector<shaper::QdiscInfo>* all) {
+SessionStatus SessionManager::describe(const Session& s,
+                                       const std::vector<shaper::QdiscInfo>* all) {
   SessionStatus out;
   const MonotonicTime now = MonotonicClock::now();
   out.interface = s.interface.name;
@@ -1357,23 +1438,27 @@ SessionStatus SessionManager::describe(const Session& s, const std::vector<shape
     out.next_transition = SessionStatus::Next{std::move(phase), step, stamp_of(at), at - now};
   };
   if (s.pending) {
-    const std::string first = s.schedule ? s.schedule->steps().front().phase : s.hold_phase.value_or("");
+    const std::string first =
+        s.schedule ? s.schedule->steps().front().phase : s.hold_phase.value_or("");
     next(first, s.schedule ? std::optional<std::size_t>(0) : std::nullopt, s.start);
   } else if (s.pending_switch) {
     next(s.pending_switch->phase, std::nullopt, s.pending_switch->at);
   } else if (s.schedule && !s.schedule->paused() && s.position) {
-    if (auto n = s.schedule->next(*s.position)) next(s.schedule->steps()[n->step].phase, n->step, n->start);
+    if (auto n = s.schedule->next(*s.position))
+      next(s.schedule->steps()[n->step].phase, n->step, n->start);
   }
   if (s.lease) {
     out.lease = SessionStatus::Lease{*s.lease, stamp_of(s.lease_expires), s.lease_expires - now};
   }
-  if (s.confirm_by) out.confirm = SessionStatus::Confirm{stamp_of(*s.confirm_by), *s.confirm_by - now};
+  if (s.confirm_by)
+    out.confirm = SessionStatus::Confirm{stamp_of(*s.confirm_by), *s.confirm_by - now};
   if (!s.pending && backend_.installed(s.interface, s.direction)) {
-    const auto counters = all ? backend_.lane_counters(s.interface, s.direction, s.set, *all)
-                              : backend_.lane_counters(s.interface, s.direction, s.set, backend_.all_qdiscs());
+    const auto counters =
+        all ? backend_.lane_counters(s.interface, s.direction, s.set, *all)
+            : backend_.lane_counters(s.interface, s.direction, s.set, backend_.all_qdiscs());
     if (counters) {
-      out.counters = protocol::Counters{counters->packets, counters->bytes, counters->drops, counters->backlog,
-                                        counters->qlen};
+      out.counters = protocol::Counters{counters->packets, counters->bytes, counters->drops,
+                                        counters->backlog, counters->qlen};
     }
   }
   out.transitions = s.transitions;
@@ -1392,7 +1477,8 @@ void SessionManager::shutdown() {
     if (indices.empty() || indices.back() != key.index) indices.push_back(key.index);
   }
   for (int index : indices) {
-    log_.info("removing the shaping on " + sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
+    log_.info("removing the shaping on " +
+              sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface.name);
     drop_interface(index, EventType::kCleared, "shutdown");
   }
   ledger_timer_.cancel();
@@ -1415,7 +1501,8 @@ void SessionManager::recover() {
   for (const auto& o : left.offloads) {
     if (name_of(o.index) != o.interface) continue;
     try {
-      backend_.restore_offloads(shaper::Interface{o.index, o.interface}, shaper::Offloads{o.tso, o.gso, o.gro});
+      backend_.restore_offloads(shaper::Interface{o.index, o.interface},
+                                shaper::Offloads{o.tso, o.gso, o.gro});
       log_.info("restored the offloads a previous jitterd turned off on " + o.interface);
     } catch (const std::exception& e) {
       log_.error("restoring the offloads of " + o.interface + ": " + e.what());
@@ -1430,8 +1517,8 @@ void SessionManager::recover() {
       if (e.index == interface.index && e.interface == interface.name) {
         const bool whole_egress = e.direction == "egress" && e.set.empty();
         what += (what.empty() ? " (" : "; ") +
-                (whole_egress ? "" : e.direction + (e.set.empty() ? "" : " " + e.set) + ": ") + "profile " +
-                e.profile + ", phase " + e.phase;
+                (whole_egress ? "" : e.direction + (e.set.empty() ? "" : " " + e.set) + ": ") +
+                "profile " + e.profile + ", phase " + e.phase;
       }
     }
     if (!what.empty()) what += ")";
@@ -1444,15 +1531,16 @@ void SessionManager::recover() {
       owned->pending = false;
       owned->sequence = next_sequence_++;
       for (const auto& e : left.sessions) {
-        if (e.index == interface.index && e.interface == interface.name && e.direction == "egress" && e.set.empty()) {
+        if (e.index == interface.index && e.interface == interface.name &&
+            e.direction == "egress" && e.set.empty()) {
           owned->profile_name = e.profile;
           owned->digest = e.digest;
           owned->phase = e.phase;
         }
       }
       owned->phase_since = now_stamp();
-      ledger_.record(LedgerEntry{interface.index, interface.name, "egress", "", owned->profile_name, owned->digest,
-                                 owned->phase});
+      ledger_.record(LedgerEntry{interface.index, interface.name, "egress", "", owned->profile_name,
+                                 owned->digest, owned->phase});
       sessions_.emplace(key_of(*owned), std::move(owned));
       log_.info("adopted the qdisc a previous jitterd left on " + interface.name + what);
     } else if (backend_.remove_leftover(interface)) {
@@ -1462,8 +1550,8 @@ void SessionManager::recover() {
   for (const auto& root : backend_.root_qdiscs()) {
     if (root.is_jitterd()) leftover(shaper::Interface{root.ifindex, name_of(root.ifindex)});
   }
-  // IFBs (and their interface's redirect filters, which exist only while the IFB does) left without a
-  // jitterd root on them: a crash in the middle of an apply.
+  // IFBs (and their interface's redirect filters, which exist only while the IFB does) left without
+  // a jitterd root on them: a crash in the middle of an apply.
   for (const auto& i : interfaces) {
     if (i.name.starts_with(shaper::kIfbNamePrefix)) leftover(i);
   }
@@ -1474,7 +1562,8 @@ void SessionManager::recover() {
 void SessionManager::on_interface_gone(int index) {
   if (!has_session(index)) return;
   ++metrics_.interfaces_gone;
-  const shaper::Interface interface = sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface;
+  const shaper::Interface interface =
+      sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface;
   log_.warning(interface.name + " is gone; its sessions ended");
   backend_.forget(interface, std::nullopt);
   erase_from_ledger(index);
@@ -1482,12 +1571,16 @@ void SessionManager::on_interface_gone(int index) {
 }
 
 void SessionManager::on_external_change(int index, const std::string& what, bool still_ours) {
-  // Only the egress root is watched here; a pending session installed nothing that could be changed.
+  // Only the egress root is watched here; a pending session installed nothing that could be
+  // changed.
   std::vector<Key> keys;
   for (const auto& [key, s] : sessions_) {
-    if (key.index == index && key.direction == Direction::kEgress && !s->pending) keys.push_back(key);
+    if (key.index == index && key.direction == Direction::kEgress && !s->pending)
+      keys.push_back(key);
   }
-  if (keys.empty() || !backend_.installed(sessions_.at(keys.front())->interface, Direction::kEgress)) return;
+  if (keys.empty() ||
+      !backend_.installed(sessions_.at(keys.front())->interface, Direction::kEgress))
+    return;
   ++metrics_.external_changes;
   const shaper::Interface interface = sessions_.at(keys.front())->interface;
   log_.warning("someone else changed the root qdisc of " + interface.name + ": " + what);

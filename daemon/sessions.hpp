@@ -1,12 +1,12 @@
 #pragma once
-// Sessions: one per shaped lane of an interface (a direction, and optionally a rule set in it), holding
-// the profile, the phase in force, the schedule (on absolute deadlines, scheduler.hpp), the lease (a
-// dead-man switch), the commit-confirm deadline and the record of transitions. The lanes of an
-// interface share one kernel tree per direction: the manager computes the whole layout and the backend
-// makes the kernel hold it, so a switch of several lanes is one step.
-// Everything runs on the io_context thread. Requests arrive as typed values (the protocol layer
-// converted the JSON); bad requests come back as RequestError; kernel failures are exceptions that the
-// control session turns into error replies. Transitions that timers start catch their own failures and
+// Sessions: one per shaped lane of an interface (a direction, and optionally a rule set in it),
+// holding the profile, the phase in force, the schedule (on absolute deadlines, scheduler.hpp), the
+// lease (a dead-man switch), the commit-confirm deadline and the record of transitions. The lanes
+// of an interface share one kernel tree per direction: the manager computes the whole layout and
+// the backend makes the kernel hold it, so a switch of several lanes is one step. Everything runs
+// on the io_context thread. Requests arrive as typed values (the protocol layer converted the
+// JSON); bad requests come back as RequestError; kernel failures are exceptions that the control
+// session turns into error replies. Transitions that timers start catch their own failures and
 // publish them as `error` events, since there is no request to answer.
 
 #include <cstdint>
@@ -44,7 +44,8 @@ struct Peer {
   std::string command;  // /proc/<pid>/comm, for the log
 };
 
-// A request the daemon refuses: a protocol error code (docs/protocol.md) and the usual what/where/fix.
+// A request the daemon refuses: a protocol error code (docs/protocol.md) and the usual
+// what/where/fix.
 using RequestError = protocol::Error;
 using protocol::ErrorCode;
 
@@ -64,14 +65,15 @@ struct Target {
 
 struct ApplyRequest {
   std::string interface;
-  std::vector<Direction> directions{Direction::kEgress};  // both: the same profile on each, as one apply
-  std::string set;                                        // "" = the whole direction
-  std::vector<shaper::U32Selector> selectors;             // compiled match rules; empty when set == ""
-  std::vector<std::string> match;                         // the rules as text, for status
-  bool protect_ssh = true;                                // spare SSH on an interface with the default route
-  std::vector<shaper::SshConnection> ssh_connections;     // the requester's own ($SSH_CONNECTION)
-  std::optional<Nanoseconds> confirm;                     // commit-confirmed: rolled back unless confirmed
-  bool offloads_off = false;                              // TSO/GSO/GRO off until the interface is clear
+  std::vector<Direction> directions{
+      Direction::kEgress};                     // both: the same profile on each, as one apply
+  std::string set;                             // "" = the whole direction
+  std::vector<shaper::U32Selector> selectors;  // compiled match rules; empty when set == ""
+  std::vector<std::string> match;              // the rules as text, for status
+  bool protect_ssh = true;                     // spare SSH on an interface with the default route
+  std::vector<shaper::SshConnection> ssh_connections;  // the requester's own ($SSH_CONNECTION)
+  std::optional<Nanoseconds> confirm;  // commit-confirmed: rolled back unless confirmed
+  bool offloads_off = false;           // TSO/GSO/GRO off until the interface is clear
   std::shared_ptr<const shaper::Profile> profile;
   std::string digest;
   std::optional<std::string> phase;  // hold this phase
@@ -94,15 +96,16 @@ struct SessionMetrics {
   std::uint64_t external_changes = 0;
   std::uint64_t rollbacks = 0;
   // Lateness (deadline to kernel acknowledgement) histogram, cumulative buckets in seconds.
-  static constexpr double kBuckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.1};
+  static constexpr double kBuckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                        0.0025,  0.005,  0.01,    0.1};
   std::uint64_t lateness_buckets[std::size(kBuckets)] = {};
   double lateness_sum_seconds = 0;
 };
 
 class SessionManager {
  public:
-  SessionManager(asio::any_io_executor executor, ShapingBackend& backend, Ledger& ledger, EventBus& bus,
-                 const Config& config, Logger& log);
+  SessionManager(asio::any_io_executor executor, ShapingBackend& backend, Ledger& ledger,
+                 EventBus& bus, const Config& config, Logger& log);
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
   ~SessionManager();
@@ -111,13 +114,13 @@ class SessionManager {
   using Statuses = std::vector<SessionStatus>;
   Outcome<Statuses> apply(const ApplyRequest& request, const Peer& peer);
   // Every matched session must have `phase`; they change together, as one whole-tree transition.
-  Outcome<Statuses> switch_phase(const Target& target, const std::string& phase, std::optional<MonotonicTime> at,
-                                 const Peer& peer);
+  Outcome<Statuses> switch_phase(const Target& target, const std::string& phase,
+                                 std::optional<MonotonicTime> at, const Peer& peer);
   Outcome<Statuses> pause(const Target& target, const Peer& peer);
   Outcome<Statuses> resume(const Target& target, const Peer& peer);
   // Exactly one of `step` and `phase`.
-  Outcome<Statuses> skip(const Target& target, std::optional<std::size_t> step, std::optional<std::string> phase,
-                         const Peer& peer);
+  Outcome<Statuses> skip(const Target& target, std::optional<std::size_t> step,
+                         std::optional<std::string> phase, const Peer& peer);
   Outcome<Statuses> renew(const Target& target, std::optional<Nanoseconds> lease, const Peer& peer);
   // Keeps a commit-confirmed apply.
   Outcome<Statuses> confirm(const Target& target, const Peer& peer);
@@ -129,7 +132,8 @@ class SessionManager {
   // Removes everything (SIGTERM); failures are logged, never thrown.
   void shutdown();
 
-  // Startup: what an earlier jitterd left (ledger + handle scan), removed or adopted per the config.
+  // Startup: what an earlier jitterd left (ledger + handle scan), removed or adopted per the
+  // config.
   void recover();
 
   // From the netlink monitor.
@@ -157,40 +161,43 @@ class SessionManager {
   };
 
   // apply, in steps: the checks before anything is built (the interface, or why not); what the SSH
-  // guard keeps unshaped; the sessions; then either waiting for the start time or installed now, every
-  // lane in one step over whatever is installed (no unshaped moment), nothing left if that fails.
+  // guard keeps unshaped; the sessions; then either waiting for the start time or installed now,
+  // every lane in one step over whatever is installed (no unshaped moment), nothing left if that
+  // fails.
   struct SshGuard {
     std::vector<shaper::U32Selector> bypass;
     std::vector<std::string> unshaped;  // the same, for status
   };
   Outcome<shaper::Interface> check_apply(const ApplyRequest& request);
   SshGuard ssh_guard(const ApplyRequest& request, const shaper::Interface& interface);
-  std::vector<std::unique_ptr<Session>> make_sessions(const ApplyRequest& request, const shaper::Interface& interface,
-                                                      const SshGuard& guard, const Peer& peer, MonotonicTime now);
+  std::vector<std::unique_ptr<Session>> make_sessions(const ApplyRequest& request,
+                                                      const shaper::Interface& interface,
+                                                      const SshGuard& guard, const Peer& peer,
+                                                      MonotonicTime now);
   Statuses queue_for_start(std::vector<std::unique_ptr<Session>>& made);
   Statuses install_now(const ApplyRequest& request, const shaper::Interface& interface,
                        std::vector<std::unique_ptr<Session>>& made);
   static Key key_of(const Session& s);
   std::vector<Session*> find(const Target& target);
   Outcome<std::vector<Session*>> require(const Target& target);
-  // The shape of the per-lane requests (pause, resume, skip, renew): find the target's lanes, refuse the
-  // whole request if `refuse` objects to any lane (nothing is changed then), else `act` on each lane in
-  // order and describe it.
+  // The shape of the per-lane requests (pause, resume, skip, renew): find the target's lanes,
+  // refuse the whole request if `refuse` objects to any lane (nothing is changed then), else `act`
+  // on each lane in order and describe it.
   Outcome<Statuses> on_lanes(const Target& target,
                              const std::function<std::optional<RequestError>(Session&)>& refuse,
                              const std::function<void(Session&)>& act);
-  // The refusal of a schedule request (`what`, e.g. "to pause") for a lane that holds a phase; none for a
-  // lane with a schedule.
+  // The refusal of a schedule request (`what`, e.g. "to pause") for a lane that holds a phase; none
+  // for a lane with a schedule.
   static std::optional<RequestError> needs_schedule(const Session& s, const std::string& what,
                                                     const std::string& hint);
-  // The layout of one direction of an interface: every started session's lane with its phase's spec,
-  // `changes` applied, `without` left out.
+  // The layout of one direction of an interface: every started session's lane with its phase's
+  // spec, `changes` applied, `without` left out.
   Outcome<Layout> layout_for(int index, Direction direction, const std::vector<Change>& changes,
                              const Session* without);
   // When the ledger hears of a transition: before the kernel is touched, all or nothing (every
-  // request, every new lane), or, for a schedule's step on lanes the ledger already names, noted after
-  // the kernel took it and written by the coalescing flush (a label that cannot be written then does
-  // not stop the schedule: the lanes the file names are still exact).
+  // request, every new lane), or, for a schedule's step on lanes the ledger already names, noted
+  // after the kernel took it and written by the coalescing flush (a label that cannot be written
+  // then does not stop the schedule: the lanes the file names are still exact).
   enum class LedgerWrite { kBefore, kLabelAfter };
   // Several lanes of one interface changing phase as one step: one event, one transition record.
   struct Transition {
@@ -199,13 +206,13 @@ class SessionManager {
     EventType type = EventType::kPhaseChanged;
     LedgerWrite ledger_write = LedgerWrite::kBefore;
   };
-  // Applies transitions of any number of interfaces as one batch: the ledger is written first (once,
-  // for all that need it), then every direction they change goes to the backend in one shape_batch()
-  // (the kernel gets every netem change back to back, then answers them all), then each is recorded
-  // and published. Each transition succeeds or fails on its own, exactly as a single one does: a
-  // failed one has its directions and its ledger entries put back, and result i is its failure (null
-  // when it took effect). Two transitions on one interface go in successive batches, in order (each
-  // interface's layout is computed from the phases in force).
+  // Applies transitions of any number of interfaces as one batch: the ledger is written first
+  // (once, for all that need it), then every direction they change goes to the backend in one
+  // shape_batch() (the kernel gets every netem change back to back, then answers them all), then
+  // each is recorded and published. Each transition succeeds or fails on its own, exactly as a
+  // single one does: a failed one has its directions and its ledger entries put back, and result i
+  // is its failure (null when it took effect). Two transitions on one interface go in successive
+  // batches, in order (each interface's layout is computed from the phases in force).
   std::vector<std::exception_ptr> transition_batch(const std::vector<Transition>& transitions);
   // A batch of one; throws its failure.
   void transition_group(const std::vector<Change>& changes, MonotonicTime deadline, EventType type,
@@ -225,14 +232,18 @@ class SessionManager {
     std::size_t first_request = 0;
   };
   // transition_round's steps: the plans and their requests (a lane whose layout cannot be computed
-  // fails its transition here); the ledger written first, for the transitions that need it (those it
-  // refuses fail and leave the round; returns what to put back); after the batch, the directions of a
-  // transition refused in part put back.
-  std::vector<RoundPlan> plan_round(const std::vector<Transition>& all, const std::vector<std::size_t>& round,
-                                    std::vector<std::exception_ptr>& failures, std::vector<ShapeRequest>& requests);
-  std::optional<Ledger::Entries> record_round(std::vector<RoundPlan>& plans, std::vector<ShapeRequest>& requests,
+  // fails its transition here); the ledger written first, for the transitions that need it (those
+  // it refuses fail and leave the round; returns what to put back); after the batch, the directions
+  // of a transition refused in part put back.
+  std::vector<RoundPlan> plan_round(const std::vector<Transition>& all,
+                                    const std::vector<std::size_t>& round,
+                                    std::vector<std::exception_ptr>& failures,
+                                    std::vector<ShapeRequest>& requests);
+  std::optional<Ledger::Entries> record_round(std::vector<RoundPlan>& plans,
+                                              std::vector<ShapeRequest>& requests,
                                               std::vector<std::exception_ptr>& failures);
-  void put_back_refused(const std::vector<RoundPlan>& plans, const std::vector<std::exception_ptr>& results,
+  void put_back_refused(const std::vector<RoundPlan>& plans,
+                        const std::vector<std::exception_ptr>& results,
                         std::vector<std::exception_ptr>& failures);
   // A transition that took effect: the sessions' phases and records, the metrics, the event.
   void record_transition(const Transition& t, const Stamp& before, const Stamp& acked);
@@ -241,8 +252,8 @@ class SessionManager {
   void flush_ledger();
   // Removes one session's lane from the kernel (the rest of the interface stays shaped).
   void remove_lane(const Session& s);
-  // `all`: every qdisc from one dump, when describing many sessions (the kernel dumps all interfaces
-  // whatever the filter, so one dump per session would be quadratic).
+  // `all`: every qdisc from one dump, when describing many sessions (the kernel dumps all
+  // interfaces whatever the filter, so one dump per session would be quadratic).
   SessionStatus describe(const Session& s, const std::vector<shaper::QdiscInfo>* all = nullptr);
   void arm(Session& s);
   // When the session's next transition is due (its start, a switch at a time, the end of its step);
@@ -259,19 +270,22 @@ class SessionManager {
   void arm_lease(Session& s);
   bool alive(const Session* s) const;
   void start_session(Session& s);
-  // Turns the interface's segmentation offloads off (once) and records what to restore in the ledger.
+  // Turns the interface's segmentation offloads off (once) and records what to restore in the
+  // ledger.
   void turn_offloads_off(const shaper::Interface& interface);
   void arm_confirm(Session& s);
   void end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc);
-  // Ends every session and successor on an interface; for `cleared`, removes everything jitterd holds
-  // there in one go first (otherwise the interface is gone and nothing is touched). A removal that fails
-  // is thrown with `throw_on_failure` (a request: nothing has ended, every session stays as it was) and
-  // otherwise published as `error` while the sessions end anyway (shutdown).
-  void drop_interface(int index, EventType type, const std::string& reason, bool throw_on_failure = false);
-  // The ledger after the kernel let go of what it names (no lane: the whole interface). A write that fails
-  // is logged, not thrown: the removal did happen, and an entry naming what is gone is harmless (the next
-  // start finds nothing there) until a later write drops it.
-  void erase_from_ledger(int index, const std::optional<std::pair<Direction, std::string>>& lane = std::nullopt);
+  // Ends every session and successor on an interface; for `cleared`, removes everything jitterd
+  // holds there in one go first (otherwise the interface is gone and nothing is touched). A removal
+  // that fails is thrown with `throw_on_failure` (a request: nothing has ended, every session stays
+  // as it was) and otherwise published as `error` while the sessions end anyway (shutdown).
+  void drop_interface(int index, EventType type, const std::string& reason,
+                      bool throw_on_failure = false);
+  // The ledger after the kernel let go of what it names (no lane: the whole interface). A write
+  // that fails is logged, not thrown: the removal did happen, and an entry naming what is gone is
+  // harmless (the next start finds nothing there) until a later write drops it.
+  void erase_from_ledger(
+      int index, const std::optional<std::pair<Direction, std::string>>& lane = std::nullopt);
   Event event_for(const Session& s, EventType type) const;
   void log_request(const Peer& peer, const std::string& what);
 
@@ -283,7 +297,8 @@ class SessionManager {
   Logger& log_;
   std::map<Key, std::unique_ptr<Session>> sessions_;
   // An apply with a start time on a lane that has a session: it waits here, pending, while the
-  // current session keeps running, and replaces it in place at its start (several hosts switch together).
+  // current session keeps running, and replaces it in place at its start (several hosts switch
+  // together).
   std::map<Key, std::unique_ptr<Session>> successors_;
   SessionMetrics metrics_;
   asio::steady_timer ledger_timer_;

@@ -21,17 +21,21 @@ std::string describe_pid(pid_t pid) {
   return " (pid " + std::to_string(pid) + (name.empty() ? "" : ", " + name) + ")";
 }
 
-ListenerProbe probe_listener(const sockaddr_un& address, socklen_t size, const std::string& object) {
-  const shaper::UniqueFd probe(static_cast<int>(shaper::check_syscall(
-      ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), "socket AF_UNIX", "probe of " + object)));
+ListenerProbe probe_listener(const sockaddr_un& address, socklen_t size,
+                             const std::string& object) {
+  const shaper::UniqueFd probe(static_cast<int>(
+      shaper::check_syscall(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
+                            "socket AF_UNIX", "probe of " + object)));
   ListenerProbe out;
-  if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), size) != 0 && errno != EAGAIN) {
+  if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), size) != 0 &&
+      errno != EAGAIN) {
     out.error = errno;
     return out;
   }
   out.listening = true;
   socklen_t length = sizeof out.listener;
-  if (::getsockopt(probe.get(), SOL_SOCKET, SO_PEERCRED, &out.listener, &length) != 0) out.listener = ucred{};
+  if (::getsockopt(probe.get(), SOL_SOCKET, SO_PEERCRED, &out.listener, &length) != 0)
+    out.listener = ucred{};
   return out;
 }
 

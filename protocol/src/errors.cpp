@@ -42,9 +42,13 @@ ErrorCode error_code_from_string(std::string_view text) {
   return ErrorCode::kUnknown;
 }
 
-bool operator==(ErrorCode code, std::string_view text) { return to_string(code) == text; }
+bool operator==(ErrorCode code, std::string_view text) {
+  return to_string(code) == text;
+}
 
-std::ostream& operator<<(std::ostream& out, ErrorCode code) { return out << to_string(code); }
+std::ostream& operator<<(std::ostream& out, ErrorCode code) {
+  return out << to_string(code);
+}
 
 void to_json(nlohmann::json& j, const Error& e) {
   j = {{"code", to_string(e.code)}, {"message", e.message}};

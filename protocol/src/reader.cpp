@@ -57,7 +57,9 @@ std::optional<Nanoseconds> Members::optional_duration(const char* key) const {
   return Nanoseconds(*ns);
 }
 
-std::optional<Stamp> Members::time(const char* key) const { return object<Stamp>(key); }
+std::optional<Stamp> Members::time(const char* key) const {
+  return object<Stamp>(key);
+}
 
 std::vector<std::string> Members::strings(const char* key) const {
   std::vector<std::string> out;

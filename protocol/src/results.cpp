@@ -12,7 +12,9 @@ template <typename T>
 json nullable(const std::optional<T>& value) {
   return value ? json(*value) : json(nullptr);
 }
-json nullable(const std::string& text) { return text.empty() ? json(nullptr) : json(text); }
+json nullable(const std::string& text) {
+  return text.empty() ? json(nullptr) : json(text);
+}
 
 }  // namespace
 
@@ -50,50 +52,65 @@ void to_json(json& j, const SessionStatus& s) {
        {"client", {{"uid", s.client.uid}, {"pid", s.client.pid}}}};
   j["schedule"] = nullptr;
   if (const auto& p = s.schedule) {
-    j["schedule"] = {
-        {"state", p->state}, {"step", p->step}, {"steps", p->steps}, {"loop", p->loop}, {"iteration", p->iteration}};
+    j["schedule"] = {{"state", p->state},
+                     {"step", p->step},
+                     {"steps", p->steps},
+                     {"loop", p->loop},
+                     {"iteration", p->iteration}};
   }
   j["next_transition"] = nullptr;
   if (const auto& n = s.next_transition) {
-    j["next_transition"] = {
-        {"phase", n->phase}, {"step", nullable(n->step)}, {"deadline", n->deadline}, {"in_ns", n->in.count()}};
+    j["next_transition"] = {{"phase", n->phase},
+                            {"step", nullable(n->step)},
+                            {"deadline", n->deadline},
+                            {"in_ns", n->in.count()}};
   }
   j["lease"] = nullptr;
   if (const auto& l = s.lease) {
-    j["lease"] = {{"lease_ns", l->length.count()}, {"expires", l->expires}, {"remaining_ns", l->remaining.count()}};
+    j["lease"] = {{"lease_ns", l->length.count()},
+                  {"expires", l->expires},
+                  {"remaining_ns", l->remaining.count()}};
   }
   j["confirm"] = nullptr;
   if (const auto& c = s.confirm) {
     j["confirm"] = {{"deadline", c->deadline}, {"remaining_ns", c->remaining.count()}};
   }
   j["counters"] = nullable(s.counters);
-  j["transitions"] = {
-      {"count", s.transitions}, {"missed", s.missed}, {"late_max_ns", s.late_max.count()}, {"recent", s.recent}};
+  j["transitions"] = {{"count", s.transitions},
+                      {"missed", s.missed},
+                      {"late_max_ns", s.late_max.count()},
+                      {"recent", s.recent}};
 }
 
 void to_json(json& j, const InterfaceInfo& i) {
   json root = nullptr;
   if (i.root) root = {{"kind", i.root->kind}, {"handle", i.root->handle}, {"owner", i.root->owner}};
-  j = {{"name", i.name}, {"index", i.index}, {"allowed", i.allowed}, {"session", i.session}, {"root", root}};
+  j = {{"name", i.name},
+       {"index", i.index},
+       {"allowed", i.allowed},
+       {"session", i.session},
+       {"root", root}};
 }
 
 void to_json(json& j, const ProfileSummary& p) {
   json schedule = nullptr;
   if (p.schedule) {
-    schedule = {
-        {"steps", p.schedule->steps}, {"loop", p.schedule->loop}, {"duration_ns", p.schedule->duration.count()}};
+    schedule = {{"steps", p.schedule->steps},
+                {"loop", p.schedule->loop},
+                {"duration_ns", p.schedule->duration.count()}};
   }
-  j = {{"name", p.name},
-       {"file", p.file},
-       {"digest", p.digest},
-       {"description", p.description},
-       {"phases", p.phases},
-       {"schedule", schedule}};
+  j = {{"name", p.name},     {"file", p.file},
+       {"digest", p.digest}, {"description", p.description},
+       {"phases", p.phases}, {"schedule", schedule}};
 }
 
-void to_json(json& j, const InvalidProfile& p) { j = {{"file", p.file}, {"errors", p.errors}}; }
+void to_json(json& j, const InvalidProfile& p) {
+  j = {{"file", p.file}, {"errors", p.errors}};
+}
 
-void to_json(json& j, const ProfileListing& l) { j = {{"profiles", l.profiles}, {"invalid", l.invalid}}; }
+void to_json(json& j, const ProfileListing& l) {
+  j = {{"profiles", l.profiles}, {"invalid", l.invalid}};
+}
 
 void to_json(json& j, const VersionInfo& v) {
   j = {{"version", v.version},
@@ -107,11 +124,21 @@ void to_json(json& j, const CommandInfo& c) {
   j = {{"name", c.name}, {"summary", c.summary}, {"mutating", c.mutating}};
 }
 
-void to_json(json& j, const SessionList& l) { j = {{"sessions", l.sessions}}; }
-void to_json(json& j, const InterfaceList& l) { j = {{"interfaces", l.interfaces}}; }
-void to_json(json& j, const CommandList& l) { j = {{"commands", l.commands}}; }
-void to_json(json& j, const Cleared& c) { j = {{"cleared", c.cleared}}; }
-void to_json(json& j, const MetricsText& m) { j = {{"text", m.text}}; }
+void to_json(json& j, const SessionList& l) {
+  j = {{"sessions", l.sessions}};
+}
+void to_json(json& j, const InterfaceList& l) {
+  j = {{"interfaces", l.interfaces}};
+}
+void to_json(json& j, const CommandList& l) {
+  j = {{"commands", l.commands}};
+}
+void to_json(json& j, const Cleared& c) {
+  j = {{"cleared", c.cleared}};
+}
+void to_json(json& j, const MetricsText& m) {
+  j = {{"text", m.text}};
+}
 
 void read_members(const Members& m, Counters& out) {
   out = {m.count("packets"), m.count("bytes"), m.count("drops"), m.count("backlog_bytes"),
@@ -132,7 +159,8 @@ void read_members(const Members& m, SessionStatus::Schedule& out) {
 }
 
 void read_members(const Members& m, SessionStatus::Next& out) {
-  out = {m.text("phase"), m.optional_count("step"), m.time("deadline").value_or(Stamp{}), m.duration("in_ns")};
+  out = {m.text("phase"), m.optional_count("step"), m.time("deadline").value_or(Stamp{}),
+         m.duration("in_ns")};
 }
 
 void read_members(const Members& m, SessionStatus::Lease& out) {
@@ -153,7 +181,8 @@ void read_members(const Members& m, SessionStatus& s) {
   // An older jitterd did not say: it shaped egress only.
   if (const std::string text = m.text("direction"); !text.empty()) {
     const auto direction = direction_from_string(text);
-    if (!direction) m.wrong(m.pointer("direction"), "\"egress\" or \"ingress\"", *m.get("direction"));
+    if (!direction)
+      m.wrong(m.pointer("direction"), "\"egress\" or \"ingress\"", *m.get("direction"));
     s.direction = *direction;
   }
   s.set = m.text("set");
@@ -181,10 +210,13 @@ void read_members(const Members& m, SessionStatus& s) {
   s.client = m.object<Client>("client").value_or(Client{});
 }
 
-void read_members(const Members& m, RootQdisc& out) { out = {m.text("kind"), m.text("handle"), m.text("owner")}; }
+void read_members(const Members& m, RootQdisc& out) {
+  out = {m.text("kind"), m.text("handle"), m.text("owner")};
+}
 
 void read_members(const Members& m, InterfaceInfo& out) {
-  out = {m.text("name"), m.integer("index"), m.flag("allowed"), m.flag("session"), m.object<RootQdisc>("root")};
+  out = {m.text("name"), m.integer("index"), m.flag("allowed"), m.flag("session"),
+         m.object<RootQdisc>("root")};
 }
 
 void read_members(const Members& m, ScheduleSummary& out) {
@@ -196,32 +228,46 @@ void read_members(const Members& m, ProfileSummary& out) {
          m.text("description"), m.strings("phases"), m.object<ScheduleSummary>("schedule")};
 }
 
-void read_members(const Members& m, InvalidProfile& out) { out = {m.text("file"), m.strings("errors")}; }
+void read_members(const Members& m, InvalidProfile& out) {
+  out = {m.text("file"), m.strings("errors")};
+}
 
 void read_members(const Members& m, ProfileListing& out) {
   out = {m.array<ProfileSummary>("profiles"), m.array<InvalidProfile>("invalid")};
 }
 
 void read_members(const Members& m, VersionInfo& out) {
-  out = {m.text("version"), m.integer("protocol"), m.integer("pid"), m.text("kernel"), m.time("started")};
+  out = {m.text("version"), m.integer("protocol"), m.integer("pid"), m.text("kernel"),
+         m.time("started")};
 }
 
 void read_members(const Members& m, CommandInfo& out) {
   out = {m.text("name"), m.text("summary"), m.flag("mutating")};
 }
 
-void read_members(const Members& m, SessionList& out) { out.sessions = m.array<SessionStatus>("sessions"); }
-void read_members(const Members& m, InterfaceList& out) { out.interfaces = m.array<InterfaceInfo>("interfaces"); }
-void read_members(const Members& m, CommandList& out) { out.commands = m.array<CommandInfo>("commands"); }
-void read_members(const Members& m, Cleared& out) { out.cleared = m.strings("cleared"); }
-void read_members(const Members& m, MetricsText& out) { out.text = m.text("text"); }
+void read_members(const Members& m, SessionList& out) {
+  out.sessions = m.array<SessionStatus>("sessions");
+}
+void read_members(const Members& m, InterfaceList& out) {
+  out.interfaces = m.array<InterfaceInfo>("interfaces");
+}
+void read_members(const Members& m, CommandList& out) {
+  out.commands = m.array<CommandInfo>("commands");
+}
+void read_members(const Members& m, Cleared& out) {
+  out.cleared = m.strings("cleared");
+}
+void read_members(const Members& m, MetricsText& out) {
+  out.text = m.text("text");
+}
 
 json lanes_result(const std::vector<SessionStatus>& sessions) {
   if (sessions.size() == 1) return sessions.front();
   return SessionList{sessions};
 }
 
-std::vector<SessionStatus> read_lanes_result(const json& result, const std::string& pointer, WrongType wrong_type) {
+std::vector<SessionStatus> read_lanes_result(const json& result, const std::string& pointer,
+                                             WrongType wrong_type) {
   if (result.is_object() && result.contains("sessions")) {
     return read_as<SessionList>(result, pointer, wrong_type).sessions;
   }

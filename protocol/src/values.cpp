@@ -8,7 +8,9 @@ void to_json(nlohmann::json& j, const Stamp& s) {
   j = {{"monotonic_ns", s.monotonic.count()}, {"realtime_ns", s.realtime.count()}};
 }
 
-const char* to_string(Direction d) { return d == Direction::kIngress ? "ingress" : "egress"; }
+const char* to_string(Direction d) {
+  return d == Direction::kIngress ? "ingress" : "egress";
+}
 
 std::optional<Direction> direction_from_string(std::string_view text) {
   if (text == "egress") return Direction::kEgress;

@@ -1,9 +1,9 @@
 #pragma once
 // Seeded captures shaped like real ones, for the trace benchmarks (trace_parse_bench,
-// make_capture + compile_vs_mawk.sh): iputils' RTT formatting (3 decimals below 1 ms, 2 below 10 ms,
-// 1 below 100 ms, integers from 100 ms), 1 % of probes lost (no line), stamps = send time + RTT.
-// The same seed gives the same bytes on every machine (std::mt19937_64 and snprintf are specified;
-// the distributions are libstdc++'s).
+// make_capture + compile_vs_mawk.sh): iputils' RTT formatting (3 decimals below 1 ms, 2 below 10
+// ms, 1 below 100 ms, integers from 100 ms), 1 % of probes lost (no line), stamps = send time +
+// RTT. The same seed gives the same bytes on every machine (std::mt19937_64 and snprintf are
+// specified; the distributions are libstdc++'s).
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -34,7 +34,7 @@ inline std::string iputils_ms(double ms) {
 
 // Calls `emit` with each line of a capture of `probes` probes at 10 Hz.
 inline void generate(Shape shape, std::int64_t probes,
-              const std::function<void(const std::string&)>& emit) {
+                     const std::function<void(const std::string&)>& emit) {
   std::mt19937_64 random(kSeed);
   // A link of 20 ms with a log-normal queueing tail (median +3 ms, occasionally >100 ms).
   std::lognormal_distribution<double> queueing(1.1, 0.9);

@@ -4,13 +4,13 @@
 //
 //   fidelity_report [--seed N] [--sweep N] [CAPTURE...]
 //
-// Without captures it reads every *.txt in tests/fixtures/captures (made by make-captures there) but
-// the link calibration; the two synthetic captures with stalls of tests/support/stall_captures.hpp
-// are always added.
-// For each capture: parse (parse_trace_file), compile with default options (compile_profile),
-// simulate the profile with netem's arithmetic (simulate_profile, seeded), and compare with the
-// capture (validate_series: the thresholds of docs/validation.md). The other tools' settings are
-// simulated the same way, on the same packets with the same seed:
+// Without captures it reads every *.txt in tests/fixtures/captures (made by make-captures there)
+// but the link calibration; the two synthetic captures with stalls of
+// tests/support/stall_captures.hpp are always added. For each capture: parse (parse_trace_file),
+// compile with default options (compile_profile), simulate the profile with netem's arithmetic
+// (simulate_profile, seeded), and compare with the capture (validate_series: the thresholds of
+// docs/validation.md). The other tools' settings are simulated the same way, on the same packets
+// with the same seed:
 //   - normal:    delay MEAN STD distribution normal (tc's 4096-entry table; ours,
 //   make_normal_table)
 //   - uniform:   delay MEAN JITTER, JITTER = sqrt(3) STD (netem's built-in uniform, same std)
@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/stall_captures.hpp"
 #include "shaper/compiler.hpp"
 #include "shaper/distribution_tables.hpp"
 #include "shaper/errors.hpp"
@@ -43,7 +44,6 @@
 #include "shaper/statistics.hpp"
 #include "shaper/trace.hpp"
 #include "shaper/validation.hpp"
-#include "../support/stall_captures.hpp"
 
 namespace {
 
@@ -51,7 +51,8 @@ using namespace shaper;
 using namespace std::chrono_literals;
 
 // The issue's targets (issue 3 §7), the same numbers as validation.cpp's profile thresholds.
-// KS: at most validate's own limit for the pair (ks_limit: 0.02, or the critical value at the effective sizes).
+// KS: at most validate's own limit for the pair (ks_limit: 0.02, or the critical value at the
+// effective sizes).
 constexpr double kQuantileTarget = 0.02;  // p99 and p99.9, relative
 constexpr double kLossTarget = 0.10;      // loss rate and mean burst, relative
 constexpr double kLossFloor = 0.001;      // absolute loss-rate difference always allowed
@@ -188,20 +189,19 @@ std::vector<Model> peer_models(const DelaySeries& capture) {
 
 // ---- Targets ----
 
-// How far the capture's p-quantile moves when it is read one rank higher or lower (the larger of the
-// two steps, relative to it). The capture cannot tell apart values closer than this: a model that
-// draws exactly the capture's delays (an exact table) lands within a rank of it, and at p99.9 of
-// 12 000 probes one rank can be 12 %. So a quantile target is met within 2 % or within this step.
+// How far the capture's p-quantile moves when it is read one rank higher or lower (the larger of
+// the two steps, relative to it). The capture cannot tell apart values closer than this: a model
+// that draws exactly the capture's delays (an exact table) lands within a rank of it, and at p99.9
+// of 12 000 probes one rank can be 12 %. So a quantile target is met within 2 % or within this
+// step.
 double rank_step(const DelaySeries& series, double p) {
   const SortedSamples sorted(series.delivered());
   const auto v = sorted.values();
-  const std::size_t k =
-      static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
+  const std::size_t k = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
   if (v.size() < 3 || k == 0 || k + 1 >= v.size() || v[k].count() == 0) return 0;
   const auto step = std::max(v[k + 1] - v[k], v[k] - v[k - 1]);
   return static_cast<double>(step.count()) / static_cast<double>(v[k].count());
 }
-
 
 struct Targets {
   bool ks, p99, p999, loss, burst;
@@ -249,7 +249,8 @@ struct CaptureRun {
 };
 
 // A capture compiled with `options`, or nullopt (the reason on stderr).
-std::optional<Profile> compiled(const CaptureInput& input, const CompileOptions& options, const char* how) {
+std::optional<Profile> compiled(const CaptureInput& input, const CompileOptions& options,
+                                const char* how) {
   CompileResult r = compile_profile({input}, options);
   if (!r.profile) {
     std::cerr << input.name << ": not compiled" << how << ": " << to_string(r.diagnostics) << '\n';
@@ -272,8 +273,8 @@ std::optional<CaptureRun> prepare(std::string name, Trace trace, const std::stri
   run.stats = series_stats(run.series);
   run.loss = loss_statistics(run.series.lost());
   run.models.push_back({"**jitterd profile**", *run.compiled.profile});
-  // The capture made of regimes is also compiled the way profiles/lab-regimes.json is (two regimes in
-  // 10 s windows, the capture's sequence replayed): what the regime replay reproduces.
+  // The capture made of regimes is also compiled the way profiles/lab-regimes.json is (two regimes
+  // in 10 s windows, the capture's sequence replayed): what the regime replay reproduces.
   if (run.name == "regimes.txt") {
     CompileOptions options;
     options.regimes = RegimeMode::kClusters;
@@ -342,13 +343,15 @@ struct Evaluation {
   Comparison comparison;
   Targets targets{};
   double critical = 0;  // the 95 % KS critical value for these sample sizes
-  double capture_lag1 = 0, model_lag1 = 0;  // lag-1 autocorrelation of the delivered delays (not judged here)
+  double capture_lag1 = 0,
+         model_lag1 = 0;  // lag-1 autocorrelation of the delivered delays (not judged here)
 };
 
 Evaluation evaluate(const CaptureRun& r, const Model& model, std::uint64_t seed,
                     std::size_t length) {
-  // Probes sent when the capture's were, `length` times over (each copy after the previous one, as the
-  // looped schedule repeats): a profile with regimes then meets as many probes in each as the capture.
+  // Probes sent when the capture's were, `length` times over (each copy after the previous one, as
+  // the looped schedule repeats): a profile with regimes then meets as many probes in each as the
+  // capture.
   if (length == 0) length = simulation_copies(r.series.delay.size());
   const DelaySeries sim = simulate_profile(model.profile, r.series, r.trace.interval, seed, length);
   const ValidationReport v = validate_series(r.series, sim, nullptr);
@@ -378,16 +381,17 @@ void print_fidelity_table(const std::vector<CaptureRun>& runs, std::uint64_t see
       const std::string loss =
           r.loss.lost == 0 && c.loss_rate_error == 0 ? "—" : percent(c.loss_rate_error, t.loss);
       const std::string burst = c.burst_error ? percent(*c.burst_error, t.burst) : "—";
-      std::printf("| %s | %s | %s | %.4f | %.3f | %s | %s | %s | %s | %.3f → %.3f | %s |\n", r.name.c_str(),
-                  model.name.c_str(), (fixed(c.ks, 4) + (t.ks ? "" : " ✗")).c_str(), e.critical,
-                  c.w1_ms, percent(c.p99_error, t.p99).c_str(),
-                  percent(c.p999_error, t.p999).c_str(), loss.c_str(), burst.c_str(), e.capture_lag1,
-                  e.model_lag1, t.all() ? "pass" : "**miss**");
+      std::printf("| %s | %s | %s | %.4f | %.3f | %s | %s | %s | %s | %.3f → %.3f | %s |\n",
+                  r.name.c_str(), model.name.c_str(), (fixed(c.ks, 4) + (t.ks ? "" : " ✗")).c_str(),
+                  e.critical, c.w1_ms, percent(c.p99_error, t.p99).c_str(),
+                  percent(c.p999_error, t.p999).c_str(), loss.c_str(), burst.c_str(),
+                  e.capture_lag1, e.model_lag1, t.all() ? "pass" : "**miss**");
     }
   }
 }
 
-void print_sweep_table(const std::vector<CaptureRun>& runs, std::uint64_t seeds, std::size_t length) {
+void print_sweep_table(const std::vector<CaptureRun>& runs, std::uint64_t seeds,
+                       std::size_t length) {
   std::printf("| capture | model | KS | p99 | p99.9 | loss | burst | all |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& r : runs) {
@@ -448,7 +452,8 @@ int main(int argc, char** argv) {
       for (const auto& entry : std::filesystem::directory_iterator(JITTERD_CAPTURES_DIR)) {
         // link-calibration.txt is a 500 µs netem link's own noise (validate's --link-calibration
         // input), 1000 probes: not a path to reproduce.
-        if (entry.path().extension() == ".txt" && entry.path().filename() != "link-calibration.txt") {
+        if (entry.path().extension() == ".txt" &&
+            entry.path().filename() != "link-calibration.txt") {
           paths.push_back(entry.path());
         }
       }
@@ -465,7 +470,8 @@ int main(int argc, char** argv) {
         {"synthetic bimodal-stalls (seed 21)", synthetic::bimodal_with_stalls()}};
     std::uint64_t shape_seed = 20;
     for (const auto& [name, shape] : shapes) {
-      if (auto run = prepare(name, synthetic::make_stall_capture(shape, shape_seed++), std::string(64, '0'))) {
+      if (auto run = prepare(name, synthetic::make_stall_capture(shape, shape_seed++),
+                             std::string(64, '0'))) {
         runs.push_back(std::move(*run));
       }
     }
@@ -477,17 +483,23 @@ int main(int argc, char** argv) {
     print_capture_table(runs);
     const auto seed_ll = static_cast<unsigned long long>(seed);
     const auto sweep_ll = static_cast<unsigned long long>(sweep);
-    std::printf("\n### What jitterctl validate computes: at least %zu simulated probes (seed %llu)\n\n",
-                kValidationProbes, seed_ll);
+    std::printf(
+        "\n### What jitterctl validate computes: at least %zu simulated probes (seed %llu)\n\n",
+        kValidationProbes, seed_ll);
     print_fidelity_table(runs, seed, 0);
     std::printf("\n### Simulated for the capture's length only (seed %llu)\n\n", seed_ll);
     print_fidelity_table(runs, seed, 1);
-    std::printf("\n### Simulated for a hundred times the capture's length (seed %llu)\n\n", seed_ll);
+    std::printf("\n### Simulated for a hundred times the capture's length (seed %llu)\n\n",
+                seed_ll);
     print_fidelity_table(runs, seed, kLongRun);
-    std::printf("\n### Share of %llu seeds meeting each target, as jitterctl validate simulates\n\n", sweep_ll);
+    std::printf(
+        "\n### Share of %llu seeds meeting each target, as jitterctl validate simulates\n\n",
+        sweep_ll);
     print_sweep_table(runs, sweep, 0);
-    std::printf("\n### Share of %llu seeds meeting each target, simulated for the capture's length only\n\n",
-                sweep_ll);
+    std::printf(
+        "\n### Share of %llu seeds meeting each target, simulated for the capture's length "
+        "only\n\n",
+        sweep_ll);
     print_sweep_table(runs, sweep, 1);
     return 0;
   } catch (const std::exception& e) {

@@ -115,7 +115,7 @@ struct ReplyView {
   std::optional<std::uint64_t> id;  // a numeric id (the load's own requests have one)
   std::optional<bool> ok;
   std::optional<jitterd::protocol::ErrorCode> error_code;  // error.code, when "ok" is false
-  bool event = false;           // an event line (never expected: the load does not subscribe)
+  bool event = false;  // an event line (never expected: the load does not subscribe)
 };
 
 ReplyView scan_reply(std::string_view line) {
@@ -578,7 +578,8 @@ class Load {
         static_cast<std::uint64_t>(std::llround(options_.rate * options_.duration_s));
     std::uint64_t total = per_duration;
     const std::uint64_t most = hostile && options_.garbage_whole ? 10 * per_duration : per_duration;
-    const auto per_second = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(options_.rate)));
+    const auto per_second =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(options_.rate)));
     phase.latency_ns.reserve(total);
     phase.lag_ns.reserve(total);
     const CpuTimes host_before = host_cpu_times();
@@ -1138,7 +1139,8 @@ constexpr const char* kUsage =
     "                    [--grace 5] [--stall-ms 100] [--hostile] [--garbage-bytes 1073741824]\n"
     "                    [--garbage-kind random|unterminated|nested|wide] [--garbage-line "
     "8388608]\n"
-    "                    [--garbage-whole] [--slow-interval-ms 1000] [--methods status,version,metrics]\n"
+    "                    [--garbage-whole] [--slow-interval-ms 1000] [--methods "
+    "status,version,metrics]\n"
     "\n"
     "  --socket PATH      a running jitterd's control socket (tests/bench/load_test.sh starts "
     "one)\n"
@@ -1153,7 +1155,8 @@ constexpr const char* kUsage =
     "  --garbage-kind K   random bytes (many short lines), unterminated (no newline), nested ('[' "
     "lines),\n"
     "                     wide ('[0,0,...]' lines), the last two --garbage-line bytes long\n"
-    "  --garbage-whole    the hostile phase lasts until all --garbage-bytes are sent (the load goes on\n"
+    "  --garbage-whole    the hostile phase lasts until all --garbage-bytes are sent (the load "
+    "goes on\n"
     "                     with it; at least --duration, at most ten times it)\n"
     "Exit: 0 every request answered, 1 lost/error/out of order, 2 usage, 3 set-up failed.\n";
 

@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "make_capture: open %s: %s\n", argv[3], std::strerror(errno));
     return 1;
   }
-  trace_bench::generate(shape, probes, [&](const std::string& line) { std::fputs(line.c_str(), out); });
+  trace_bench::generate(shape, probes,
+                        [&](const std::string& line) { std::fputs(line.c_str(), out); });
   if (std::fclose(out) != 0) {
     std::fprintf(stderr, "make_capture: write %s: %s\n", argv[3], std::strerror(errno));
     return 1;

@@ -4,11 +4,12 @@
 //   TcBatch      — `tc -batch` applying 1000 changes in one process: the in-process floor of tc.
 //   Coincident16Singles / Coincident16Batch — 16 qdiscs (one per veth) changed at one instant: 16
 //                  NetemQdisc::change() one after the other (each ACK awaited before the next: what
-//                  the daemon did with coincident deadlines), against one NetemEngine::change() batch
-//                  of the 16 (all sent, then all ACKs read). Time per 16 changes.
+//                  the daemon did with coincident deadlines), against one NetemEngine::change()
+//                  batch of the 16 (all sent, then all ACKs read). Time per 16 changes.
 // All alternate between the same two specs on veths in a private network namespace.
 // Wall-clock time (UseRealTime): the tc contenders spend their time in child processes, which CPU
-// time would not count. Figures and ratios: docs/benchmarks.md. Run: tests/vm/run build/tests/bench/netem_change_bench
+// time would not count. Figures and ratios: docs/benchmarks.md. Run: tests/vm/run
+// build/tests/bench/netem_change_bench
 #include <benchmark/benchmark.h>
 #include <sched.h>
 #include <spawn.h>
@@ -45,8 +46,8 @@ NetemSpec phase(bool high) {
 }
 
 std::string tc_args(bool high) {
-  return std::string("qdisc change dev ") + kDev + " root handle 1a7e: netem delay " + (high ? "30ms" : "10ms") +
-         " 2ms loss gemodel 1% 30% limit 10000";
+  return std::string("qdisc change dev ") + kDev + " root handle 1a7e: netem delay " +
+         (high ? "30ms" : "10ms") + " 2ms loss gemodel 1% 30% limit 10000";
 }
 
 int spawn_and_wait(const std::vector<std::string>& argv) {
@@ -74,7 +75,8 @@ Bed& bed() {
       std::perror("unshare(CLONE_NEWNET) (needs root)");
       std::exit(77);
     }
-    if (spawn_and_wait({"ip", "link", "add", kDev, "type", "veth", "peer", "name", "jtbench1"}) != 0 ||
+    if (spawn_and_wait({"ip", "link", "add", kDev, "type", "veth", "peer", "name", "jtbench1"}) !=
+            0 ||
         spawn_and_wait({"ip", "link", "set", kDev, "up"}) != 0) {
       std::fprintf(stderr, "cannot create the veth pair\n");
       std::exit(77);
@@ -128,7 +130,8 @@ std::vector<NetemQdisc>& coincident_qdiscs() {
     auto* qdiscs = new std::vector<NetemQdisc>;
     for (int i = 0; i < kCoincident; ++i) {
       const std::string dev = "jtco" + std::to_string(i);
-      if (spawn_and_wait({"ip", "link", "add", dev, "type", "veth", "peer", "name", "jtcp" + std::to_string(i)}) != 0 ||
+      if (spawn_and_wait({"ip", "link", "add", dev, "type", "veth", "peer", "name",
+                          "jtcp" + std::to_string(i)}) != 0 ||
           spawn_and_wait({"ip", "link", "set", dev, "up"}) != 0) {
         std::fprintf(stderr, "cannot create veth %s\n", dev.c_str());
         std::exit(77);
@@ -182,7 +185,8 @@ void BM_TcBatchChange(benchmark::State& state) {
     if (spawn_and_wait({"tc", "-batch", path}) != 0) state.SkipWithError("tc -batch failed");
   }
   unlink(path);
-  // One iteration applies kBatch changes: items/s is changes per second, comparable with the others.
+  // One iteration applies kBatch changes: items/s is changes per second, comparable with the
+  // others.
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
 

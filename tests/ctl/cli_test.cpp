@@ -39,9 +39,11 @@ TEST(Registry, NamesAndOptionsAreUnique) {
     }
     // getopt_long would take the first of two options of one name and never the second.
     std::set<std::string_view> options;
-    for (const auto& o : c.options) EXPECT_TRUE(options.insert(o.name).second) << c.name << " " << o.name;
+    for (const auto& o : c.options)
+      EXPECT_TRUE(options.insert(o.name).second) << c.name << " " << o.name;
     if (c.online) {
-      for (const auto& o : global_options()) EXPECT_TRUE(options.insert(o.name).second) << c.name << " " << o.name;
+      for (const auto& o : global_options())
+        EXPECT_TRUE(options.insert(o.name).second) << c.name << " " << o.name;
     }
   }
   EXPECT_GE(names.size(), 20u);
@@ -55,16 +57,20 @@ TEST(Registry, EveryCommandsHelpListsEveryOptionItIsParsedWith) {
     EXPECT_NE(all.out.find("\n  " + std::string(c.name) + " "), std::string::npos);
     const Ran r = run({std::string(c.name), "--help"});
     EXPECT_EQ(r.code, kExitOk);
-    EXPECT_EQ(r.out.rfind("usage: " + usage_line(c) + "\n  " + std::string(c.summary) + "\n", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.rfind("usage: " + usage_line(c) + "\n  " + std::string(c.summary) + "\n", 0),
+              0u)
+        << r.out;
     for (const auto& o : c.options) {
       EXPECT_NE(r.out.find("\n  " + form(o)), std::string::npos) << o.name << "\n" << r.out;
-      const std::string spelled = o.short_name ? std::string{'-', o.short_name} : std::string(o.name);
+      const std::string spelled =
+          o.short_name ? std::string{'-', o.short_name} : std::string(o.name);
       EXPECT_NE(usage_line(c).find(spelled), std::string::npos) << o.name;
       EXPECT_NE(all.out.find(spelled), std::string::npos) << o.name;
     }
     EXPECT_EQ(r.out.find("\nglobal options:\n") != std::string::npos, c.online) << r.out;
     if (c.online) {
-      for (const auto& o : global_options()) EXPECT_NE(r.out.find("\n  " + form(o)), std::string::npos) << o.name;
+      for (const auto& o : global_options())
+        EXPECT_NE(r.out.find("\n  " + form(o)), std::string::npos) << o.name;
     }
   }
 }
@@ -76,7 +82,8 @@ TEST(Registry, AnOptionWithoutItsValueIsAUsageErrorForEveryCommand) {
       const std::string name(c.name), option(o.name);
       const Ran r = run({name, option});
       EXPECT_EQ(r.code, kExitUsage) << name << " " << option;
-      EXPECT_EQ(r.err, "jitterctl " + name + ": " + option + " needs a value\nusage: " + usage_line(c) + "\n");
+      EXPECT_EQ(r.err, "jitterctl " + name + ": " + option +
+                           " needs a value\nusage: " + usage_line(c) + "\n");
       EXPECT_EQ(r.out, "");
     }
   }
@@ -87,15 +94,17 @@ TEST(Registry, AnUnknownOptionIsAUsageErrorForEveryCommand) {
     const std::string name(c.name);
     const Ran r = run({name, "--no-such-option"});
     EXPECT_EQ(r.code, kExitUsage) << name;
-    EXPECT_EQ(r.err, "jitterctl " + name + ": unknown option --no-such-option\nusage: " + usage_line(c) + "\n");
+    EXPECT_EQ(r.err, "jitterctl " + name +
+                         ": unknown option --no-such-option\nusage: " + usage_line(c) + "\n");
   }
 }
 
 TEST(Registry, GlobalOptionsGoWithOnlineCommandsOnly) {
-  EXPECT_EQ(run({"--timeout", "1s", "inspect", "p.json"}).err.rfind("jitterctl inspect: unknown option --timeout", 0),
+  EXPECT_EQ(run({"--timeout", "1s", "inspect", "p.json"})
+                .err.rfind("jitterctl inspect: unknown option --timeout", 0),
             0u);
-  EXPECT_EQ(run({"compile", "t.txt", "-o", "p.json", "--socket", "/x"}).err.rfind(
-                "jitterctl compile: unknown option --socket", 0),
+  EXPECT_EQ(run({"compile", "t.txt", "-o", "p.json", "--socket", "/x"})
+                .err.rfind("jitterctl compile: unknown option --socket", 0),
             0u);
   const Ran r = run({"--timeout", "1s", "status"});
   EXPECT_EQ(r.code, kExitEnvironment);  // read, then the socket is not there
@@ -106,11 +115,13 @@ TEST(Registry, NoCommandOrAnUnknownOne) {
   const Ran none = run({});
   EXPECT_EQ(none.code, kExitUsage);
   EXPECT_EQ(none.out.rfind("usage: jitterctl ", 0), 0u);
-  EXPECT_EQ(run({"--socket", "/x"}).err, "jitterctl: which command? (jitterctl --help lists them)\n");
+  EXPECT_EQ(run({"--socket", "/x"}).err,
+            "jitterctl: which command? (jitterctl --help lists them)\n");
   EXPECT_EQ(run({"--socket"}).err, "jitterctl: --socket needs a value\n");
   const Ran unknown = run({"frobnicate"});
   EXPECT_EQ(unknown.code, kExitUsage);
-  EXPECT_EQ(unknown.err, "jitterctl: unknown command \"frobnicate\" (jitterctl --help lists them)\n");
+  EXPECT_EQ(unknown.err,
+            "jitterctl: unknown command \"frobnicate\" (jitterctl --help lists them)\n");
 }
 
 }  // namespace

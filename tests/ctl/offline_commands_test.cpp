@@ -25,8 +25,12 @@ using jitterctl_test::run;
 const std::string kSource = JITTERD_SOURCE_DIR;
 const std::string kCapture = kSource + "/tests/fixtures/captures/regimes.txt";
 
-std::string contents(const fs::path& path) { return jitterd::testing::read_file(path.string()); }
-std::vector<std::string> names_in(const fs::path& folder) { return jitterd::testing::names_in(folder.string()); }
+std::string contents(const fs::path& path) {
+  return jitterd::testing::read_file(path.string());
+}
+std::vector<std::string> names_in(const fs::path& folder) {
+  return jitterd::testing::names_in(folder.string());
+}
 
 class OfflineCommands : public ::testing::Test {
  protected:
@@ -63,12 +67,15 @@ TEST_F(OfflineCommands, ValidateOfATinyCaptureAgainstALongLoopedScheduleFitsInOn
   // profiles/lab-regimes.json loops 15 steps of ~10 s. A 6-probe capture is simulated 166 667 times
   // over to reach a million probes, each copy from the schedule's start: before, the simulation
   // covered every copy's whole pass (2.5 million phases, each with its table) and grew to 22.9 GB.
-  const Completed r = run("validate " + kSource + "/profiles/lab-regimes.json " + tiny_capture() + " --json",
-                          "ulimit -v 1048576 &&");
-  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << "no verdict (killed, or out of memory): " << r.out;
+  const Completed r =
+      run("validate " + kSource + "/profiles/lab-regimes.json " + tiny_capture() + " --json",
+          "ulimit -v 1048576 &&");
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1)
+      << "no verdict (killed, or out of memory): " << r.out;
   const auto report = nlohmann::json::parse(r.out);
   EXPECT_EQ(report.at("capture").at("samples").get<std::size_t>(), 6u);
-  EXPECT_EQ(report.at("profile").at("samples").get<std::size_t>(), 1'000'002u) << "166 667 copies of 6 probes";
+  EXPECT_EQ(report.at("profile").at("samples").get<std::size_t>(), 1'000'002u)
+      << "166 667 copies of 6 probes";
 }
 
 // --- output files (§4) --------------------------------------------------------------------------
@@ -87,7 +94,8 @@ TEST_F(OfflineCommands, CompileDoesNotFollowASymlinkPlantedAtTheOldTemporaryName
   EXPECT_TRUE(fs::is_symlink(dir_ / "regimes.json.tmp"));
   ASSERT_FALSE(fs::is_symlink(out));
   EXPECT_EQ(nlohmann::json::parse(contents(out)).at("phases").size(), 2u);
-  EXPECT_EQ(names_in(dir_), (std::vector<std::string>{"regimes.json", "regimes.json.tmp", "victim"}));
+  EXPECT_EQ(names_in(dir_),
+            (std::vector<std::string>{"regimes.json", "regimes.json.tmp", "victim"}));
 }
 
 TEST_F(OfflineCommands, ValidatePlotDoesNotFollowASymlinkPlantedAtTheOldTemporaryName) {
@@ -97,7 +105,8 @@ TEST_F(OfflineCommands, ValidatePlotDoesNotFollowASymlinkPlantedAtTheOldTemporar
   std::ofstream(victim) << "precious";
   fs::create_symlink(victim, dir_ / "plot.svg.tmp");
   const fs::path plot = dir_ / "plot.svg";
-  const Completed r = run("validate " + profile.string() + " " + kCapture + " --probes 1 --plot " + plot.string());
+  const Completed r =
+      run("validate " + profile.string() + " " + kCapture + " --probes 1 --plot " + plot.string());
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
   EXPECT_TRUE(contents(victim) == "precious") << "the symlink's target was overwritten";
   ASSERT_FALSE(fs::is_symlink(plot));
@@ -129,7 +138,9 @@ TEST(OfflineHelp, EveryCommandPrintsItsUsageForHelpAndExitsZero) {
     if (std::regex_search(line, m, listed)) commands.push_back(m[1]);
   }
   for (const char* expected : {"compile", "inspect", "validate", "apply", "status", "watch"}) {
-    ASSERT_NE(std::find(commands.begin(), commands.end(), expected), commands.end()) << expected << "\n" << all.out;
+    ASSERT_NE(std::find(commands.begin(), commands.end(), expected), commands.end())
+        << expected << "\n"
+        << all.out;
   }
   for (const auto& command : commands) {
     const Completed r = run(command + " --help", "JITTERD_SOCKET=/nonexistent");
@@ -139,7 +150,8 @@ TEST(OfflineHelp, EveryCommandPrintsItsUsageForHelpAndExitsZero) {
   for (const char* command : {"compile", "inspect", "validate"}) {
     const Completed r = run(std::string(command) + " some.json -h");
     EXPECT_EQ(r.exit_code, 0) << command << ": " << r.out;
-    EXPECT_EQ(r.out.rfind("usage: jitterctl " + std::string(command), 0), 0u) << command << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("usage: jitterctl " + std::string(command), 0), 0u)
+        << command << ": " << r.out;
   }
 }
 
@@ -151,16 +163,24 @@ TEST_F(OfflineCommands, IntegerOptionsAreWholeNumbersInTheirRangeAndTheErrorSays
     std::string args;
     std::string message;
   } cases[] = {
-      {"compile " + kCapture + " -o " + out + " --regimes -1", "--regimes: \"-1\" is not a whole number from 1 to 16"},
-      {"compile " + kCapture + " -o " + out + " --regimes 17", "--regimes: \"17\" is not a whole number from 1 to 16"},
-      {"compile " + kCapture + " -o " + out + " --entries 2.5", "--entries: \"2.5\" is not a whole number from 1 to 16384"},
-      {"compile " + kCapture + " -o " + out + " --entries 0", "--entries: \"0\" is not a whole number from 1 to 16384"},
-      {"compile " + kCapture + " -o " + out + " --spike 100ms:-2:30s", "--spike: \"-2\" is not a whole number from 1"},
-      {"compile " + kCapture + " -o " + out + " --packet-rate -5", "--packet-rate: \"-5\" is not a packet rate"},
-      {"validate " + out + " " + kCapture + " --seed -1", "--seed: \"-1\" is not a whole number from 0 to 18446744073709551615"},
+      {"compile " + kCapture + " -o " + out + " --regimes -1",
+       "--regimes: \"-1\" is not a whole number from 1 to 16"},
+      {"compile " + kCapture + " -o " + out + " --regimes 17",
+       "--regimes: \"17\" is not a whole number from 1 to 16"},
+      {"compile " + kCapture + " -o " + out + " --entries 2.5",
+       "--entries: \"2.5\" is not a whole number from 1 to 16384"},
+      {"compile " + kCapture + " -o " + out + " --entries 0",
+       "--entries: \"0\" is not a whole number from 1 to 16384"},
+      {"compile " + kCapture + " -o " + out + " --spike 100ms:-2:30s",
+       "--spike: \"-2\" is not a whole number from 1"},
+      {"compile " + kCapture + " -o " + out + " --packet-rate -5",
+       "--packet-rate: \"-5\" is not a packet rate"},
+      {"validate " + out + " " + kCapture + " --seed -1",
+       "--seed: \"-1\" is not a whole number from 0 to 18446744073709551615"},
       {"validate " + out + " " + kCapture + " --seed 18446744073709551616",
        "--seed: \"18446744073709551616\" is not a whole number from 0 to 18446744073709551615"},
-      {"validate " + out + " " + kCapture + " --probes 1e3", "--probes: \"1e3\" is not a whole number from 1 to 100000000"},
+      {"validate " + out + " " + kCapture + " --probes 1e3",
+       "--probes: \"1e3\" is not a whole number from 1 to 100000000"},
   };
   for (const auto& c : cases) {
     const Completed r = run(c.args);
@@ -175,7 +195,8 @@ TEST_F(OfflineCommands, SeedsAbove2To53AreTakenWhole) {
   const fs::path profile = dir_ / "regimes.json";
   ASSERT_EQ(run("compile " + kCapture + " -o " + profile.string() + " --regimes 2").exit_code, 0);
   auto p50_and_mean = [&](const std::string& seed) {
-    const Completed r = run("validate " + profile.string() + " " + kCapture + " --probes 1 --json --seed " + seed);
+    const Completed r =
+        run("validate " + profile.string() + " " + kCapture + " --probes 1 --json --seed " + seed);
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
     const auto stats = nlohmann::json::parse(r.out).at("profile");
     return std::make_pair(stats.at("p50_ms").get<double>(), stats.at("mean_ms").get<double>());
@@ -191,9 +212,14 @@ TEST_F(OfflineCommands, AlphaSetsTheLevelTheFiguresAreJudgedAt) {
   const fs::path profile = dir_ / "regimes.json";
   ASSERT_EQ(run("compile " + kCapture + " -o " + profile.string()).exit_code, 0);
   auto level = [&](const std::string& extra) {
-    const Completed r = run("validate " + profile.string() + " " + kCapture + " --probes 1 --json" + extra);
+    const Completed r =
+        run("validate " + profile.string() + " " + kCapture + " --probes 1 --json" + extra);
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
-    return nlohmann::json::parse(r.out).at("comparisons").at("capture_vs_profile").at("level").get<double>();
+    return nlohmann::json::parse(r.out)
+        .at("comparisons")
+        .at("capture_vs_profile")
+        .at("level")
+        .get<double>();
   };
   const double standard = level(""), loose = level(" --alpha 0.2");
   EXPECT_GT(standard, 0);

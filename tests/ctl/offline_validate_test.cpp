@@ -1,11 +1,11 @@
-// jitterctl validate --phase, through the built binary: a shaped trace judged against one phase of a
-// profile, held. The profile is compiled from the two-regime fixture capture (calm about 4 ms, storm
-// about 25 ms), so each phase's simulated delays are far from the other's.
+// jitterctl validate --phase, through the built binary: a shaped trace judged against one phase of
+// a profile, held. The profile is compiled from the two-regime fixture capture (calm about 4 ms,
+// storm about 25 ms), so each phase's simulated delays are far from the other's.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -25,7 +25,8 @@ class ValidatePhase : public ::testing::Test {
     ASSERT_NE(::mkdtemp(dir), nullptr);
     dir_ = dir;
     profile_ = dir_ + "/regimes.json";
-    const Completed compiled = run("compile " + capture_ + " -o " + profile_ + " --regimes 2 --window 10s");
+    const Completed compiled =
+        run("compile " + capture_ + " -o " + profile_ + " --regimes 2 --window 10s");
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out;
   }
   void TearDown() override {
@@ -34,7 +35,8 @@ class ValidatePhase : public ::testing::Test {
 
   // The simulated profile's p50 (ms) when `phase` is held.
   double held_p50(const std::string& phase) {
-    const Completed r = run("validate " + profile_ + " --shaped " + capture_ + " --phase " + phase + " --json");
+    const Completed r =
+        run("validate " + profile_ + " --shaped " + capture_ + " --phase " + phase + " --json");
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;  // a verdict either way
     return nlohmann::json::parse(r.out).at("profile").at("p50_ms").get<double>();
   }
@@ -59,7 +61,8 @@ TEST_F(ValidatePhase, EachPhaseIsSimulatedHeldOnItsOwn) {
 TEST_F(ValidatePhase, AnUnknownPhaseIsNamedWithThePhasesThereAre) {
   const Completed r = run("validate " + profile_ + " --shaped " + capture_ + " --phase storm");
   EXPECT_EQ(r.exit_code, 3) << r.out;
-  EXPECT_NE(r.out.find("no phase \"storm\" (phases: regime-1, regime-2)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no phase \"storm\" (phases: regime-1, regime-2)"), std::string::npos)
+      << r.out;
 }
 
 TEST_F(ValidatePhase, ThePhaseJudgesAShapedTraceNotTheCapture) {
@@ -68,9 +71,9 @@ TEST_F(ValidatePhase, ThePhaseJudgesAShapedTraceNotTheCapture) {
   EXPECT_NE(r.out.find("give --shaped"), std::string::npos) << r.out;
 }
 
-// The profile is simulated for a million probes by default (the capture's 12 000, 84 times over), so
-// that its verdict is on the profile and not on one short draw; --probes asks for another count, and
-// never fewer than the capture's own probes.
+// The profile is simulated for a million probes by default (the capture's 12 000, 84 times over),
+// so that its verdict is on the profile and not on one short draw; --probes asks for another count,
+// and never fewer than the capture's own probes.
 TEST_F(ValidatePhase, TheProfileIsSimulatedForAMillionProbesUnlessToldOtherwise) {
   auto samples = [&](const std::string& extra) {
     const Completed r = run("validate " + profile_ + " " + capture_ + " --json" + extra);
@@ -94,25 +97,31 @@ TEST_F(ValidatePhase, ProbesMustBeAWholePositiveCount) {
 
 }  // namespace
 
-// compile --host picks one target of an fping capture with several; without it the first is kept and
-// the diagnostic names the option.
+// compile --host picks one target of an fping capture with several; without it the first is kept
+// and the diagnostic names the option.
 TEST(CompileHost, PicksTheNamedTargetOfASeveralTargetFpingCapture) {
   char dir[] = "/tmp/jitterctl-host-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string capture = std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/traces/fping_two_targets.txt";
-  const std::string first = std::string(dir) + "/first.json", second = std::string(dir) + "/second.json";
+  const std::string capture =
+      std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/traces/fping_two_targets.txt";
+  const std::string first = std::string(dir) + "/first.json",
+                    second = std::string(dir) + "/second.json";
   const Completed plain = run("compile " + capture + " -o " + first + " --format fping");
   EXPECT_EQ(plain.exit_code, 0) << plain.out;
   EXPECT_NE(plain.out.find("kept 127.0.0.1; ignored ::1"), std::string::npos) << plain.out;
   EXPECT_NE(plain.out.find("jitterctl compile --host"), std::string::npos) << plain.out;
-  const Completed picked = run("compile " + capture + " -o " + second + " --format fping --host ::1");
+  const Completed picked =
+      run("compile " + capture + " -o " + second + " --format fping --host ::1");
   EXPECT_EQ(picked.exit_code, 0) << picked.out;
   EXPECT_NE(picked.out.find("kept ::1; ignored 127.0.0.1"), std::string::npos) << picked.out;
   const Completed a = run("inspect " + first + " --json"), b = run("inspect " + second + " --json");
-  const auto provenance = [](const Completed& c) { return nlohmann::json::parse(c.out).at("provenance"); };
+  const auto provenance = [](const Completed& c) {
+    return nlohmann::json::parse(c.out).at("provenance");
+  };
   EXPECT_NE(provenance(a).at("samples"), nullptr);
   EXPECT_NE(a.out, b.out) << "the two targets' RTTs differ, so must the profiles";
-  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0) ADD_FAILURE() << "cannot remove " << dir;
+  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0)
+    ADD_FAILURE() << "cannot remove " << dir;
 }
 
 // Issue 21: a profile with a value nested 100 000 deep (a 295 KB file) made `jitterctl inspect` and
@@ -124,8 +133,9 @@ TEST(OfflineInput, AProfileNestedAHundredThousandDeepIsBadInputNotACrash) {
   const std::string path = std::string(dir) + "/deep.json";
   FILE* f = std::fopen(path.c_str(), "w");
   ASSERT_TRUE(f);
-  const std::string text = R"({"version": 1, "name": "deep", "phases": {"a": {"delay": {"latency": )" +
-                           std::string(100000, '[') + std::string(100000, ']') + "}}}}";
+  const std::string text =
+      R"({"version": 1, "name": "deep", "phases": {"a": {"delay": {"latency": )" +
+      std::string(100000, '[') + std::string(100000, ']') + "}}}}";
   ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
   std::fclose(f);
   for (const std::string command : {"inspect ", "validate "}) {
@@ -134,9 +144,11 @@ TEST(OfflineInput, AProfileNestedAHundredThousandDeepIsBadInputNotACrash) {
                                                        : "";
     const Completed r = run(command + path + capture);
     EXPECT_EQ(r.exit_code, 3) << command << r.out.substr(0, 300);
-    EXPECT_NE(r.out.find("/phases/a/delay/latency/0/0/"), std::string::npos) << r.out.substr(0, 300);
+    EXPECT_NE(r.out.find("/phases/a/delay/latency/0/0/"), std::string::npos)
+        << r.out.substr(0, 300);
     EXPECT_NE(r.out.find("nests deeper than 64 levels"), std::string::npos) << r.out.substr(0, 300);
     EXPECT_LT(r.out.size(), 600u);
   }
-  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0) ADD_FAILURE() << "cannot remove " << dir;
+  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0)
+    ADD_FAILURE() << "cannot remove " << dir;
 }

@@ -45,7 +45,8 @@ Json status_entry(const std::string& interface) {
           {"time_in_phase_ns", 812000000},
           {"schedule",
            {{"state", "running"}, {"step", 1}, {"steps", 2}, {"loop", true}, {"iteration", 1}}},
-          {"next_transition", {{"phase", "low"}, {"step", 0}, {"deadline", kTime}, {"in_ns", 1188000000}}},
+          {"next_transition",
+           {{"phase", "low"}, {"step", 0}, {"deadline", kTime}, {"in_ns", 1188000000}}},
           {"lease", {{"expires", kTime}, {"remaining_ns", 29000000000}}},
           {"counters",
            {{"packets", 1520},
@@ -253,7 +254,10 @@ TEST_F(OnlineCommands, ApplyFileThatIsNotJsonIsBadInputAndSendsNothing) {
   const CommandRun r = run(server, {"apply", "veth0", "--file", path});
   ::unlink(path.c_str());
   EXPECT_EQ(r.code, kExitBadInput);
-  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ":2:3: not JSON: syntax error while parsing object key", 0), 0u)
+  EXPECT_EQ(
+      r.err.rfind(
+          "jitterctl apply: " + path + ":2:3: not JSON: syntax error while parsing object key", 0),
+      0u)
       << r.err;
   EXPECT_TRUE(server.requests().empty());
 }
@@ -262,13 +266,15 @@ TEST_F(OnlineCommands, ApplyFileThatIsNotJsonIsBadInputAndSendsNothing) {
 TEST_F(OnlineCommands, ApplyFileNestedTooDeepIsBadInputAndSendsNothing) {
   FakeJitterd server(canned_reply);
   const std::string path = server.directory() + "/deep.json";
-  std::ofstream(path) << "{\"name\": \"x\", \"phases\": " << std::string(100000, '[') << std::string(100000, ']')
-                      << "}";
+  std::ofstream(path) << "{\"name\": \"x\", \"phases\": " << std::string(100000, '[')
+                      << std::string(100000, ']') << "}";
   const CommandRun r = run(server, {"apply", "veth0", "--file", path});
   ::unlink(path.c_str());
   EXPECT_EQ(r.code, kExitBadInput);
-  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ": /phases/0/0/", 0), 0u) << r.err.substr(0, 300);
-  EXPECT_NE(r.err.find(": nests deeper than 64 levels; it was not read"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ": /phases/0/0/", 0), 0u)
+      << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find(": nests deeper than 64 levels; it was not read"), std::string::npos)
+      << r.err.substr(0, 300);
   EXPECT_LT(r.err.size(), 400u);
   EXPECT_TRUE(server.requests().empty());
 }
@@ -280,7 +286,9 @@ TEST_F(OnlineCommands, ApplyFileWithARepeatedKeyIsBadInputAndSendsNothing) {
   const CommandRun r = run(server, {"apply", "veth0", "--file", path});
   ::unlink(path.c_str());
   EXPECT_EQ(r.code, kExitBadInput);
-  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ": /name: the key \"name\" appears twice", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.rfind("jitterctl apply: " + path + ": /name: the key \"name\" appears twice", 0),
+            0u)
+      << r.err;
   EXPECT_TRUE(server.requests().empty());
 }
 
@@ -347,32 +355,34 @@ TEST_F(OnlineCommands, BadCommandLinesAreUsageErrorsAndSendNothing) {
 TEST_F(OnlineCommands, UsageErrorsShowTheCommandsUsage) {
   FakeJitterd server(canned_reply);
   const CommandRun r = run(server, {"skip", "veth0"});
-  EXPECT_EQ(r.err,
-            "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
-            "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]\n");
+  EXPECT_EQ(
+      r.err,
+      "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
+      "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]\n");
 }
 
 TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
   FakeJitterd server(canned_reply);
   const CommandRun r = run(server, {"switch", "--help"});
   EXPECT_EQ(r.code, kExitOk);
-  EXPECT_EQ(r.out,
-            "usage: jitterctl switch INTERFACE PHASE [--at now|+1s|RFC3339] [--direction egress|ingress] "
-            "[--egress] [--ingress] [--set NAME]\n"
-            "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n"
-            "options:\n"
-            "  --at now|+1s|RFC3339      switch then (default now)\n"
-            "  --direction egress|ingress\n"
-            "                            one direction of the interface\n"
-            "  --egress                  short for --direction egress\n"
-            "  --ingress                 short for --direction ingress\n"
-            "  --set NAME                one rule set (apply --set NAME --match ...)\n"
-            "global options:\n"
-            "  --socket PATH             jitterd's socket (default: $JITTERD_SOCKET, else "
-            "/run/jitterd/jitterd.sock)\n"
-            "  --json                    print the reply's result as JSON (subscribe: one compact event "
-            "per line)\n"
-            "  --timeout DURATION        how long to wait for jitterd (default 10s)\n");
+  EXPECT_EQ(
+      r.out,
+      "usage: jitterctl switch INTERFACE PHASE [--at now|+1s|RFC3339] [--direction egress|ingress] "
+      "[--egress] [--ingress] [--set NAME]\n"
+      "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n"
+      "options:\n"
+      "  --at now|+1s|RFC3339      switch then (default now)\n"
+      "  --direction egress|ingress\n"
+      "                            one direction of the interface\n"
+      "  --egress                  short for --direction egress\n"
+      "  --ingress                 short for --direction ingress\n"
+      "  --set NAME                one rule set (apply --set NAME --match ...)\n"
+      "global options:\n"
+      "  --socket PATH             jitterd's socket (default: $JITTERD_SOCKET, else "
+      "/run/jitterd/jitterd.sock)\n"
+      "  --json                    print the reply's result as JSON (subscribe: one compact event "
+      "per line)\n"
+      "  --timeout DURATION        how long to wait for jitterd (default 10s)\n");
   EXPECT_TRUE(server.requests().empty());
 }
 
@@ -420,11 +430,13 @@ TEST_F(OnlineCommands, ApplyBothDirectionsShowsBothLanes) {
   });
   const CommandRun r = run(server, {"apply", "veth0", "wifi", "--direction", "both"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_EQ(
-      r.out,
-      "INTERFACE      STATE   PROFILE  PHASE  IN-PHASE  NEXT           LEASE  SENT  DROPS  LATE-MAX\n"
-      "veth0          active  wifi     high     812 ms  low in 1.19 s   29 s  1520      3    210 µs\n"
-      "veth0 ingress  active  lte      good      95 µs  held               -     7      0         -\n");
+  EXPECT_EQ(r.out,
+            "INTERFACE      STATE   PROFILE  PHASE  IN-PHASE  NEXT           LEASE  SENT  DROPS  "
+            "LATE-MAX\n"
+            "veth0          active  wifi     high     812 ms  low in 1.19 s   29 s  1520      3    "
+            "210 µs\n"
+            "veth0 ingress  active  lte      good      95 µs  held               -     7      0    "
+            "     -\n");
   const CommandRun j = run(server, {"--json", "apply", "veth0", "wifi", "--direction", "both"});
   EXPECT_EQ(Json::parse(j.out)["sessions"].size(), 2u);
 }
@@ -578,8 +590,7 @@ TEST_F(OnlineCommands, ConflictKeepsTheHint) {
 
 TEST_F(OnlineCommands, CannotConnectUsesTheDefaultSocketAndSaysWhatToDo) {
   std::ostringstream out, err;
-  const int code =
-      run_jitterctl({"status"}, "/tmp/jitterctl-test-missing/jitterd.sock", out, err);
+  const int code = run_jitterctl({"status"}, "/tmp/jitterctl-test-missing/jitterd.sock", out, err);
   EXPECT_EQ(code, kExitEnvironment);
   EXPECT_EQ(err.str(),
             "jitterctl: cannot connect to jitterd at /tmp/jitterctl-test-missing/jitterd.sock: No "

@@ -17,9 +17,23 @@ constexpr auto kOptions = std::to_array<Option>({
     {.name = "--lease", .value = "DURATION", .type = kDuration, .help = "a lease"},
     {.name = "--interval", .value = "DURATION", .type = kPositiveDuration, .help = "an interval"},
     {.name = "--start", .value = "TIME", .type = kStartTime, .help = "a start"},
-    {.name = "--entries", .value = "N", .type = kWholeNumber, .help = "entries", .min = 1, .max = 16384},
-    {.name = "--step", .value = "N", .type = kWholeNumber, .help = "a step", .expected = "a step number"},
-    {.name = "--alpha", .value = "P", .type = kNumber, .help = "a level", .above = 0, .at_most = 0.5},
+    {.name = "--entries",
+     .value = "N",
+     .type = kWholeNumber,
+     .help = "entries",
+     .min = 1,
+     .max = 16384},
+    {.name = "--step",
+     .value = "N",
+     .type = kWholeNumber,
+     .help = "a step",
+     .expected = "a step number"},
+    {.name = "--alpha",
+     .value = "P",
+     .type = kNumber,
+     .help = "a level",
+     .above = 0,
+     .at_most = 0.5},
     {.name = "--direction", .value = "egress|ingress", .type = kChoice, .help = "a direction"},
     {.name = "--match", .value = "RULE", .type = kText, .help = "a rule", .repeatable = true},
     {.name = "--output", .value = "FILE", .type = kText, .help = "where", .short_name = 'o'},
@@ -43,8 +57,8 @@ std::string usage_error(const std::vector<std::string>& args) {
 }
 
 TEST(ParseOptions, TypedValuesOperandsInOrderAndBothSpellingsOfAValue) {
-  const ParsedArgs a = parse({"veth0", "--lease=30s", "--entries", "512", "wifi", "--alpha", "0.2", "-o", "p.json",
-                              "--force", "--start", "+2s", "--interval", "250ms"});
+  const ParsedArgs a = parse({"veth0", "--lease=30s", "--entries", "512", "wifi", "--alpha", "0.2",
+                              "-o", "p.json", "--force", "--start", "+2s", "--interval", "250ms"});
   EXPECT_EQ(a.operands(), (std::vector<std::string>{"veth0", "wifi"}));
   EXPECT_EQ(a.duration("--lease"), std::optional(shaper::Nanoseconds(30s)));
   EXPECT_EQ(a.text("--lease"), std::optional<std::string>("30s"));  // as given, for the protocol
@@ -59,7 +73,8 @@ TEST(ParseOptions, TypedValuesOperandsInOrderAndBothSpellingsOfAValue) {
 }
 
 TEST(ParseOptions, WholeNumbersAreTakenWholeUpTo2To64Minus1) {
-  constexpr auto kSeed = std::to_array<Option>({{.name = "--seed", .value = "N", .type = kWholeNumber}});
+  constexpr auto kSeed =
+      std::to_array<Option>({{.name = "--seed", .value = "N", .type = kWholeNumber}});
   EXPECT_EQ(parse_options({"--seed", "9007199254740993"}, {kSeed}).whole_number("--seed"),
             std::optional<std::uint64_t>(9007199254740993u));
   EXPECT_EQ(parse_options({"--seed", "18446744073709551615"}, {kSeed}).whole_number("--seed"),
@@ -67,7 +82,8 @@ TEST(ParseOptions, WholeNumbersAreTakenWholeUpTo2To64Minus1) {
 }
 
 TEST(ParseOptions, RepeatableOptionsKeepEveryValueAndLastOfTellsWhichCameLast) {
-  const ParsedArgs a = parse({"--match", "dst=10.0.0.0/8", "--replay-window", "2s", "--match", "proto=udp", "--replay"});
+  const ParsedArgs a = parse(
+      {"--match", "dst=10.0.0.0/8", "--replay-window", "2s", "--match", "proto=udp", "--replay"});
   EXPECT_EQ(a.texts("--match"), (std::vector<std::string>{"dst=10.0.0.0/8", "proto=udp"}));
   EXPECT_EQ(a.text("--match"), std::optional<std::string>("proto=udp"));
   EXPECT_EQ(a.last_of({"--replay", "--replay-window"}), "--replay");
@@ -108,12 +124,14 @@ TEST(ParseOptions, BadCommandLinesAreUsageErrorsNamingTheOptionAndWhatItTakes) {
       {{"--lease", "30"}, "--lease: \"30\" is not a duration such as 30s, 500ms, 1.5m, 1h"},
       {{"--interval", "0s"}, "--interval: \"0s\" is not a positive duration such as 10s"},
       {{"--start", "tomorrow"},
-       "--start: \"tomorrow\" is not a start time: now, +DURATION (+2s) or a UTC time (2026-11-30T20:00:00Z)"},
+       "--start: \"tomorrow\" is not a start time: now, +DURATION (+2s) or a UTC time "
+       "(2026-11-30T20:00:00Z)"},
       {{"--entries", "0"}, "--entries: \"0\" is not a whole number from 1 to 16384"},
       {{"--entries", "16385"}, "--entries: \"16385\" is not a whole number from 1 to 16384"},
       {{"--entries", "2.5"}, "--entries: \"2.5\" is not a whole number from 1 to 16384"},
       {{"--entries", "-1"}, "--entries: \"-1\" is not a whole number from 1 to 16384"},
-      {{"--entries", "18446744073709551616"}, "--entries: \"18446744073709551616\" is not a whole number from 1 to 16384"},
+      {{"--entries", "18446744073709551616"},
+       "--entries: \"18446744073709551616\" is not a whole number from 1 to 16384"},
       {{"--step", "x"}, "--step: \"x\" is not a step number"},
       {{"--alpha", "0"}, "--alpha: \"0\" is not a number above 0 and at most 0.5"},
       {{"--alpha", "0.6"}, "--alpha: \"0.6\" is not a number above 0 and at most 0.5"},
@@ -138,9 +156,11 @@ TEST(ParseOptionsDeathTest, ReadingAnUndeclaredOptionIsABugAndAborts) {
 }
 
 TEST(OptionsSynopsis, ListsTheOptionsTheFormDoesNotName) {
-  EXPECT_EQ(options_synopsis("FILE --lease DURATION|--entries N", std::span(kOptions).subspan(0, 5)),
-            " [--interval DURATION] [--start TIME] [--step N]");
-  EXPECT_EQ(options_synopsis("TRACE... -o FILE", std::span(kOptions).subspan(7, 3)), " [--match RULE]... [--replay]");
+  EXPECT_EQ(
+      options_synopsis("FILE --lease DURATION|--entries N", std::span(kOptions).subspan(0, 5)),
+      " [--interval DURATION] [--start TIME] [--step N]");
+  EXPECT_EQ(options_synopsis("TRACE... -o FILE", std::span(kOptions).subspan(7, 3)),
+            " [--match RULE]... [--replay]");
 }
 
 TEST(OptionList, OneLinePerOptionWithItsHelpAndTheRangeOfAWholeNumber) {

@@ -15,7 +15,8 @@ struct Completed {
 
 // `shell_prefix` runs first in the same shell ("ulimit -v 1048576 &&"); the binary is exec'd.
 inline Completed run(const std::string& args, const std::string& shell_prefix = "") {
-  const std::string command = shell_prefix + " exec " + std::string(JITTERCTL_BINARY) + " " + args + " 2>&1";
+  const std::string command =
+      shell_prefix + " exec " + std::string(JITTERCTL_BINARY) + " " + args + " 2>&1";
   Completed r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return r;

@@ -102,22 +102,26 @@ TEST(Config, DurationsBelowOneSecondOrWithoutUnitAreRefused) {
 
 // Issue 21: {"recovery": "adopt", "recovery": "remove"} was read as its last, silently.
 TEST(Config, ARepeatedKeyIsRefusedWithItsPointer) {
-  const auto load = parse_config(R"({"recovery": "adopt", "limits": {"max_connections": 3, "max_connections": 300}})");
+  const auto load = parse_config(
+      R"({"recovery": "adopt", "limits": {"max_connections": 3, "max_connections": 300}})");
   const std::string m = only_message(load, "/limits/max_connections");
   EXPECT_EQ(m.rfind("the key \"max_connections\" appears twice in one object", 0), 0u) << m;
 }
 
 // Issue 21: jitterd --check-config died with SIGSEGV on a config nested 100 000 deep.
 TEST(Config, AConfigNestedAHundredThousandDeepIsRefusedNotACrash) {
-  const auto load =
-      parse_config("{\"interfaces\": {\"allow\": " + std::string(100000, '[') + std::string(100000, ']') + "}}");
+  const auto load = parse_config("{\"interfaces\": {\"allow\": " + std::string(100000, '[') +
+                                 std::string(100000, ']') + "}}");
   ASSERT_EQ(load.diagnostics.size(), 1u);
-  EXPECT_EQ(load.diagnostics[0].where.rfind("/interfaces/allow/0/0/", 0), 0u) << load.diagnostics[0].where;
+  EXPECT_EQ(load.diagnostics[0].where.rfind("/interfaces/allow/0/0/", 0), 0u)
+      << load.diagnostics[0].where;
   EXPECT_EQ(load.diagnostics[0].message, "nests deeper than 64 levels; it was not read");
   // Within the limit, the error quotes an excerpt.
-  const auto shallow = parse_config("{\"interfaces\": {\"allow\": [" + std::string(50, '[') + std::string(50, ']') + "]}}");
+  const auto shallow = parse_config("{\"interfaces\": {\"allow\": [" + std::string(50, '[') +
+                                    std::string(50, ']') + "]}}");
   EXPECT_EQ(only_message(shallow, "/interfaces/allow/0"),
-            "expected an interface name or glob pattern such as \"veth*\", found " + std::string(50, '[') + std::string(10, ']') + "...");
+            "expected an interface name or glob pattern such as \"veth*\", found " +
+                std::string(50, '[') + std::string(10, ']') + "...");
 }
 
 TEST(Config, UnknownKeysAreReportedEachWithItsPointer) {

@@ -236,8 +236,9 @@ TEST(EngineFaultsOnSchedules, AFailedSkipOrResumeLeavesTheScheduleAsItWas) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The ledger comes first (for requests; a schedule's steps on lanes already recorded reach the kernel
-// first and the ledger soon after: sessions_test.cpp, "AScheduleGoesOnWhenTheLedgerCannotNameItsPhase...")
+// The ledger comes first (for requests; a schedule's steps on lanes already recorded reach the
+// kernel first and the ledger soon after: sessions_test.cpp,
+// "AScheduleGoesOnWhenTheLedgerCannotNameItsPhase...")
 
 TEST(LedgerFirst, ARequestThatCannotBeRecordedNeverReachesTheKernel) {
   FaultRig r;
@@ -245,7 +246,8 @@ TEST(LedgerFirst, ARequestThatCannotBeRecordedNeverReachesTheKernel) {
   std::filesystem::remove_all(r.rig.state.path());  // the state folder vanished
   const json e =
       r.error(r.call("switch", {{"interface", "veth0"}, {"phase", "b"}}), "system-error");
-  EXPECT_EQ(e["message"], "create the ledger (" + r.rig.ledger.path() + "): No such file or directory");
+  EXPECT_EQ(e["message"],
+            "create the ledger (" + r.rig.ledger.path() + "): No such file or directory");
   EXPECT_NE(e.value("hint", "").find("check " + r.rig.state.path() + ", or set state_dir"),
             std::string::npos)
       << e.dump();

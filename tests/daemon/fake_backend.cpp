@@ -84,7 +84,8 @@ void FakeBackend::fail_next_apply(const shaper::OwnershipError& error) {
   ownership_failure_ = error;
 }
 
-void FakeBackend::fail_next(Fault at, int error_number, std::string kernel_message, std::optional<int> index) {
+void FakeBackend::fail_next(Fault at, int error_number, std::string kernel_message,
+                            std::optional<int> index) {
   std::lock_guard lock(mutex_);
   faults_[at] = InjectedFault{error_number, std::move(kernel_message), index};
 }
@@ -197,11 +198,13 @@ std::optional<shaper::QdiscInfo> FakeBackend::root_qdisc(const shaper::Interface
   return info_locked(interface.index);
 }
 
-std::vector<shaper::QdiscInfo> FakeBackend::all_qdiscs() { return root_qdiscs(); }
+std::vector<shaper::QdiscInfo> FakeBackend::all_qdiscs() {
+  return root_qdiscs();
+}
 
-std::optional<shaper::QdiscStats> FakeBackend::lane_counters(const shaper::Interface& interface, Direction direction,
-                                                             const std::string& set,
-                                                             const std::vector<shaper::QdiscInfo>& all) {
+std::optional<shaper::QdiscStats> FakeBackend::lane_counters(
+    const shaper::Interface& interface, Direction direction, const std::string& set,
+    const std::vector<shaper::QdiscInfo>& all) {
   (void)all;
   (void)set;
   std::lock_guard lock(mutex_);
@@ -237,7 +240,8 @@ bool FakeBackend::installed(const shaper::Interface& interface) const {
 
 bool FakeBackend::installed(const shaper::Interface& interface, Direction direction) const {
   std::lock_guard lock(mutex_);
-  return direction == Direction::kEgress ? held_.contains(interface.index) : held_ingress_.contains(interface.index);
+  return direction == Direction::kEgress ? held_.contains(interface.index)
+                                         : held_ingress_.contains(interface.index);
 }
 
 std::vector<std::exception_ptr> FakeBackend::shape_batch(std::span<const ShapeRequest> requests) {
@@ -296,10 +300,11 @@ void FakeBackend::shape_one(const ShapeRequest& request, std::uint64_t batch) {
                                                       : held_ingress_.contains(interface.index);
     const Fault kind = layout.empty() ? Fault::kRemove : held ? Fault::kChange : Fault::kInstall;
     if (auto fault = faults_.find(kind);
-        fault != faults_.end() && (!fault->second.index || *fault->second.index == interface.index)) {
+        fault != faults_.end() &&
+        (!fault->second.index || *fault->second.index == interface.index)) {
       const InjectedFault injected = fault->second;
       faults_.erase(fault);
-      const char* operation = kind == Fault::kRemove ? "netem remove"
+      const char* operation = kind == Fault::kRemove   ? "netem remove"
                               : kind == Fault::kChange ? "netem change"
                                                        : "netem install";
       fail(shaper::NetlinkError(operation, describe(interface, direction), injected.error_number,
@@ -308,7 +313,8 @@ void FakeBackend::shape_one(const ShapeRequest& request, std::uint64_t batch) {
   }
   if (layout.empty()) {
     if (direction == Direction::kEgress) {
-      if (held_.erase(interface.index) && link != links_.end() && link->second.root == Root::kJitterd) {
+      if (held_.erase(interface.index) && link != links_.end() &&
+          link->second.root == Root::kJitterd) {
         link->second.root = Root::kKernelDefault;
         link->second.spec.reset();
       }
@@ -368,20 +374,23 @@ void FakeBackend::shape_one(const ShapeRequest& request, std::uint64_t batch) {
 
 void FakeBackend::remove(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
-  Call call{CallKind::kRemove, interface, std::nullopt, false, false, true, Clock::now(), {}, Direction::kEgress, {}};
+  Call call{CallKind::kRemove, interface, std::nullopt,       false, false, true,
+            Clock::now(),      {},        Direction::kEgress, {}};
   // Only what this process holds is removed, so only then can the kernel refuse.
   const bool holds = held_.contains(interface.index) || held_ingress_.contains(interface.index);
   if (auto fault = faults_.find(Fault::kRemove);
-      fault != faults_.end() && holds && (!fault->second.index || *fault->second.index == interface.index)) {
+      fault != faults_.end() && holds &&
+      (!fault->second.index || *fault->second.index == interface.index)) {
     const InjectedFault injected = fault->second;
     faults_.erase(fault);
     call.succeeded = false;
     call.returned = Clock::now();
     record(call);
-    throw shaper::NetlinkError("netem remove",
-                               describe(interface, held_.contains(interface.index) ? Direction::kEgress
-                                                                                   : Direction::kIngress),
-                               injected.error_number, injected.kernel_message);
+    throw shaper::NetlinkError(
+        "netem remove",
+        describe(interface,
+                 held_.contains(interface.index) ? Direction::kEgress : Direction::kIngress),
+        injected.error_number, injected.kernel_message);
   }
   auto link = links_.find(interface.index);
   if (held_.erase(interface.index)) {
@@ -411,7 +420,16 @@ void FakeBackend::forget(const shaper::Interface& interface, std::optional<Direc
     }
   }
   const auto now = Clock::now();
-  record({CallKind::kForget, interface, std::nullopt, false, false, true, now, now, direction.value_or(Direction::kEgress), {}});
+  record({CallKind::kForget,
+          interface,
+          std::nullopt,
+          false,
+          false,
+          true,
+          now,
+          now,
+          direction.value_or(Direction::kEgress),
+          {}});
 }
 
 std::optional<shaper::Offloads> FakeBackend::offloads_to_save(const shaper::Interface& interface) {
@@ -420,7 +438,8 @@ std::optional<shaper::Offloads> FakeBackend::offloads_to_save(const shaper::Inte
   return shaper::Offloads{true, true, true};
 }
 
-void FakeBackend::disable_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
+void FakeBackend::disable_offloads(const shaper::Interface& interface,
+                                   const shaper::Offloads& saved) {
   (void)saved;
   std::function<void()> hook;
   {
@@ -431,7 +450,16 @@ void FakeBackend::disable_offloads(const shaper::Interface& interface, const sha
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
   const bool fail = std::exchange(fail_disable_offloads_, false);
-  record({CallKind::kDisableOffloads, interface, std::nullopt, false, false, !fail, now, now, Direction::kEgress, {}});
+  record({CallKind::kDisableOffloads,
+          interface,
+          std::nullopt,
+          false,
+          false,
+          !fail,
+          now,
+          now,
+          Direction::kEgress,
+          {}});
   if (fail) {
     throw shaper::SystemError("turn offloads off", interface.name, EOPNOTSUPP,
                               "the driver cannot change them; apply without offloads: \"off\"");
@@ -439,12 +467,23 @@ void FakeBackend::disable_offloads(const shaper::Interface& interface, const sha
   links_.at(interface.index).offloads_off = true;
 }
 
-void FakeBackend::restore_offloads(const shaper::Interface& interface, const shaper::Offloads& saved) {
+void FakeBackend::restore_offloads(const shaper::Interface& interface,
+                                   const shaper::Offloads& saved) {
   (void)saved;
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
-  record({CallKind::kRestoreOffloads, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
-  if (auto link = links_.find(interface.index); link != links_.end()) link->second.offloads_off = false;
+  record({CallKind::kRestoreOffloads,
+          interface,
+          std::nullopt,
+          false,
+          false,
+          true,
+          now,
+          now,
+          Direction::kEgress,
+          {}});
+  if (auto link = links_.find(interface.index); link != links_.end())
+    link->second.offloads_off = false;
 }
 
 void FakeBackend::set_ssh_ports(std::vector<std::uint16_t> ports) {
@@ -466,7 +505,16 @@ bool FakeBackend::carries_default_route(const shaper::Interface& interface) {
 bool FakeBackend::remove_leftover(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
-  record({CallKind::kRemoveLeftover, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
+  record({CallKind::kRemoveLeftover,
+          interface,
+          std::nullopt,
+          false,
+          false,
+          true,
+          now,
+          now,
+          Direction::kEgress,
+          {}});
   if (held_.contains(interface.index)) return false;
   auto link = links_.find(interface.index);
   if (link == links_.end() || link->second.root != Root::kJitterd) return false;
@@ -478,7 +526,16 @@ bool FakeBackend::remove_leftover(const shaper::Interface& interface) {
 bool FakeBackend::adopt(const shaper::Interface& interface) {
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
-  record({CallKind::kAdopt, interface, std::nullopt, false, false, true, now, now, Direction::kEgress, {}});
+  record({CallKind::kAdopt,
+          interface,
+          std::nullopt,
+          false,
+          false,
+          true,
+          now,
+          now,
+          Direction::kEgress,
+          {}});
   if (held_.contains(interface.index)) return true;
   auto link = links_.find(interface.index);
   if (link == links_.end() || link->second.root != Root::kJitterd) return false;

@@ -84,21 +84,22 @@ class FakeBackend final : public ShapingBackend {
   enum class Fault { kInstall, kChange, kRemove };
   // The next request of that kind (on interface `index` only, when given) fails the way NetemEngine
   // reports a kernel refusal: a NetlinkError that names its own operation ("netem install", "netem
-  // change", "netem remove") and object ("dev veth0 handle 1a7e:", the IFB "dev jdifb5 handle 1a7e:"
-  // for ingress), with `error_number` and the kernel's extended-ACK text. Nothing changes; the other
-  // requests of its batch go on. One shot per kind.
+  // change", "netem remove") and object ("dev veth0 handle 1a7e:", the IFB "dev jdifb5 handle
+  // 1a7e:" for ingress), with `error_number` and the kernel's extended-ACK text. Nothing changes;
+  // the other requests of its batch go on. One shot per kind.
   void fail_next(Fault at, int error_number, std::string kernel_message = {},
                  std::optional<int> index = std::nullopt);
   // Every request with a layout from now on takes this long before it "reaches the kernel" (a
   // stalled kernel or daemon; in a batch, each request takes it). Zero: answers at once.
   void set_apply_delay(std::chrono::nanoseconds delay);
   // Called on the caller's thread as each request of shape_batch() reaches "the kernel", before it
-  // acts (what was written by then, e.g. the ledger, is what a kill -9 at that instant would leave).
+  // acts (what was written by then, e.g. the ledger, is what a kill -9 at that instant would
+  // leave).
   void on_shape(std::function<void(const Call&)> hook);
   // Called on the caller's thread as disable_offloads() reaches "the driver", before it acts.
   void on_disable_offloads(std::function<void()> hook);
-  // The next disable_offloads() fails as a driver that cannot change them (SystemError, EOPNOTSUPP),
-  // changing nothing. One shot.
+  // The next disable_offloads() fails as a driver that cannot change them (SystemError,
+  // EOPNOTSUPP), changing nothing. One shot.
   void fail_next_disable_offloads();
 
   std::vector<Call> calls() const;
@@ -121,9 +122,9 @@ class FakeBackend final : public ShapingBackend {
   std::vector<shaper::QdiscInfo> root_qdiscs() override;
   std::optional<shaper::QdiscInfo> root_qdisc(const shaper::Interface& interface) override;
   std::vector<shaper::QdiscInfo> all_qdiscs() override;
-  std::optional<shaper::QdiscStats> lane_counters(const shaper::Interface& interface, Direction direction,
-                                                  const std::string& set,
-                                                  const std::vector<shaper::QdiscInfo>& all) override;
+  std::optional<shaper::QdiscStats> lane_counters(
+      const shaper::Interface& interface, Direction direction, const std::string& set,
+      const std::vector<shaper::QdiscInfo>& all) override;
   bool installed(const shaper::Interface& interface) const override;
   bool installed(const shaper::Interface& interface, Direction direction) const override;
   std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) override;

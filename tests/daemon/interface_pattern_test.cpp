@@ -1,6 +1,6 @@
-// The allow-list's refusal of patterns that match everything (issue 21 §6): decided by what a pattern
-// matches. "*" was refused by its spelling while "?*", "**" and "[!.]*" passed and listed every
-// interface as allowed.
+// The allow-list's refusal of patterns that match everything (issue 21 §6): decided by what a
+// pattern matches. "*" was refused by its spelling while "?*", "**" and "[!.]*" passed and listed
+// every interface as allowed.
 #include "interface_pattern.hpp"
 
 #include <fnmatch.h>
@@ -17,8 +17,8 @@ namespace {
 using Kind = PatternVerdict::Kind;
 
 TEST(InterfacePattern, PatternsThatMatchEveryNameAreCaughtHoweverSpelt) {
-  for (const char* p : {"*", "?*", "**", "*?", "[!.]*", "[a-z]*", "[[:alnum:]]*", "[[:lower:]]*", "*[a-z0-9]",
-                        "[!/]*", "?***", "*[!:]", "[]a-z[]*", "[^.]*"}) {
+  for (const char* p : {"*", "?*", "**", "*?", "[!.]*", "[a-z]*", "[[:alnum:]]*", "[[:lower:]]*",
+                        "*[a-z0-9]", "[!/]*", "?***", "*[!:]", "[]a-z[]*", "[^.]*"}) {
     SCOPED_TRACE(p);
     const PatternVerdict v = judge_interface_pattern(p);
     EXPECT_EQ(v.kind, Kind::kEveryName);
@@ -41,8 +41,9 @@ TEST(InterfacePattern, PatternsThatTakeEveryNameOfOneLengthAreCaught) {
 }
 
 TEST(InterfacePattern, SelectivePatternsPass) {
-  for (const char* p : {"veth*", "eth1", "tap[0-3]", "lab?", "?", "[a-z]", "*0", "e*", "[!e]*", "*[0-9]",
-                        "[a-z]*[0-9]", "veth[", "[", "\\*", "\\**", "???????????????a*", "*a*b", "lo?*"}) {
+  for (const char* p :
+       {"veth*", "eth1", "tap[0-3]", "lab?", "?", "[a-z]", "*0", "e*", "[!e]*", "*[0-9]",
+        "[a-z]*[0-9]", "veth[", "[", "\\*", "\\**", "???????????????a*", "*a*b", "lo?*"}) {
     SCOPED_TRACE(p);
     EXPECT_EQ(judge_interface_pattern(p).kind, Kind::kSelective);
   }
@@ -56,11 +57,12 @@ TEST(InterfacePattern, PatternsTooLongToWalkAreRefused) {
 }
 
 // The automaton is the pattern: checked against fnmatch itself on random patterns and names, by
-// whether "matches every name of length n" agrees with fnmatch over every name of that length (n = 1
-// and 2 are small enough to list: 26 and 936 names).
+// whether "matches every name of length n" agrees with fnmatch over every name of that length (n =
+// 1 and 2 are small enough to list: 26 and 936 names).
 TEST(InterfacePattern, AgreesWithFnmatchOnEveryShortName) {
   std::mt19937 random(21);  // fixed: a failure repeats
-  const std::string pieces[] = {"*", "?", "a", "e", "0", "[a-m]", "[!a]", "[[:digit:]]", "[]a]", "[!.]", "\\a", "["};
+  const std::string pieces[] = {"*",    "?",           "a",    "e",    "0",   "[a-m]",
+                                "[!a]", "[[:digit:]]", "[]a]", "[!.]", "\\a", "["};
   const std::string first = "abcdefghijklmnopqrstuvwxyz";
   const std::string later = first + "0123456789";
   for (int round = 0; round < 3000; ++round) {
@@ -88,7 +90,8 @@ TEST(InterfacePattern, AgreesWithFnmatchOnEveryShortName) {
 TEST(Config, AllowPatternsThatMatchEverythingAreRefusedByTheirMeaning) {
   for (const char* p : {"?*", "**", "[!.]*", "??*"}) {
     SCOPED_TRACE(p);
-    const auto load = parse_config(std::string(R"({"interfaces": {"allow": ["veth*", ")") + p + "\"]}}");
+    const auto load =
+        parse_config(std::string(R"({"interfaces": {"allow": ["veth*", ")") + p + "\"]}}");
     ASSERT_EQ(load.diagnostics.size(), 1u);
     EXPECT_EQ(load.diagnostics[0].where, "/interfaces/allow/1");
     EXPECT_NE(load.diagnostics[0].message.find("manage this host through"), std::string::npos);

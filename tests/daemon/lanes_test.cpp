@@ -67,7 +67,7 @@ TEST(Lanes, BothDirectionsAreTwoSessionsAndOneClearRemovesBoth) {
 TEST(Lanes, ARuleSetBesideTheWholeDirectionComesFirstAndClearingItKeepsTheOther) {
   DaemonRig rig;
   rig.apply_ok(rig.request("veth0", profile()));  // whole egress, phase a
-  rig.apply_ok(redis(rig));                        // rule set, phase b
+  rig.apply_ok(redis(rig));                       // rule set, phase b
   Layout layout = rig.backend.layout_on(5, Direction::kEgress);
   ASSERT_EQ(layout.lanes.size(), 2u);
   EXPECT_EQ(layout.lanes[0].set, "redis");
@@ -78,7 +78,8 @@ TEST(Lanes, ARuleSetBesideTheWholeDirectionComesFirstAndClearingItKeepsTheOther)
 
   Target t("veth0");
   t.set = "redis";
-  EXPECT_EQ(value(rig.sessions.clear(t, test_peer())), std::vector<std::string>{"veth0 egress redis"});
+  EXPECT_EQ(value(rig.sessions.clear(t, test_peer())),
+            std::vector<std::string>{"veth0 egress redis"});
   layout = rig.backend.layout_on(5, Direction::kEgress);
   ASSERT_EQ(layout.lanes.size(), 1u) << "the whole-direction lane stays";
   EXPECT_EQ(layout.lanes[0].set, "");
@@ -96,7 +97,8 @@ TEST(Lanes, ASwitchOfTheInterfaceChangesEveryLaneInOneStepAndOneEvent) {
   ASSERT_EQ(list.size(), 3u);
   for (const auto& s : list) EXPECT_EQ(s.phase, "c");
   EXPECT_EQ(rig.backend.count(Call::kApply) - before, 2u) << "one shape per direction";
-  for (const auto& lane : rig.backend.layout_on(5, Direction::kEgress).lanes) EXPECT_EQ(phase_of(lane.spec), "c");
+  for (const auto& lane : rig.backend.layout_on(5, Direction::kEgress).lanes)
+    EXPECT_EQ(phase_of(lane.spec), "c");
   ASSERT_EQ(rig.count(EventType::kPhaseChanged), 1u);
   const Event e = rig.events_of(EventType::kPhaseChanged)[0];
   ASSERT_EQ(e.lanes.size(), 3u);
@@ -124,12 +126,14 @@ TEST(Lanes, TheSshGuardSparesSshOnlyOnTheDefaultRouteInterface) {
   status = rig.apply_ok(r);
   ASSERT_EQ(status.unshaped.size(), 2u);
   EXPECT_EQ(status.unshaped[0], "tcp port 22 (either side)");
-  EXPECT_NE(status.unshaped[1].find("192.0.2.7 port 51234"), std::string::npos) << status.unshaped[1];
+  EXPECT_NE(status.unshaped[1].find("192.0.2.7 port 51234"), std::string::npos)
+      << status.unshaped[1];
   const Layout layout = rig.backend.layout_on(6, Direction::kEgress);
   EXPECT_FALSE(layout.bypass.empty());
   ASSERT_EQ(layout.lanes.size(), 1u);
 
-  // sshd listening on 2222 too (found in /proc by the kernel backend): its sessions are spared as well.
+  // sshd listening on 2222 too (found in /proc by the kernel backend): its sessions are spared as
+  // well.
   const std::size_t bypass_22 = layout.bypass.size();
   rig.backend.set_ssh_ports({2222});
   status = rig.apply_ok(r);
@@ -140,7 +144,8 @@ TEST(Lanes, TheSshGuardSparesSshOnlyOnTheDefaultRouteInterface) {
   r.ssh_connections.clear();
   status = rig.apply_ok(r);
   EXPECT_TRUE(status.unshaped.empty());
-  EXPECT_TRUE(rig.backend.layout_on(6, Direction::kEgress).bypass.empty()) << "the operator turned it off";
+  EXPECT_TRUE(rig.backend.layout_on(6, Direction::kEgress).bypass.empty())
+      << "the operator turned it off";
 }
 
 TEST(Lanes, OffloadsGoOffWithTheFirstLaneAndComeBackWithTheLast) {

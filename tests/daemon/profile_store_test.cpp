@@ -224,9 +224,9 @@ TEST(ProfileStore, ListAndLoadAgreeWhenTheFirstFolderRefusesAName) {
 }
 
 // Whether anyone opens a FIFO for reading while it lives: a writer polls it without blocking (an
-// open for writing fails with ENXIO while there is no reader). If someone does (jitterd before issue
-// 21 §2 opened x.json for reading and waited there for a writer), the writer gives it "{}" and closes,
-// so that the test ends instead of hanging.
+// open for writing fails with ENXIO while there is no reader). If someone does (jitterd before
+// issue 21 §2 opened x.json for reading and waited there for a writer), the writer gives it "{}"
+// and closes, so that the test ends instead of hanging.
 class FifoWatch {
  public:
   explicit FifoWatch(const std::string& path) : path_(path) {
@@ -267,14 +267,16 @@ TEST(ProfileStore, AFifoIsReportedAndNeverOpenedForReading) {
   const InvalidProfile* bad = invalid_file(listing, dir.file("x.json"));
   ASSERT_TRUE(bad);
   ASSERT_EQ(bad->errors.size(), 1u);
-  EXPECT_NE(bad->errors[0].find("is a FIFO, not a regular file"), std::string::npos) << bad->errors[0];
+  EXPECT_NE(bad->errors[0].find("is a FIFO, not a regular file"), std::string::npos)
+      << bad->errors[0];
 
   std::string error;
   bool not_found = true;
   EXPECT_FALSE(ProfileStore({dir.path()}).load("x", &error, &not_found));
   EXPECT_FALSE(not_found) << "it is there, and broken";
   EXPECT_NE(error.find("is a FIFO"), std::string::npos) << error;
-  EXPECT_FALSE(fifo.opened_by_reader()) << "the FIFO was opened for reading: a reader would wait for a writer";
+  EXPECT_FALSE(fifo.opened_by_reader())
+      << "the FIFO was opened for reading: a reader would wait for a writer";
 }
 
 TEST(ProfileStore, DevicesFoldersAndOversizedFilesAreRefusedUnread) {
@@ -292,10 +294,13 @@ TEST(ProfileStore, DevicesFoldersAndOversizedFilesAreRefusedUnread) {
     const InvalidProfile* bad = invalid_file(listing, dir.file(file));
     return bad && !bad->errors.empty() ? bad->errors[0] : std::string("(not listed)");
   };
-  EXPECT_NE(error_of("zero.json").find("is a character device"), std::string::npos) << error_of("zero.json");
-  EXPECT_NE(error_of("folder.json").find("is a folder"), std::string::npos) << error_of("folder.json");
-  EXPECT_NE(error_of("huge.json").find("has 8388609 bytes; a profile file may have at most 8388608"),
-            std::string::npos)
+  EXPECT_NE(error_of("zero.json").find("is a character device"), std::string::npos)
+      << error_of("zero.json");
+  EXPECT_NE(error_of("folder.json").find("is a folder"), std::string::npos)
+      << error_of("folder.json");
+  EXPECT_NE(
+      error_of("huge.json").find("has 8388609 bytes; a profile file may have at most 8388608"),
+      std::string::npos)
       << error_of("huge.json");
 }
 

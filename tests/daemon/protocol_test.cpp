@@ -224,11 +224,12 @@ TEST(Protocol, ALineThatIsNotJsonIsAParseError) {
 }
 
 // The parse error quotes the bytes it stopped at; bytes that are not UTF-8 must not keep the reply
-// from being written (found by tests/bench/load_clients --hostile: random bytes got no reply and the
-// connection was never read again).
+// from being written (found by tests/bench/load_clients --hostile: random bytes got no reply and
+// the connection was never read again).
 TEST(Protocol, ALineOfBytesThatAreNotUtf8IsAParseErrorToo) {
   Protocol p;
-  for (const std::string line : {"\xff\xfe", "\x80", "{\"method\": \"st\xc3\x28tus\"}", "x\xe2\x82"}) {
+  for (const std::string line :
+       {"\xff\xfe", "\x80", "{\"method\": \"st\xc3\x28tus\"}", "x\xe2\x82"}) {
     const json reply = p.raw(line);
     const json e = error_of(reply, "parse-error", "");
     EXPECT_FALSE(reply.contains("id"));
@@ -241,7 +242,8 @@ TEST(Protocol, ALineOfBytesThatAreNotUtf8IsAParseErrorToo) {
 // A request nested `levels` deep: {"id": 7, "method": "status", "params": {"x": [[...]]}} (the
 // object is level 1, params 2, the arrays the rest).
 std::string nested_request(std::size_t levels, const std::string& id = "7") {
-  return "{\"id\": " + id + ", \"method\": \"status\", \"params\": {\"x\": " + std::string(levels - 2, '[') +
+  return "{\"id\": " + id +
+         ", \"method\": \"status\", \"params\": {\"x\": " + std::string(levels - 2, '[') +
          std::string(levels - 2, ']') + "}}";
 }
 
@@ -253,28 +255,35 @@ TEST(Protocol, ARequestNestedDeeperThan64LevelsIsRefusedUnreadWithItsId) {
   // 64 levels are read (and the unknown member refused as usual); 65 are not.
   error_of(p.raw(nested_request(64)), "invalid-params", "/params/x");
   const json deep = p.raw(nested_request(65));
-  // The pointer of the first level too deep: params, x, then 62 arrays (the 65th level is the 63rd).
+  // The pointer of the first level too deep: params, x, then 62 arrays (the 65th level is the
+  // 63rd).
   std::string too_deep = "/params/x";
   for (int i = 0; i < 62; ++i) too_deep += "/0";
   const json e = error_of(deep, "invalid-request", too_deep);
   EXPECT_EQ(deep["id"], 7) << deep.dump();
-  EXPECT_NE(e["message"].get<std::string>().find("nests deeper than 64 levels"), std::string::npos) << deep.dump();
-  // The id as a shallow request would have it echoed: a string or an integer; none when repeated, or
-  // not a string or an integer.
+  EXPECT_NE(e["message"].get<std::string>().find("nests deeper than 64 levels"), std::string::npos)
+      << deep.dump();
+  // The id as a shallow request would have it echoed: a string or an integer; none when repeated,
+  // or not a string or an integer.
   EXPECT_EQ(p.raw(nested_request(100, "\"a\"")).value("id", json()), "a");
-  EXPECT_FALSE(p.raw("{\"id\": 1, \"id\": 2, \"x\": " + std::string(70, '[') + std::string(70, ']') + "}")
-                   .contains("id"));
+  EXPECT_FALSE(
+      p.raw("{\"id\": 1, \"id\": 2, \"x\": " + std::string(70, '[') + std::string(70, ']') + "}")
+          .contains("id"));
   EXPECT_FALSE(p.raw(nested_request(100, "1.5")).contains("id"));
   EXPECT_FALSE(p.raw(nested_request(100, "{\"n\": 1}")).contains("id"));
   EXPECT_FALSE(p.raw(nested_request(100, "null")).contains("id"));
   // Brackets inside strings are not nesting.
-  error_of(p.raw("{\"method\": \"status\", \"params\": {\"x\": \"" + std::string(1000, '[') + "\"}}"),
-           "invalid-params", "/params/x");
+  error_of(
+      p.raw("{\"method\": \"status\", \"params\": {\"x\": \"" + std::string(1000, '[') + "\"}}"),
+      "invalid-params", "/params/x");
   // A deep array is no object; deep text that is not JSON is a parse error, in the parser's words.
-  EXPECT_FALSE(error_of(p.raw(std::string(100, '[') + std::string(100, ']')), "invalid-request", "").contains("id"));
+  EXPECT_FALSE(error_of(p.raw(std::string(100, '[') + std::string(100, ']')), "invalid-request", "")
+                   .contains("id"));
   const json e2 = error_of(p.raw(std::string(8 << 20, '[')), "parse-error", "");
-  EXPECT_NE(e2["message"].get<std::string>().find("unexpected end of input"), std::string::npos) << e2.dump();
-  const json e3 = error_of(p.raw("{\"id\": 3, \"x\": " + std::string(100, '[') + "}"), "parse-error", "");
+  EXPECT_NE(e2["message"].get<std::string>().find("unexpected end of input"), std::string::npos)
+      << e2.dump();
+  const json e3 =
+      error_of(p.raw("{\"id\": 3, \"x\": " + std::string(100, '[') + "}"), "parse-error", "");
   EXPECT_NE(e3["message"].get<std::string>().find("syntax error"), std::string::npos) << e3.dump();
 }
 
@@ -321,12 +330,13 @@ TEST(Protocol, IdsAreEchoedStringsAndIntegersAlike) {
   EXPECT_FALSE(p.raw(R"({"method": "version"})").contains("id")) << "no id, none in the reply";
 }
 
-// Issue 21: a member of the socket group ran `jitterctl profiles` while a profile folder held a file
-// nested 100 000 deep (295 KB), and jitterd died with SIGSEGV quoting it.
+// Issue 21: a member of the socket group ran `jitterctl profiles` while a profile folder held a
+// file nested 100 000 deep (295 KB), and jitterd died with SIGSEGV quoting it.
 TEST(Protocol, AProfileNestedAHundredThousandDeepIsListedAsInvalid) {
   Protocol p;
-  p.profiles.write("deep.json", R"({"version": 1, "name": "deep", "phases": {"a": {"delay": {"latency": )" +
-                                    std::string(100000, '[') + std::string(100000, ']') + "}}}}");
+  p.profiles.write("deep.json",
+                   R"({"version": 1, "name": "deep", "phases": {"a": {"delay": {"latency": )" +
+                       std::string(100000, '[') + std::string(100000, ']') + "}}}}");
   const json listing = p.ok("profiles");
   ASSERT_EQ(listing["invalid"].size(), 1u) << listing.dump().substr(0, 300);
   const json& bad = listing["invalid"][0];
@@ -336,7 +346,8 @@ TEST(Protocol, AProfileNestedAHundredThousandDeepIsListedAsInvalid) {
   EXPECT_NE(error.find("deep.json: /phases/a/delay/latency/0/0/"), std::string::npos) << error;
   EXPECT_NE(error.find("nests deeper than 64 levels"), std::string::npos) << error;
   EXPECT_LT(error.size(), 400u);
-  error_of(p.call("apply", {{"interface", "veth0"}, {"profile", "deep"}}), "invalid-params", "/params/profile");
+  error_of(p.call("apply", {{"interface", "veth0"}, {"profile", "deep"}}), "invalid-params",
+           "/params/profile");
   EXPECT_EQ(p.rig.sessions.session_count(), 0u);
 }
 
@@ -344,12 +355,14 @@ TEST(Protocol, AProfileNestedAHundredThousandDeepIsListedAsInvalid) {
 // numbers that are not 64-bit integers are doubles to the parser (docs/protocol.md, "Envelope").
 TEST(Protocol, AnIdThatCannotBeEchoedExactlyIsRefused) {
   Protocol p;
-  for (const std::string id : {"123456789012345678901234567890", "18446744073709551616", "1.5", "1e3", "7.0"}) {
+  for (const std::string id :
+       {"123456789012345678901234567890", "18446744073709551616", "1.5", "1e3", "7.0"}) {
     SCOPED_TRACE(id);
     const json reply = p.raw(R"({"id": )" + id + R"(, "method": "version"})");
     const json e = error_of(reply, "invalid-request", "/id");
     EXPECT_FALSE(reply.contains("id")) << reply.dump();
-    EXPECT_NE(e["message"].get<std::string>().find("is not an integer jitterd can echo exactly"), std::string::npos)
+    EXPECT_NE(e["message"].get<std::string>().find("is not an integer jitterd can echo exactly"),
+              std::string::npos)
         << reply.dump();
   }
   const json e = error_of(p.raw(R"({"id": true, "method": "version"})"), "invalid-request", "/id");
@@ -362,11 +375,14 @@ TEST(Protocol, RepeatedKeysAreRefusedWithTheirPointer) {
   Protocol p;
   const json first = p.raw(R"({"method": "version", "method": "status"})");
   const json e = error_of(first, "invalid-request", "/method");
-  EXPECT_EQ(e["message"].get<std::string>().rfind("the key \"method\" appears twice in one object", 0), 0u)
+  EXPECT_EQ(
+      e["message"].get<std::string>().rfind("the key \"method\" appears twice in one object", 0),
+      0u)
       << first.dump();
   EXPECT_FALSE(first.contains("id"));
-  const json nested = p.raw(R"({"id": 4, "method": "apply", "params": {"interface": "veth0", "profile": "held",)"
-                            R"( "interface": "veth1"}})");
+  const json nested =
+      p.raw(R"({"id": 4, "method": "apply", "params": {"interface": "veth0", "profile": "held",)"
+            R"( "interface": "veth1"}})");
   error_of(nested, "invalid-request", "/params/interface");
   EXPECT_EQ(nested["id"], 4);
   // A line that is not JSON after its repeated key is a parse error like any other (found by
@@ -375,7 +391,9 @@ TEST(Protocol, RepeatedKeysAreRefusedWithTheirPointer) {
   error_of(broken, "parse-error", "");
   EXPECT_FALSE(broken.contains("id"));
   // A repeated id is no id: which one would the reply carry?
-  EXPECT_FALSE(error_of(p.raw(R"({"id": 1, "id": 2, "method": "version"})"), "invalid-request", "/id").empty());
+  EXPECT_FALSE(
+      error_of(p.raw(R"({"id": 1, "id": 2, "method": "version"})"), "invalid-request", "/id")
+          .empty());
   EXPECT_FALSE(p.raw(R"({"id": 1, "id": 2, "method": "version"})").contains("id"));
   EXPECT_TRUE(p.rig.backend.calls().empty());
 }
@@ -384,26 +402,30 @@ TEST(Protocol, RepeatedKeysAreRefusedWithTheirPointer) {
 TEST(Protocol, ANulByteIsAParseError) {
   Protocol p;
   using namespace std::string_literals;  // "...\0..."s keeps what follows the NUL
-  for (const std::string& line : {"{\"method\": \"status\"}\0garbage"s, "{\"method\": \"status\"}\0"s,
-                                 "{\"id\": 2, \"method\": \"sta\0tus\"}"s}) {
+  for (const std::string& line :
+       {"{\"method\": \"status\"}\0garbage"s, "{\"method\": \"status\"}\0"s,
+        "{\"id\": 2, \"method\": \"sta\0tus\"}"s}) {
     ASSERT_NE(line.find('\0'), std::string::npos);
     const json reply = p.raw(line);
     const json e = error_of(reply, "parse-error", "");
     EXPECT_FALSE(reply.contains("id"));
-    EXPECT_EQ(e["message"].get<std::string>().rfind("the request is not JSON: column ", 0), 0u) << reply.dump();
+    EXPECT_EQ(e["message"].get<std::string>().rfind("the request is not JSON: column ", 0), 0u)
+        << reply.dump();
   }
   const json e = error_of(p.raw("{\"method\": \"status\"}\0"s), "parse-error", "");
-  EXPECT_EQ(e["message"], "the request is not JSON: column 21: a NUL byte (\\x00); JSON text has none");
+  EXPECT_EQ(e["message"],
+            "the request is not JSON: column 21: a NUL byte (\\x00); JSON text has none");
   EXPECT_TRUE(p.rig.backend.calls().empty());
 }
 
 // The parser quotes the token it stopped at; in a 9 MiB line that is most of the line.
 TEST(Protocol, AParseErrorQuotesAnExcerpt) {
   Protocol p;
-  const json e = error_of(p.raw("{\"method\": \"" + std::string(4 << 20, 'x') + "\\u00zz\"}"), "parse-error", "");
+  const json e = error_of(p.raw("{\"method\": \"" + std::string(4 << 20, 'x') + "\\u00zz\"}"),
+                          "parse-error", "");
   EXPECT_LT(e["message"].get<std::string>().size(), 300u);
-  const json v = error_of(p.call("subscribe", {{"events", {std::string(1 << 20, 'e')}}}), "invalid-params",
-                          "/params/events/0");
+  const json v = error_of(p.call("subscribe", {{"events", {std::string(1 << 20, 'e')}}}),
+                          "invalid-params", "/params/events/0");
   EXPECT_LT(v["message"].get<std::string>().size(), 300u);
 }
 
@@ -545,7 +567,8 @@ TEST(Protocol, TheSshGuardIsOnUnlessTheRequestTurnsItOff) {
   Protocol p;
   p.rig.backend.set_default_route(5, true);
   json s = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"phase", "b"}});
-  ASSERT_EQ(s["unshaped"].size(), 1u) << "an apply that says nothing about protect_ssh is guarded\n" << s.dump();
+  ASSERT_EQ(s["unshaped"].size(), 1u) << "an apply that says nothing about protect_ssh is guarded\n"
+                                      << s.dump();
   EXPECT_EQ(s["unshaped"][0], "tcp port 22 (either side)");
   s = p.ok("apply", {{"interface", "veth0"},
                      {"profile", "held"},
@@ -553,7 +576,8 @@ TEST(Protocol, TheSshGuardIsOnUnlessTheRequestTurnsItOff) {
                      {"ssh_connection", "192.0.2.7 51234 192.0.2.1 2222"}});
   ASSERT_EQ(s["unshaped"].size(), 2u) << s.dump();
   EXPECT_EQ(s["unshaped"][1], "ssh connection from 192.0.2.7 port 51234 to 192.0.2.1 port 2222");
-  s = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"phase", "b"}, {"protect_ssh", false}});
+  s = p.ok("apply",
+           {{"interface", "veth0"}, {"profile", "held"}, {"phase", "b"}, {"protect_ssh", false}});
   EXPECT_TRUE(s["unshaped"].empty()) << s.dump();
 }
 
@@ -634,15 +658,23 @@ TEST(Protocol, ApplyParameterErrorsPointAtTheParameter) {
       {{{"interface", "veth0"}, {"profile", "held"}, {"direction", "inward"}},
        "invalid-params",
        "/params/direction"},
-      {{{"interface", "veth0"}, {"profile", "held"}, {"set", "redis"}}, "invalid-params", "/params/set"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"set", "redis"}},
+       "invalid-params",
+       "/params/set"},
       {{{"interface", "veth0"}, {"profile", "held"}, {"match", {{{"dst_port", 6379}}}}},
        "invalid-params",
        "/params/match/0/dst_port"},
-      {{{"interface", "veth0"}, {"profile", "held"}, {"match", {{{"protocol", "tcp"}, {"dst_port", 6379}}}}},
+      {{{"interface", "veth0"},
+        {"profile", "held"},
+        {"match", {{{"protocol", "tcp"}, {"dst_port", 6379}}}}},
        "invalid-params",
        "/params/set"},
-      {{{"interface", "veth0"}, {"profile", "held"}, {"offloads", "maybe"}}, "invalid-params", "/params/offloads"},
-      {{{"interface", "veth0"}, {"profile", "held"}, {"confirm", "soon"}}, "invalid-params", "/params/confirm"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"offloads", "maybe"}},
+       "invalid-params",
+       "/params/offloads"},
+      {{{"interface", "veth0"}, {"profile", "held"}, {"confirm", "soon"}},
+       "invalid-params",
+       "/params/confirm"},
       {{{"interface", "veth0"}, {"profile", "held"}, {"ssh_connection", "10.0.0.1 x 10.0.0.2 22"}},
        "invalid-params",
        "/params/ssh_connection"},
@@ -755,9 +787,12 @@ TEST(Protocol, StartTimesOutsideTheirLimitsOrMalformedAreInvalid) {
   EXPECT_NE(e["message"].get<std::string>().find("in the past"), std::string::npos) << e.dump();
   // Issue 21: 2026-02-31 was read as 2026-03-03 (and then judged as that day).
   const json impossible = error_of(
-      p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "2026-02-31T20:00:00Z"}}),
+      p.call("apply",
+             {{"interface", "veth1"}, {"profile", "held"}, {"start", "2026-02-31T20:00:00Z"}}),
       "invalid-params", "/params/start");
-  EXPECT_EQ(impossible["message"].get<std::string>().rfind("\"2026-02-31T20:00:00Z\" is not a start time", 0), 0u)
+  EXPECT_EQ(impossible["message"].get<std::string>().rfind(
+                "\"2026-02-31T20:00:00Z\" is not a start time", 0),
+            0u)
       << impossible.dump();
   // Six days ahead is fine.
   EXPECT_EQ(
@@ -931,14 +966,17 @@ TEST(Protocol, Renew) {
   error_of(p.call("renew", {{"interface", "veth0"}, {"lease", "48h"}}), "invalid-params",
            "/params/lease");
   // Issue 21: 24h and 1ns was "86400s is out of range". The value and the limit, exactly.
-  const json e = error_of(p.call("renew", {{"interface", "veth0"}, {"lease", "86400000000001ns"}}), "invalid-params",
-                          "/params/lease");
-  EXPECT_EQ(e["message"], "lease 86400000000001ns is longer than the limit, 86400s (leases.max in the config)");
-  const json a = error_of(p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"lease", 86400000000001LL}}),
+  const json e = error_of(p.call("renew", {{"interface", "veth0"}, {"lease", "86400000000001ns"}}),
                           "invalid-params", "/params/lease");
+  EXPECT_EQ(e["message"],
+            "lease 86400000000001ns is longer than the limit, 86400s (leases.max in the config)");
+  const json a = error_of(
+      p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"lease", 86400000000001LL}}),
+      "invalid-params", "/params/lease");
   EXPECT_EQ(a["message"], e["message"]);
-  const json c = error_of(p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"confirm", "0s"}}),
-                          "invalid-params", "/params/confirm");
+  const json c =
+      error_of(p.call("apply", {{"interface", "veth1"}, {"profile", "held"}, {"confirm", "0s"}}),
+               "invalid-params", "/params/confirm");
   EXPECT_EQ(c["message"], "confirm 0ms is not positive");
   error_of(p.call("renew", {{"interface", "veth1"}}), "not-found", "/params/interface");
   p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
@@ -970,8 +1008,8 @@ TEST(Protocol, SubscribeReturnsTheFilter) {
   e.interface = "veth1";
   EXPECT_FALSE(filter.matches(e));
 
-  const json typo = error_of(p.call("subscribe", {{"events", {"applied", "phase-chnaged"}}}), "invalid-params",
-                             "/params/events/1");
+  const json typo = error_of(p.call("subscribe", {{"events", {"applied", "phase-chnaged"}}}),
+                             "invalid-params", "/params/events/1");
   EXPECT_FALSE(p.last.subscribe) << "a refused subscribe streams nothing";
   // Issue 21: the list left out rolled-back and confirmed. It is every name subscribe accepts.
   const std::string message = typo["message"];
@@ -982,9 +1020,9 @@ TEST(Protocol, SubscribeReturnsTheFilter) {
     names.push_back(listed.substr(at, comma - at));
     at = comma + 2;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"applied", "phase-changed", "deadline-missed", "cleared", "lease-expired",
-                                             "interface-gone", "external-change", "rolled-back", "confirmed",
-                                             "error"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "applied", "phase-changed", "deadline-missed", "cleared", "lease-expired",
+                       "interface-gone", "external-change", "rolled-back", "confirmed", "error"}));
   for (const auto& name : names) p.ok("subscribe", {{"events", {name}}});
   error_of(p.call("subscribe", {{"interfaces", "veth0"}}), "invalid-params", "/params/interfaces");
   error_of(p.call("subscribe", {{"interfaces", {"veth0", 3}}}), "invalid-params",

@@ -18,12 +18,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <functional>
 #include <memory>
-#include <stdexcept>
-#include <set>
-#include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
 
 #include "protocol.hpp"
 #include "shaper/errors.hpp"
@@ -346,9 +346,9 @@ TEST(ControlServer, LongLinesReadOnTheHelperThreadAreAnsweredInTurn) {
   a.send(R"({"id": 1, "method": "version"})"
          "\n"
          R"({"id": ")" +
-         long_id + R"(", "method": "version"})" + "\n" + R"({"id": 3, "x": )" + std::string(20000, '[') +
-         std::string(20000, ']') + "}\n" + std::string(20000, '[') + "\n" +
-         R"({"id": 5, "method": "version"})" + "\n");
+         long_id + R"(", "method": "version"})" + "\n" + R"({"id": 3, "x": )" +
+         std::string(20000, '[') + std::string(20000, ']') + "}\n" + std::string(20000, '[') +
+         "\n" + R"({"id": 5, "method": "version"})" + "\n");
   b.request(kVersion);
   EXPECT_EQ(b.reply(s.rig)["ok"], true);
   const json r1 = a.reply(s.rig);
@@ -392,8 +392,9 @@ TEST(ControlServer, ASubscriberThatHalfClosesKeepsReceivingEvents) {
   sub.request({{"method", "subscribe"}});
   sub.half_close();
   EXPECT_EQ(sub.reply(s.rig)["result"], json::parse(R"({"subscribed": true})"));
-  control.request({{"method", "apply"},
-                   {"params", {{"interface", "veth0"}, {"profile", json::parse(profile_json("held"))}}}});
+  control.request(
+      {{"method", "apply"},
+       {"params", {{"interface", "veth0"}, {"profile", json::parse(profile_json("held"))}}}});
   ASSERT_EQ(control.reply(s.rig)["ok"], true);
   const json event = sub.reply(s.rig);
   EXPECT_EQ(event["event"], "applied") << event.dump();
@@ -462,17 +463,17 @@ TEST(ControlServer, ConnectionsBeyondTheLimitGetBusyAndAreClosed) {
   EXPECT_EQ(b.reply(s.rig)["ok"], true);
 }
 
-// Issue 21 §2: `profiles` read every file of the folders on the loop's only thread, so a large folder
-// (or a FIFO, which held it for good: ProfileStore.AFifoIsReportedAndNeverOpenedForReading) stopped
-// every schedule and lease until it was done. The folder here takes the time it takes to read on this
-// machine (measured first, `scan`); a schedule steps ten times in that time. While the request is in
-// flight the steps go on, each late by far less than the read (half of it: the old code made the
-// first step after the read late by nearly all of it, and none stepped during it).
+// Issue 21 §2: `profiles` read every file of the folders on the loop's only thread, so a large
+// folder (or a FIFO, which held it for good: ProfileStore.AFifoIsReportedAndNeverOpenedForReading)
+// stopped every schedule and lease until it was done. The folder here takes the time it takes to
+// read on this machine (measured first, `scan`); a schedule steps ten times in that time. While the
+// request is in flight the steps go on, each late by far less than the read (half of it: the old
+// code made the first step after the read late by nearly all of it, and none stepped during it).
 TEST(ControlServer, ProfilesIsReadOffTheLoopWhileSchedulesStepOnTime) {
   ServerRig s;
   s.listen();
-  // Files of JSON that takes long to parse (numbers: ~0.1 s per MiB in release builds, several times
-  // that in the debug build the tests use), each an array, so each is listed as invalid.
+  // Files of JSON that takes long to parse (numbers: ~0.1 s per MiB in release builds, several
+  // times that in the debug build the tests use), each an array, so each is listed as invalid.
   constexpr int kFiles = 2;
   std::string text = "[";
   while (text.size() < 512 * 1024) text += "0,";
@@ -480,15 +481,19 @@ TEST(ControlServer, ProfilesIsReadOffTheLoopWhileSchedulesStepOnTime) {
   for (int i = 0; i < kFiles; ++i) s.profiles.write("big" + std::to_string(i) + ".json", text);
   const auto read_start = Clock::now();
   ASSERT_EQ(s.store.scan().invalid.size(), static_cast<std::size_t>(kFiles));
-  const auto scan = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - read_start);
+  const auto scan =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - read_start);
   const auto step = std::max(scan / 10, std::chrono::milliseconds(5));
 
   Client control(s.path), lister(s.path);
   const std::string d = std::to_string(step.count()) + "ms";
   control.request({{"method", "apply"},
-                   {"params", {{"interface", "veth0"}, {"profile", json::parse(profile_json("sched", {{"a", d}, {"b", d}}))}}}});
+                   {"params",
+                    {{"interface", "veth0"},
+                     {"profile", json::parse(profile_json("sched", {{"a", d}, {"b", d}}))}}}});
   ASSERT_EQ(control.reply(s.rig)["ok"], true);
-  ASSERT_TRUE(s.rig.run_until([&] { return s.rig.count(EventType::kPhaseChanged) >= 2; }, kPatience));
+  ASSERT_TRUE(
+      s.rig.run_until([&] { return s.rig.count(EventType::kPhaseChanged) >= 2; }, kPatience));
 
   const std::size_t before = s.rig.events.size();
   lister.request({{"method", "profiles"}});
@@ -496,18 +501,19 @@ TEST(ControlServer, ProfilesIsReadOffTheLoopWhileSchedulesStepOnTime) {
   ASSERT_TRUE(line) << "no reply to profiles (the folder takes " << scan.count() << " ms to read)";
   const json listed = json::parse(*line);
   ASSERT_EQ(listed["ok"], true) << listed.dump();
-  EXPECT_EQ(listed["result"]["invalid"].size(), static_cast<std::size_t>(kFiles)) << "the folder was read";
+  EXPECT_EQ(listed["result"]["invalid"].size(), static_cast<std::size_t>(kFiles))
+      << "the folder was read";
 
   std::vector<Nanoseconds> lateness;
   for (std::size_t i = before; i < s.rig.events.size(); ++i) {
     const Event& e = s.rig.events[i];
     if (e.type == EventType::kPhaseChanged && e.lateness) lateness.push_back(*e.lateness);
   }
-  EXPECT_GE(lateness.size(), 2u) << "steps while the folder was read (read: " << scan.count() << " ms, step "
-                                 << step.count() << " ms)";
+  EXPECT_GE(lateness.size(), 2u) << "steps while the folder was read (read: " << scan.count()
+                                 << " ms, step " << step.count() << " ms)";
   for (const auto l : lateness) {
-    EXPECT_LT(l, scan / 2) << "a step late by " << l.count() << " ns; reading the folder took " << scan.count()
-                           << " ms";
+    EXPECT_LT(l, scan / 2) << "a step late by " << l.count() << " ns; reading the folder took "
+                           << scan.count() << " ms";
   }
 }
 
@@ -525,7 +531,8 @@ TEST(ControlServer, ApplyByNameReadsTheFolderAndRefusesAFifoUnopened) {
   c.request({{"method", "apply"}, {"params", {{"interface", "veth1"}, {"profile", "x"}}}});
   const json refused = c.reply(s.rig);
   EXPECT_EQ(refused["error"]["code"], "invalid-params") << refused.dump();
-  EXPECT_NE(refused["error"]["message"].get<std::string>().find("is a FIFO, not a regular file"), std::string::npos)
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("is a FIFO, not a regular file"),
+            std::string::npos)
       << refused.dump();
   c.request({{"method", "apply"}, {"params", {{"interface", "veth1"}, {"profile", "absent"}}}});
   EXPECT_EQ(c.reply(s.rig)["error"]["code"], "not-found");
@@ -676,8 +683,8 @@ TEST(ControlServer, SubscribersReceiveTheEventsTheirFilterSelects) {
 }
 
 TEST(ControlServer, AnEventIsSerialisedOnceForAllItsSubscribersAndNotWhileItIsPublished) {
-  // The publisher (a schedule's transition, with others due at the same instant) only queues it; the
-  // connections' writers build its line, once.
+  // The publisher (a schedule's transition, with others due at the same instant) only queues it;
+  // the connections' writers build its line, once.
   ServerRig s;
   s.listen();
   std::vector<std::unique_ptr<Client>> subscribers;
@@ -773,8 +780,8 @@ ChildResult ask_as(ServerRig& s, uid_t uid, gid_t gid, const std::vector<gid_t>&
         const timeval five_seconds{5, 0};
         ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five_seconds, sizeof five_seconds);
         // A refused peer may be answered and closed before its request is sent: the send fails
-        // (MSG_NOSIGNAL: EPIPE, not a SIGPIPE that kills the child), and the answer is there to read,
-        // as jitterctl reads it.
+        // (MSG_NOSIGNAL: EPIPE, not a SIGPIPE that kills the child), and the answer is there to
+        // read, as jitterctl reads it.
         (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
         char c;
         while (result.find('\n') == std::string::npos && ::read(fd, &c, 1) == 1) result += c;
@@ -861,14 +868,17 @@ class ChildAs {
 
   ChildAs(uid_t uid, gid_t gid, std::vector<gid_t> groups, const Body& body) {
     int out[2], release[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe");
     pid_ = ::fork();
     if (pid_ == 0) {
       ::close(out[0]);
       ::close(release[1]);
       std::string result;
-      if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) {
-        result = std::string("cannot become uid ") + std::to_string(uid) + ": " + std::strerror(errno);
+      if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
+          ::setuid(uid) != 0) {
+        result =
+            std::string("cannot become uid ") + std::to_string(uid) + ": " + std::strerror(errno);
       } else {
         result = body();
       }
@@ -896,12 +906,15 @@ class ChildAs {
 
   // The body's line, running the server until it comes (the child may still hold its connections).
   std::string report(DaemonRig& rig) {
-    rig.run_until([&] {
-      char buffer[4096];
-      long n;
-      while ((n = ::read(out_, buffer, sizeof buffer)) > 0) text_.append(buffer, static_cast<std::size_t>(n));
-      return text_.find('\n') != std::string::npos;
-    }, 15000ms);
+    rig.run_until(
+        [&] {
+          char buffer[4096];
+          long n;
+          while ((n = ::read(out_, buffer, sizeof buffer)) > 0)
+            text_.append(buffer, static_cast<std::size_t>(n));
+          return text_.find('\n') != std::string::npos;
+        },
+        15000ms);
     return text_.substr(0, text_.find('\n'));
   }
   // Lets the body return; the server runs until the child has exited.
@@ -923,8 +936,8 @@ class ChildAs {
   std::string text_;
 };
 
-// In the child: what `fd` receives until the daemon closes it or a second passes: the lines it read,
-// then "|closed" if the daemon closed the connection ("|open" if it was still open).
+// In the child: what `fd` receives until the daemon closes it or a second passes: the lines it
+// read, then "|closed" if the daemon closed the connection ("|open" if it was still open).
 std::string read_until_closed(int fd) {
   const timeval one_second{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &one_second, sizeof one_second);

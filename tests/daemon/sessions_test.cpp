@@ -19,8 +19,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -822,14 +822,16 @@ TEST(Sessions, AFailedScheduledTransitionIsAnErrorEventAndTheScheduleGoesOn) {
   EXPECT_EQ(rig.sessions.metrics().transition_errors, 1u);
 }
 
-// A schedule of 20 ms steps (a, b) on veth0 whose "kernel" takes `apply_delay` per change, run until
-// `changes` phase changes took effect; the kernel is quick again afterwards. Returns the request.
+// A schedule of 20 ms steps (a, b) on veth0 whose "kernel" takes `apply_delay` per change, run
+// until `changes` phase changes took effect; the kernel is quick again afterwards. Returns the
+// request.
 ApplyRequest run_behind_schedule(DaemonRig& rig, Nanoseconds apply_delay, std::size_t changes) {
   rig.backend.set_apply_delay(apply_delay);
   auto r = rig.request("veth0", scheduled({{"a", "20ms"}, {"b", "20ms"}}));
   r.schedule = true;
   rig.apply_ok(r);
-  EXPECT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= changes; }, kPatience));
+  EXPECT_TRUE(
+      rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= changes; }, kPatience));
   rig.backend.set_apply_delay(0ns);
   return r;
 }
@@ -874,7 +876,8 @@ TEST(Sessions, StepsMissedInOneCatchUpAreOneLogLineButEachAnEvent) {
   const std::regex line(R"(missed the deadlines? of (?:(\d+) steps|step \d+) on veth0)");
   std::size_t lines = 0;
   std::size_t reported = 0;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
+       ++it) {
     ++lines;
     reported += (*it)[1].matched ? std::stoul((*it)[1].str()) : 1;
   }
@@ -887,8 +890,8 @@ TEST(Sessions, StepsMissedInOneCatchUpAreOneLogLineButEachAnEvent) {
 // ---------------------------------------------------------------------------------------------
 // coincident deadlines: one batch
 
-// `names` (veth0, veth1 and test<i> added to the fake) each apply one looping schedule (a, b, c; 100
-// ms steps) from the same instant, so every step's deadline is the same instant on all of them.
+// `names` (veth0, veth1 and test<i> added to the fake) each apply one looping schedule (a, b, c;
+// 100 ms steps) from the same instant, so every step's deadline is the same instant on all of them.
 // Returns that instant.
 Clock::time_point run_in_step(DaemonRig& rig, const std::vector<std::string>& names) {
   int index = 20;
@@ -916,14 +919,16 @@ std::vector<Event> phase_changes_at(const DaemonRig& rig, Nanoseconds deadline) 
 
 TEST(Sessions, CoincidentStepsOnManyInterfacesReachTheKernelAsOneBatch) {
   // Eight interfaces, every step due at the same instant on all: each step must be one call of the
-  // backend carrying the eight changes (the kernel then gets them back to back and answers them all),
-  // not eight calls each waiting for the one before.
+  // backend carrying the eight changes (the kernel then gets them back to back and answers them
+  // all), not eight calls each waiting for the one before.
   DaemonRig rig;
-  const std::vector<std::string> names{"veth0", "veth1", "test1", "test2", "test3", "test4", "test5", "test6"};
+  const std::vector<std::string> names{"veth0", "veth1", "test1", "test2",
+                                       "test3", "test4", "test5", "test6"};
   const auto origin = run_in_step(rig, names);
   const std::uint64_t batches_before = rig.backend.batches();
   const std::size_t applies_before = rig.backend.count(Call::kApply);
-  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 2 * names.size(); }, kPatience));
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 2 * names.size(); },
+                            kPatience));
 
   const auto applies = rig.backend.calls(Call::kApply);
   const std::vector steps(applies.begin() + static_cast<long>(applies_before), applies.end());
@@ -958,16 +963,17 @@ TEST(Sessions, CoincidentStepsOnManyInterfacesReachTheKernelAsOneBatch) {
 }
 
 TEST(Sessions, ARefusedChangeInABatchFailsOnlyItsSession) {
-  // Four interfaces in step; the kernel refuses test2's change of step 1 (a -> b). That session alone
-  // reports the kernel's words and stays in a; the three others take b in the same batch. At step 2
-  // test2 moves on with the others (a -> c).
+  // Four interfaces in step; the kernel refuses test2's change of step 1 (a -> b). That session
+  // alone reports the kernel's words and stays in a; the three others take b in the same batch. At
+  // step 2 test2 moves on with the others (a -> c).
   DaemonRig rig;
   const std::vector<std::string> names{"veth0", "veth1", "test2", "test3"};
   const auto origin = run_in_step(rig, names);
   const int refused = rig.backend.find_interface("test2")->index;
   rig.backend.fail_next(FakeBackend::Fault::kChange, EINVAL, "netem: invalid limit", refused);
   const std::size_t applies_before = rig.backend.count(Call::kApply);
-  ASSERT_TRUE(rig.run_until([&] { return !phase_changes_at(rig, mono(origin) + 100ms).empty(); }, kPatience));
+  ASSERT_TRUE(rig.run_until([&] { return !phase_changes_at(rig, mono(origin) + 100ms).empty(); },
+                            kPatience));
 
   const auto applies = rig.backend.calls(Call::kApply);
   const std::vector step1(applies.begin() + static_cast<long>(applies_before), applies.end());
@@ -979,7 +985,8 @@ TEST(Sessions, ARefusedChangeInABatchFailsOnlyItsSession) {
   const auto errors = rig.events_of(EventType::kError);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].interface, "test2");
-  EXPECT_NE(errors[0].message.find("netem change (dev test2 handle 1a7e:): Invalid argument: netem: invalid limit"),
+  EXPECT_NE(errors[0].message.find(
+                "netem change (dev test2 handle 1a7e:): Invalid argument: netem: invalid limit"),
             std::string::npos)
       << errors[0].message;
   const auto moved = phase_changes_at(rig, mono(origin) + 100ms);
@@ -991,11 +998,13 @@ TEST(Sessions, ARefusedChangeInABatchFailsOnlyItsSession) {
   }
   EXPECT_EQ(value_of(rig.sessions.status("test2"))[0].phase, "a");
   EXPECT_EQ(value_of(rig.sessions.status("test3"))[0].phase, "b");
-  EXPECT_EQ(phase_of(*rig.backend.spec_on(refused)), "a") << "the refused change left the qdisc as it was";
+  EXPECT_EQ(phase_of(*rig.backend.spec_on(refused)), "a")
+      << "the refused change left the qdisc as it was";
   EXPECT_EQ(rig.sessions.metrics().transition_errors, 1u);
 
-  ASSERT_TRUE(rig.run_until([&] { return phase_changes_at(rig, mono(origin) + 200ms).size() == names.size(); },
-                            kPatience));
+  ASSERT_TRUE(rig.run_until(
+      [&] { return phase_changes_at(rig, mono(origin) + 200ms).size() == names.size(); },
+      kPatience));
   for (const auto& e : phase_changes_at(rig, mono(origin) + 200ms)) {
     EXPECT_EQ(e.previous, e.interface == "test2" ? "a" : "b") << e.interface;
     EXPECT_EQ(e.phase, "c") << e.interface;
@@ -1117,13 +1126,14 @@ TEST(Sessions, RecoveryWithAnUnreadableLedgerStillFindsTheQdiscs) {
   EXPECT_NE(rig.log_text().find("is not a jitterd ledger"), std::string::npos) << rig.log_text();
 }
 
-// Issue 21 §1, the ledger too: the state file goes through the same bounded reader as every other JSON
-// jitterd reads, so one damaged into deep nesting is an unreadable ledger named with the pointer of the
-// first level too deep, in a short line, and the handle scan still cleans up.
+// Issue 21 §1, the ledger too: the state file goes through the same bounded reader as every other
+// JSON jitterd reads, so one damaged into deep nesting is an unreadable ledger named with the
+// pointer of the first level too deep, in a short line, and the handle scan still cleans up.
 TEST(Sessions, RecoveryWithALedgerNestedAHundredThousandDeepStillFindsTheQdiscs) {
   DaemonRig rig;
   rig.backend.add_interface("veth7", 7, FakeBackend::Root::kJitterd);
-  rig.state.write("state.json", R"({"interfaces": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  rig.state.write("state.json",
+                  R"({"interfaces": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
   rig.sessions.recover();
   EXPECT_EQ(rig.backend.root_of(7), FakeBackend::Root::kKernelDefault);
   EXPECT_NE(rig.log_text().find("is not a jitterd ledger (/interfaces/0/0/"), std::string::npos)
@@ -1171,7 +1181,8 @@ TEST(Sessions, TheLedgerFollowsInstallsTransitionsAndRemovals) {
   EXPECT_EQ(ledger["interfaces"][0]["interface"], "veth1");
   // Written atomically: no temporary file stays behind, nothing but the ledger.
   std::vector<std::string> files;
-  for (const auto& f : std::filesystem::directory_iterator(rig.state.path())) files.push_back(f.path().filename());
+  for (const auto& f : std::filesystem::directory_iterator(rig.state.path()))
+    files.push_back(f.path().filename());
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, std::vector<std::string>{"state.json"});
 }
@@ -1193,21 +1204,25 @@ TEST(Sessions, AScheduleStepReachesTheKernelBeforeTheLedgerWhichNamesItSoonAfter
   DaemonRig rig;
   std::vector<std::pair<std::string, std::string>> at_kernel;  // (phase sent, phase in the file)
   rig.backend.on_shape([&](const FakeBackend::Call& call) {
-    at_kernel.emplace_back(call.spec ? phase_of(*call.spec) : "", phase_in_ledger_file(rig, "veth0"));
+    at_kernel.emplace_back(call.spec ? phase_of(*call.spec) : "",
+                           phase_in_ledger_file(rig, "veth0"));
   });
   auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}));
   r.schedule = true;
   rig.apply_ok(r);
   ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 1; }, kPatience));
   ASSERT_EQ(at_kernel.size(), 2u);
-  EXPECT_EQ(at_kernel[0], (std::pair<std::string, std::string>{"a", "a"})) << "apply: recorded first";
-  EXPECT_EQ(at_kernel[1], (std::pair<std::string, std::string>{"b", "a"})) << "a step: the kernel first";
+  EXPECT_EQ(at_kernel[0], (std::pair<std::string, std::string>{"a", "a"}))
+      << "apply: recorded first";
+  EXPECT_EQ(at_kernel[1], (std::pair<std::string, std::string>{"b", "a"}))
+      << "a step: the kernel first";
   const auto changed_at = Clock::now();
   ASSERT_TRUE(rig.run_until([&] { return phase_in_ledger_file(rig, "veth0") == "b"; }, kPatience));
   EXPECT_LE(Clock::now() - changed_at, 200ms + kLateBound);
 
   single(rig.sessions.switch_phase("veth0", "a", std::nullopt, test_peer()));
-  EXPECT_EQ(at_kernel.back(), (std::pair<std::string, std::string>{"a", "a"})) << "switch: recorded first";
+  EXPECT_EQ(at_kernel.back(), (std::pair<std::string, std::string>{"a", "a"}))
+      << "switch: recorded first";
 }
 
 TEST(Sessions, ScheduleStepsOnManyInterfacesShareLedgerWrites) {
@@ -1251,7 +1266,8 @@ TEST(Sessions, AScheduleGoesOnWhenTheLedgerCannotNameItsPhaseAndCatchesUpAfter) 
   const std::string warning = "the ledger could not be rewritten with the phases in force";
   ASSERT_NE(log.find(warning), std::string::npos) << log;
   EXPECT_EQ(log.find(warning), log.rfind(warning)) << log;
-  EXPECT_NE(log.find(rig.ledger.path()), std::string::npos) << "the warning names the file: " << log;
+  EXPECT_NE(log.find(rig.ledger.path()), std::string::npos)
+      << "the warning names the file: " << log;
 
   std::filesystem::create_directories(rig.state.path());
   ASSERT_TRUE(rig.run_until(

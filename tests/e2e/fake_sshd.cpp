@@ -1,7 +1,6 @@
-// A stand-in for sshd in the end-to-end tests: a program whose name (and so its /proc comm) is "sshd",
-// listening on the TCP port given and echoing what each connection sends. jitterd finds sshd's ports by
-// that name; no real sshd (or its keys and config) is needed.
-// Usage: sshd PORT
+// A stand-in for sshd in the end-to-end tests: a program whose name (and so its /proc comm) is
+// "sshd", listening on the TCP port given and echoing what each connection sends. jitterd finds
+// sshd's ports by that name; no real sshd (or its keys and config) is needed. Usage: sshd PORT
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -26,7 +25,8 @@ int main(int argc, char** argv) {
   sockaddr_in6 address{};
   address.sin6_family = AF_INET6;
   address.sin6_port = htons(static_cast<std::uint16_t>(std::atoi(argv[1])));
-  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || listen(listener, 16) != 0) {
+  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      listen(listener, 16) != 0) {
     std::perror("sshd: bind/listen");
     return 1;
   }

@@ -531,7 +531,8 @@ TEST_F(E2eFaults, ASecondJitterdWithAFolderAndSocketOfItsOwnRefusesInTheSameName
   const std::string config = bed().dir.write("other.json", other.dump(2) + "\n");
   const Completed second = run_jitterd({}, config);
   expect_refused(second, kExitEnvironment,
-                 {"another jitterd (pid " + first + ", jitterd) runs in this network namespace (@jitterd/netns)",
+                 {"another jitterd (pid " + first +
+                      ", jitterd) runs in this network namespace (@jitterd/netns)",
                   "hint: one jitterd per network namespace", "(kill " + first});
   EXPECT_FALSE(std::filesystem::exists(bed().dir.file("other.sock")));
   EXPECT_EQ(phase_of_jta(), "high");
@@ -541,31 +542,35 @@ TEST_F(E2eFaults, ASecondJitterdWithAFolderAndSocketOfItsOwnRefusesInTheSameName
   // Once the first has gone, the name is free (the kernel drops it with the process, even after
   // kill -9) and the other config starts.
   bed().daemon.kill_hard();
-  Process started = Process::spawn({jitterd_e2e::jitterd_binary(), "--config", config},
-                                   SpawnOptions{bed().daemon.netns(), std::nullopt, bed().dir.file("logs/other.log")});
+  Process started = Process::spawn(
+      {jitterd_e2e::jitterd_binary(), "--config", config},
+      SpawnOptions{bed().daemon.netns(), std::nullopt, bed().dir.file("logs/other.log")});
   const auto deadline = Clock::now() + kRefusalTimeout;
-  while (started.running() && !std::filesystem::exists(bed().dir.file("other.sock")) && Clock::now() < deadline)
+  while (started.running() && !std::filesystem::exists(bed().dir.file("other.sock")) &&
+         Clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   EXPECT_TRUE(started.running()) << jitterd_e2e::read_file(bed().dir.file("logs/other.log"));
   started.signal(SIGTERM);
-  EXPECT_EQ(started.wait(20s).value_or(-1), 0) << jitterd_e2e::read_file(bed().dir.file("logs/other.log"));
+  EXPECT_EQ(started.wait(20s).value_or(-1), 0)
+      << jitterd_e2e::read_file(bed().dir.file("logs/other.log"));
   expect_unshaped();  // its recovery removed what the killed one left
 }
 
 TEST_F(E2eFaults, AnotherUserHoldingTheNamespaceNameCannotKeepJitterdFromStarting) {
   // Any user may bind an abstract name; one that is not root (nor jitterd's user) is not a jitterd.
-  Process squatter = Process::spawn(
-      {"/usr/bin/python3", "-c",
-       "import socket, time\n"
-       "s = socket.socket(socket.AF_UNIX)\n"
-       "s.bind('\\0jitterd/netns')\n"
-       "s.listen()\n"
-       "print('bound', flush=True)\n"
-       "time.sleep(120)\n"},
-      SpawnOptions{bed().daemon.netns(), Credentials{kNobody, kNogroup, {}}, bed().dir.file("logs/squatter.log")});
+  Process squatter =
+      Process::spawn({"/usr/bin/python3", "-c",
+                      "import socket, time\n"
+                      "s = socket.socket(socket.AF_UNIX)\n"
+                      "s.bind('\\0jitterd/netns')\n"
+                      "s.listen()\n"
+                      "print('bound', flush=True)\n"
+                      "time.sleep(120)\n"},
+                     SpawnOptions{bed().daemon.netns(), Credentials{kNobody, kNogroup, {}},
+                                  bed().dir.file("logs/squatter.log")});
   const auto deadline = Clock::now() + kRefusalTimeout;
-  while (!contains(jitterd_e2e::read_file(bed().dir.file("logs/squatter.log")), "bound") && squatter.running() &&
-         Clock::now() < deadline)
+  while (!contains(jitterd_e2e::read_file(bed().dir.file("logs/squatter.log")), "bound") &&
+         squatter.running() && Clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   ASSERT_TRUE(squatter.running()) << jitterd_e2e::read_file(bed().dir.file("logs/squatter.log"));
   bed().daemon.start();

@@ -1,7 +1,7 @@
-// Lanes through jitterd and jitterctl on a real veth in the VM: ingress alone (an IFB jitterd owns),
-// both directions (the RTT is the sum), a rule set that shapes one destination while another passes
-// unshaped, commit-confirmed rollback, and clear leaving no IFB, filter or qdisc. iproute2, ping and
-// the ledger are the independent readers.
+// Lanes through jitterd and jitterctl on a real veth in the VM: ingress alone (an IFB jitterd
+// owns), both directions (the RTT is the sum), a rule set that shapes one destination while another
+// passes unshaped, commit-confirmed rollback, and clear leaving no IFB, filter or qdisc. iproute2,
+// ping and the ledger are the independent readers.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -25,7 +25,8 @@ constexpr double kHighMs = 50;  // jitterd_e2e::kHighDelay
 double min_rtt(const std::string& output) {
   static const std::regex summary(R"(= ([0-9.]+)/([0-9.]+)/([0-9.]+))");
   std::smatch m;
-  if (!std::regex_search(output, m, summary)) throw std::runtime_error("no ping summary in: " + output);
+  if (!std::regex_search(output, m, summary))
+    throw std::runtime_error("no ping summary in: " + output);
   return std::stod(m[1].str());
 }
 
@@ -35,9 +36,11 @@ class E2eLanes : public jitterd_e2e::E2eTest {
     return min_rtt(bed().in_ns_a("ping -n -q -c 5 -i 0.2 -W 2 " + address));
   }
   double ping_from_b(const std::string& address) {
-    return min_rtt(jitterd_test::run("ip netns exec " + bed().net.ns_b() + " ping -n -q -c 5 -i 0.2 -W 2 " + address));
+    return min_rtt(jitterd_test::run("ip netns exec " + bed().net.ns_b() +
+                                     " ping -n -q -c 5 -i 0.2 -W 2 " + address));
   }
-  // Nothing of jitterd's on jta or in namespace a: default root, no ingress qdisc, no filter, no IFB.
+  // Nothing of jitterd's on jta or in namespace a: default root, no ingress qdisc, no filter, no
+  // IFB.
   void expect_nothing_left() {
     EXPECT_NE(bed().root_qdisc_by_tc().value("handle", ""), "1a7e:");
     const std::string qdiscs = bed().in_ns_a("tc qdisc show dev jta");
@@ -50,8 +53,8 @@ class E2eLanes : public jitterd_e2e::E2eTest {
 
 TEST_F(E2eLanes, IngressAloneShapesWhatArrivesThroughAnIfbAndClearRemovesIt) {
   auto events = bed().subscribe();
-  const auto applied =
-      bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--direction", "ingress"});
+  const auto applied = bed().ctl(
+      {"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--direction", "ingress"});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   ASSERT_TRUE(events.wait_for("applied", kEventTimeout)) << events.describe();
   EXPECT_NE(bed().root_qdisc_by_tc().value("kind", ""), "netem") << "egress stays unshaped";
@@ -66,8 +69,8 @@ TEST_F(E2eLanes, IngressAloneShapesWhatArrivesThroughAnIfbAndClearRemovesIt) {
 }
 
 TEST_F(E2eLanes, BothDirectionsAddUpInTheRoundTrip) {
-  const auto applied =
-      bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--direction", "both"});
+  const auto applied = bed().ctl(
+      {"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--direction", "both"});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   EXPECT_GE(ping_from_a(jitterd_test::VethPair::kAddrB), 2 * kHighMs);
   // One switch changes both lanes: low is 5 ms each way.
@@ -84,12 +87,13 @@ TEST_F(E2eLanes, ARuleSetShapesOnlyTheMatchedDestination) {
   jitterd_test::run("ip netns exec " + bed().net.ns_b() + " ip addr add 198.18.0.3/24 dev jtb");
   bed().in_ns_a("ip neigh replace 198.18.0.3 lladdr $(ip netns exec " + bed().net.ns_b() +
                 " cat /sys/class/net/jtb/address) dev jta nud permanent");
-  const auto applied = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--set", "far",
-                                  "--match", "dst=198.18.0.3"});
+  const auto applied = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high",
+                                  "--set", "far", "--match", "dst=198.18.0.3"});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   EXPECT_EQ(bed().root_qdisc_by_tc().value("kind", ""), "htb");
   EXPECT_GE(ping_from_a("198.18.0.3"), kHighMs);
-  EXPECT_LT(ping_from_a(jitterd_test::VethPair::kAddrB), kUnshapedMs) << "unmatched traffic passes unshaped";
+  EXPECT_LT(ping_from_a(jitterd_test::VethPair::kAddrB), kUnshapedMs)
+      << "unmatched traffic passes unshaped";
   const Json status = bed().ctl_json({"status", "jta", "--set", "far"});
   ASSERT_EQ(status.at("sessions").size(), 1u);
   EXPECT_EQ(status.at("sessions")[0].at("match")[0], "dst=198.18.0.3/32");
@@ -108,7 +112,8 @@ TEST_F(E2eLanes, AnUnconfirmedApplyRollsBackByItself) {
   // Shaped until then, and tc must look before the deadline (in the UML bed a tc process starts in
   // ~10 ms, against 2 s).
   const Json root = bed().root_qdisc_by_tc();
-  ASSERT_LT(jitterd_e2e::Clock::now(), confirm_by) << "tc took until the confirmation deadline to look";
+  ASSERT_LT(jitterd_e2e::Clock::now(), confirm_by)
+      << "tc took until the confirmation deadline to look";
   EXPECT_EQ(root.value("handle", ""), "1a7e:");
   const auto rolled = events.wait_for("rolled-back", kEventTimeout);
   ASSERT_TRUE(rolled) << events.describe();

@@ -30,10 +30,11 @@ constexpr auto kLease = 2s;
 constexpr auto kRenewedLease = 4s;
 constexpr auto kMargin = 500ms;
 
-// What tc shows while a lease runs is judged, and tc must have looked before the lease ran out: in the
-// test bed (User-Mode Linux on the host's clock) a tc process starts in ~10 ms, against a 2 s lease.
-// (On qemu's virtual clock, JITTERD_VM=qemu JITTERD_VM_CLOCK=virtual, a guest waiting for the host's
-// I/O jumps its clock to its next timer, which may be the lease's end: these tests are not for it.)
+// What tc shows while a lease runs is judged, and tc must have looked before the lease ran out: in
+// the test bed (User-Mode Linux on the host's clock) a tc process starts in ~10 ms, against a 2 s
+// lease. (On qemu's virtual clock, JITTERD_VM=qemu JITTERD_VM_CLOCK=virtual, a guest waiting for
+// the host's I/O jumps its clock to its next timer, which may be the lease's end: these tests are
+// not for it.)
 class E2eLease : public jitterd_e2e::E2eTest {};
 
 TEST_F(E2eLease, ExpiryWithoutRenewRestoresTheKernelDefault) {

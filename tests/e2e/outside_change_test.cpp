@@ -1,8 +1,9 @@
 // The world changing under a session: the interface deleted mid-schedule ends that session cleanly
-// (an interface-gone event, no errors, jitterd alive and answering, no IFB of its ingress left); jitterd's qdisc deleted or
-// replaced behind its back ends the session with external-change (ended=true) and jitterd never
-// touches what is there now; a change to its qdisc by another program is reported (ended=false) and
-// the session goes on. iproute2 (`ip`, `tc`) plays the other program.
+// (an interface-gone event, no errors, jitterd alive and answering, no IFB of its ingress left);
+// jitterd's qdisc deleted or replaced behind its back ends the session with external-change
+// (ended=true) and jitterd never touches what is there now; a change to its qdisc by another
+// program is reported (ended=false) and the session goes on. iproute2 (`ip`, `tc`) plays the other
+// program.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -68,7 +69,8 @@ TEST_F(E2eOutsideChange, DeletingTheInterfaceMidScheduleEndsItsSessionCleanly) {
   const auto changes = events.of_type("phase-changed");
   EXPECT_GE(changes.size(), 1u) << events.describe();
   for (const auto& change : changes) {
-    EXPECT_LT(change.at("seq").get<std::uint64_t>(), gone->at("seq").get<std::uint64_t>()) << events.describe();
+    EXPECT_LT(change.at("seq").get<std::uint64_t>(), gone->at("seq").get<std::uint64_t>())
+        << events.describe();
   }
 
   const auto exit_code = bed().daemon.stop();
@@ -79,8 +81,8 @@ TEST_F(E2eOutsideChange, DeletingTheInterfaceMidScheduleEndsItsSessionCleanly) {
 TEST_F(E2eOutsideChange, DeletingAnInterfaceShapedOnIngressLeavesNoIfbBehind) {
   // The interface takes its filters and ingress qdisc along, but the IFB is a device of its own.
   auto events = bed().subscribe();
-  const auto applied =
-      bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--direction", "ingress"});
+  const auto applied = bed().ctl(
+      {"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--direction", "ingress"});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   ASSERT_TRUE(events.wait_for("applied", kEventTimeout)) << events.describe();
   ASSERT_NE(bed().in_ns_a("ip -o link show type ifb").find("jdifb"), std::string::npos);
@@ -125,7 +127,8 @@ TEST_F(E2eOutsideChange, ForeignQdiscPutInItsPlaceIsLeftAlone) {
   const auto change = events.wait_for("external-change", kEventTimeout);
   ASSERT_TRUE(change) << events.describe();
   EXPECT_EQ(change->value("ended", false), true) << change->dump();
-  EXPECT_NE(change->value("what", "").find("replaced by pfifo 2:"), std::string::npos) << change->dump();
+  EXPECT_NE(change->value("what", "").find("replaced by pfifo 2:"), std::string::npos)
+      << change->dump();
   expect_no_session();
 
   // Not at the next scheduled transition, not at shutdown: jitterd never touches it.

@@ -24,8 +24,8 @@
 // the series changed level: |midpoint - at| <= half the bracket, 2.5 ms at the 5 ms probe interval.
 // The 10 ms bound leaves room for ping falling behind its interval on the emulated machine
 // (a 20 ms gap between two probes was seen while the host's two cores were building) and for
-// netem's late releases (0.1-0.2 ms in User-Mode Linux, ~0.4 ms in qemu TCG), which add to an RTT but
-// not to a send time.
+// netem's late releases (0.1-0.2 ms in User-Mode Linux, ~0.4 ms in qemu TCG), which add to an RTT
+// but not to a send time.
 //
 // The split point comes from the RTT series alone (the event only says which transition and which
 // two levels to look for): in the 1 s either side of the event (half a step, so no other transition
@@ -239,7 +239,7 @@ TEST_F(E2eSchedule, PingRttChangesLevelWithinTenMillisecondsOfEachPhaseChange) {
     // hiccup once made one apply take 13 ms, and the level rightly changed 16 ms before the ACK).
     if (first_new_offset - last_old_offset <= 2 * kChangeTolerance) {
       ++resolved;
-      const Ns from_window = change_offset > Ns(0)            ? change_offset
+      const Ns from_window = change_offset > Ns(0)         ? change_offset
                              : change_offset < -apply_time ? -apply_time - change_offset
                                                            : Ns(0);
       EXPECT_LE(from_window, kChangeTolerance) << described();
@@ -257,7 +257,8 @@ TEST_F(E2eSchedule, PingRttChangesLevelWithinTenMillisecondsOfEachPhaseChange) {
         << " probes around the transition are at the wrong level";
   }
   // At least 10 s of probes starting ~0.2 s after the first phase: the transitions at 2, 4, 6 and
-  // Most transitions are placed to the tolerance (probes every 5-8 ms; only a stalled host spaces them).
+  // Most transitions are placed to the tolerance (probes every 5-8 ms; only a stalled host spaces
+  // them).
   EXPECT_GE(2 * resolved, judged) << "only " << resolved << " of " << judged
                                   << " transitions had probes close enough to place the change";
   // 8 s at least are judged.

@@ -272,12 +272,16 @@ void check_reply(std::string_view request, const Reply& reply, bool authorized) 
   const json parsed = nul ? json(json::value_t::discarded) : json::parse(request, callback, false);
   std::optional<json> id;
   if (parsed.is_object() && ids == 1) {
-    if (auto it = parsed.find("id"); it != parsed.end() && (it->is_string() || it->is_number_integer())) id = *it;
+    if (auto it = parsed.find("id");
+        it != parsed.end() && (it->is_string() || it->is_number_integer()))
+      id = *it;
   }
-  expect(!(ok && (nul || repeated)), "a request with a NUL byte or a repeated key was served", reply.line);
+  expect(!(ok && (nul || repeated)), "a request with a NUL byte or a repeated key was served",
+         reply.line);
   if (!ok) {
     const json& error = r["error"];
-    expect(error["message"].get<std::string>().size() <= 2048 && error.value("where", "").size() <= 16384,
+    expect(error["message"].get<std::string>().size() <= 2048 &&
+               error.value("where", "").size() <= 16384,
            "an error quotes more than an excerpt", reply.line);
   }
   if (id) {

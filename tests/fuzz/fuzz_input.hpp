@@ -42,8 +42,8 @@ inline void check_bounded(const shaper::Diagnostics& diagnostics) {
   constexpr std::size_t kMaxMessage = 2048, kMaxWhere = 16384;
   for (const auto& d : diagnostics) {
     if (d.message.size() > kMaxMessage || d.where.size() > kMaxWhere) {
-      std::fprintf(stderr, "diagnostic too long (where %zu, message %zu bytes): %.300s: %.300s\n", d.where.size(),
-                   d.message.size(), d.where.c_str(), d.message.c_str());
+      std::fprintf(stderr, "diagnostic too long (where %zu, message %zu bytes): %.300s: %.300s\n",
+                   d.where.size(), d.message.size(), d.where.c_str(), d.message.c_str());
       std::abort();
     }
   }

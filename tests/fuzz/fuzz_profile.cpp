@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   jitterd::fuzz::check_bounded(load.diagnostics);
   if (load.profile) {
     const shaper::ProfileLoad again = shaper::parse_profile(shaper::profile_to_json(*load.profile));
-    if (!again.profile || !(*again.profile == *load.profile) || again.digest != load.digest) std::abort();
+    if (!again.profile || !(*again.profile == *load.profile) || again.digest != load.digest)
+      std::abort();
   }
   return 0;
 }

@@ -1,11 +1,12 @@
-// libFuzzer target for the trace parsers: one binary per format (JITTERD_FUZZ_FORMAT names it; kAuto
-// runs detection and then whichever parser it picks). Hostile input must never crash, abort, hang or
-// trip a sanitizer, and every line must be accounted for (recognised or counted as unrecognised).
+// libFuzzer target for the trace parsers: one binary per format (JITTERD_FUZZ_FORMAT names it;
+// kAuto runs detection and then whichever parser it picks). Hostile input must never crash, abort,
+// hang or trip a sanitizer, and every line must be accounted for (recognised or counted as
+// unrecognised).
 //
-// Every binary also checks an oracle (issue 21 §7): a record shaped like a reply is never counted as
-// a lost probe, whatever its value. The first line of the input becomes the RTT of the middle reply
-// of three, in ping, fping and CSV form; that probe must come out delivered (readable value) or
-// unreadable (left out, counted, reported), never lost.
+// Every binary also checks an oracle (issue 21 §7): a record shaped like a reply is never counted
+// as a lost probe, whatever its value. The first line of the input becomes the RTT of the middle
+// reply of three, in ping, fping and CSV form; that probe must come out delivered (readable value)
+// or unreadable (left out, counted, reported), never lost.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +39,8 @@ void check_reply_is_never_lost(const std::string& text, shaper::TraceFormat form
 bool is_csv_lost_word(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  for (const std::string_view word : {"", "-1", "-", "nan", "NaN", "NAN", "lost", "timeout", "null"}) {
+  for (const std::string_view word :
+       {"", "-1", "-", "nan", "NaN", "NAN", "lost", "timeout", "null"}) {
     if (text == word) return true;
   }
   return false;

@@ -188,8 +188,7 @@ TEST_F(SystemdRoot, VerifyReportsAMisspelledDirective) {
   unit.replace(unit.find("ProtectSystem="), 14, "ProtectSytem=");
   std::ofstream(root_ / "usr/lib/systemd/system/jitterd-typo.service") << unit;
   const Finished verify = analyze({"verify", "jitterd-typo.service"});
-  EXPECT_NE(verify.output.find("Unknown key 'ProtectSytem'"), std::string::npos)
-      << verify.output;
+  EXPECT_NE(verify.output.find("Unknown key 'ProtectSytem'"), std::string::npos) << verify.output;
 }
 
 TEST_F(SystemdRoot, SecurityExposureIsLow) {

@@ -1,6 +1,6 @@
-// Match rules compiled by libshaper (compile_match) and installed as a netem tree, judged by probes that
-// run side by side: the probes a rule matches see the leaf's delay, the others, sent in the same
-// rounds, pass unshaped. Ports need UDP and TCP probes (port_probes.hpp); IPv6 prefixes get
+// Match rules compiled by libshaper (compile_match) and installed as a netem tree, judged by probes
+// that run side by side: the probes a rule matches see the leaf's delay, the others, sent in the
+// same rounds, pass unshaped. Ports need UDP and TCP probes (port_probes.hpp); IPv6 prefixes get
 // addresses of their own on the veth pair.
 #include <gtest/gtest.h>
 
@@ -26,7 +26,9 @@ constexpr double kUnshapedMs = 15.0;  // unshaped RTTs of the emulated machine s
 
 MatchRule rule(const std::string& text) {
   auto parsed = parse_match_rule_text(text);
-  if (!parsed.rule) throw std::runtime_error("bad rule in the test: " + text + ": " + to_string(parsed.diagnostics));
+  if (!parsed.rule)
+    throw std::runtime_error("bad rule in the test: " + text + ": " +
+                             to_string(parsed.diagnostics));
   return *parsed.rule;
 }
 
@@ -43,8 +45,8 @@ NetemTree install_leaf(jitterd_test::NetemBed& bed, const std::vector<std::strin
   return NetemTree::install(bed.engine, bed.dev, spec);
 }
 
-// Probes from namespace a, 10 rounds 50 ms apart: the smallest RTT of each target, in order, and every
-// RTT described for failure messages.
+// Probes from namespace a, 10 rounds 50 ms apart: the smallest RTT of each target, in order, and
+// every RTT described for failure messages.
 struct Probed {
   std::vector<double> min;
   std::string all;
@@ -65,14 +67,16 @@ TEST(MatchRulesInTheKernel, DestinationPortRangeShapesItsPortsOfItsProtocolOnly)
   JITTERD_REQUIRE_NETEM_KERNEL();
   jitterd_test::NetemBed bed;
   const std::string b = bed.net.ns_b();
-  EchoServer u6378(b, Transport::kUdp, 6378), u6379(b, Transport::kUdp, 6379), u6380(b, Transport::kUdp, 6380),
-      u6381(b, Transport::kUdp, 6381), t6379(b, Transport::kTcp, 6379);
+  EchoServer u6378(b, Transport::kUdp, 6378), u6379(b, Transport::kUdp, 6379),
+      u6380(b, Transport::kUdp, 6380), u6381(b, Transport::kUdp, 6381),
+      t6379(b, Transport::kTcp, 6379);
   NetemTree tree = install_leaf(bed, {"proto=udp,dport=6379-6380"});
 
-  const std::vector<ProbeTarget> targets{
-      {Transport::kUdp, VethPair::kAddrB, 6379, 0}, {Transport::kUdp, VethPair::kAddrB, 6380, 0},
-      {Transport::kUdp, VethPair::kAddrB, 6378, 0}, {Transport::kUdp, VethPair::kAddrB, 6381, 0},
-      {Transport::kTcp, VethPair::kAddrB, 6379, 0}};
+  const std::vector<ProbeTarget> targets{{Transport::kUdp, VethPair::kAddrB, 6379, 0},
+                                         {Transport::kUdp, VethPair::kAddrB, 6380, 0},
+                                         {Transport::kUdp, VethPair::kAddrB, 6378, 0},
+                                         {Transport::kUdp, VethPair::kAddrB, 6381, 0},
+                                         {Transport::kTcp, VethPair::kAddrB, 6379, 0}};
   const auto [rtts, all] = min_rtts(bed.net, targets);
   EXPECT_GE(rtts[0], kShapedMs) << all;
   EXPECT_GE(rtts[1], kShapedMs) << all;
@@ -104,7 +108,8 @@ TEST(MatchRulesInTheKernel, Ipv6PrefixShapesItsHalfOfTheSubnetAndLeavesIpv4Alone
   JITTERD_REQUIRE_NETEM_KERNEL();
   jitterd_test::NetemBed bed;
   const std::string a = bed.net.ns_a(), b = bed.net.ns_b();
-  // VethPair turns IPv6 off (its chatter would upset packet counts); this test needs it on the link.
+  // VethPair turns IPv6 off (its chatter would upset packet counts); this test needs it on the
+  // link.
   jitterd_test::run("ip netns exec " + a + " sysctl -qw net.ipv6.conf.jta.disable_ipv6=0");
   jitterd_test::run("ip netns exec " + b + " sysctl -qw net.ipv6.conf.jtb.disable_ipv6=0");
   // fd00:198:18::/64 on the link; the rule takes its lower half (/65) only. nodad: usable at once.
@@ -112,7 +117,8 @@ TEST(MatchRulesInTheKernel, Ipv6PrefixShapesItsHalfOfTheSubnetAndLeavesIpv4Alone
   jitterd_test::run("ip -n " + b + " addr add fd00:198:18::2/64 dev jtb nodad");
   jitterd_test::run("ip -n " + b + " addr add fd00:198:18:0:8000::2/64 dev jtb nodad");
   // Neighbour discovery goes to solicited-node multicast addresses, outside the prefix: unshaped.
-  EchoServer lower(b, Transport::kUdp, 9000, "fd00:198:18::2"), upper(b, Transport::kUdp, 9000, "fd00:198:18:0:8000::2"),
+  EchoServer lower(b, Transport::kUdp, 9000, "fd00:198:18::2"),
+      upper(b, Transport::kUdp, 9000, "fd00:198:18:0:8000::2"),
       v4(b, Transport::kUdp, 9000, VethPair::kAddrB);
   NetemTree tree = install_leaf(bed, {"dst=fd00:198:18::/65"});
 

@@ -38,11 +38,11 @@ TEST(NetemChange, HundredInPlaceChangesUnderTrafficLoseNothingAndNeverUnshape) {
   EXPECT_EQ(result.received_seq.size(), 800u) << "probes were lost across in-place changes";
   int at_low = 0, at_high = 0, above_both = 0;
   for (double rtt : result.rtt_ms) {
-    // Each probe's delay is fixed when it is enqueued: exactly one of the two, never zero, never both.
-    // Emulation only ever makes a packet late, never early, so the lower bound is exact.
+    // Each probe's delay is fixed when it is enqueued: exactly one of the two, never zero, never
+    // both. Emulation only ever makes a packet late, never early, so the lower bound is exact.
     EXPECT_GE(rtt, 10.0) << "a probe saw the unshaped link";
-    // Delayed twice would be at least 10 + 30 ms. A loaded host can release a 30 ms packet ten and more
-    // ms late, so a few may pass 40 ms; twice the high delay (60 ms) none may reach.
+    // Delayed twice would be at least 10 + 30 ms. A loaded host can release a 30 ms packet ten and
+    // more ms late, so a few may pass 40 ms; twice the high delay (60 ms) none may reach.
     EXPECT_LT(rtt, 60.0) << "a probe was delayed twice";
     above_both += rtt >= 40.0;
     (rtt < 20.0 ? at_low : at_high)++;

@@ -19,10 +19,10 @@ using jitterd_test::VethPair;
 namespace {
 
 constexpr double kZ = 4.5;
-// Timer and softirq latency that netem's hrtimer release adds on top of the configured delay: measured
-// at 0.1-0.4 ms in qemu TCG, 0.1-0.2 ms in User-Mode Linux (the default bed). 1 ms is budgeted because
-// the same test must hold in both beds (JITTERD_VM=qemu is the second kernel, docs/testing.md); the
-// bias it allows is still a twentieth of the 20 ms under test.
+// Timer and softirq latency that netem's hrtimer release adds on top of the configured delay:
+// measured at 0.1-0.4 ms in qemu TCG, 0.1-0.2 ms in User-Mode Linux (the default bed). 1 ms is
+// budgeted because the same test must hold in both beds (JITTERD_VM=qemu is the second kernel,
+// docs/testing.md); the bias it allows is still a twentieth of the 20 ms under test.
 constexpr double kTimerBudgetMs = 1.0;
 
 struct Baseline {
@@ -102,18 +102,18 @@ TEST(NetemDelay, CustomBimodalTableSixtyFortyIsReproduced) {
   // The bound is ±5 points; at n = 1000 the binomial SE is 1.55 points, so ±5 is 3.2 SE.
   EXPECT_NEAR(low / n, 0.60, 0.05);
   EXPECT_NEAR(high / n, 0.40, 0.05);
-  // Nothing earlier than a mode, and little in the gap between them. A normal distribution fitted to
-  // the same mean and deviation (19 ms, 17 ms), or maketable's interpolated table, puts over 35 % of
-  // the delays between 15 and 39.5 ms; an exact table puts none there, but under emulation a loaded
-  // host releases some 5 ms packets over 10 ms late (seen: up to 6 % with three compilers running
-  // beside the VM), so the bound is 15 %: far from what a wrong table gives.
+  // Nothing earlier than a mode, and little in the gap between them. A normal distribution fitted
+  // to the same mean and deviation (19 ms, 17 ms), or maketable's interpolated table, puts over 35
+  // % of the delays between 15 and 39.5 ms; an exact table puts none there, but under emulation a
+  // loaded host releases some 5 ms packets over 10 ms late (seen: up to 6 % with three compilers
+  // running beside the VM), so the bound is 15 %: far from what a wrong table gives.
   EXPECT_EQ(early, 0) << "RTTs (ms): " << odd;
   EXPECT_LE(between / n, 0.15) << "RTTs (ms): " << odd;
 }
 
-// Profiles with "reorder": false keep order with netem's rate (docs/profile-format.md). Checked on the
-// wire: with wide jitter and 2 ms between probes, replies arrive out of order without a rate and in
-// order with one.
+// Profiles with "reorder": false keep order with netem's rate (docs/profile-format.md). Checked on
+// the wire: with wide jitter and 2 ms between probes, replies arrive out of order without a rate
+// and in order with one.
 TEST(NetemOrder, RateKeepsOrderWhereJitterAloneReorders) {
   JITTERD_REQUIRE_NETEM_KERNEL();
   jitterd_test::NetemBed bed;

@@ -16,11 +16,12 @@ TEST(NetemLoss, GilbertElliottRateAndBurstLength) {
   jitterd_test::NetemBed bed;
   auto& net = bed.net;
   auto& engine = bed.engine;
-  // Simple Gilbert: everything lost in Bad, nothing in Good. π_B = p/(p+r) = 7.4 %, mean burst 1/r = 4.
+  // Simple Gilbert: everything lost in Bad, nothing in Good. π_B = p/(p+r) = 7.4 %, mean burst 1/r
+  // = 4.
   constexpr double p = 0.02, r = 0.25;
   NetemSpec spec;
-  spec.loss = GilbertElliottLoss{Probability::checked(p), Probability::checked(r), Probability::one(),
-                                 Probability::zero()};
+  spec.loss = GilbertElliottLoss{Probability::checked(p), Probability::checked(r),
+                                 Probability::one(), Probability::zero()};
   NetemQdisc qdisc = engine.install(engine.resolve(std::string(VethPair::kDevA)), spec);
 
   constexpr int kProbes = 10000;
@@ -35,8 +36,8 @@ TEST(NetemLoss, GilbertElliottRateAndBurstLength) {
   for (int b : bursts) burst_mean += b;
   burst_mean /= static_cast<double>(bursts.size());
 
-  // The loss indicators form a two-state Markov chain with eigenvalue λ = 1 - p - r, so the variance
-  // of their mean is π(1-π)/n · (1+λ)/(1-λ) (not the binomial π(1-π)/n).
+  // The loss indicators form a two-state Markov chain with eigenvalue λ = 1 - p - r, so the
+  // variance of their mean is π(1-π)/n · (1+λ)/(1-λ) (not the binomial π(1-π)/n).
   const double pi = p / (p + r);
   const double lambda = 1 - p - r;
   const double rate_se = std::sqrt(pi * (1 - pi) / n * (1 + lambda) / (1 - lambda));

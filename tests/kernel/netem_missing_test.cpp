@@ -32,7 +32,8 @@ TEST(NetemMissing, InstallExplainsHowToGetNetem) {
   isolated.join();
   std::cout << "the message users see: " << message << '\n';
   EXPECT_EQ(error_number, ENOENT);
-  EXPECT_EQ(message.rfind("netem install (dev lo handle 1a7e:): No such file or directory", 0), 0u) << message;
+  EXPECT_EQ(message.rfind("netem install (dev lo handle 1a7e:): No such file or directory", 0), 0u)
+      << message;
   EXPECT_NE(message.find("modprobe sch_netem"), std::string::npos) << message;
   EXPECT_NE(message.find("linux-modules-extra-$(uname -r)"), std::string::npos) << message;
 }

@@ -87,10 +87,11 @@ TEST(NetemOwnership, ForeignRootIsRefusedAndLeftUntouched) {
     engine.install(dev, NetemSpec{});
     FAIL() << "installed over someone else's htb";
   } catch (const OwnershipError& e) {
-    EXPECT_STREQ(e.what(),
-                 "netem install (dev jta handle 1a7e:): the root qdisc is htb 1:, installed by someone "
-                 "else; jitterd leaves it alone. Remove it yourself, or force the install to replace it "
-                 "(its queue is dropped)");
+    EXPECT_STREQ(
+        e.what(),
+        "netem install (dev jta handle 1a7e:): the root qdisc is htb 1:, installed by someone "
+        "else; jitterd leaves it alone. Remove it yourself, or force the install to replace it "
+        "(its queue is dropped)");
   }
   const json root = root_by_tc(net);
   EXPECT_EQ(root.at("kind"), "htb");
@@ -138,7 +139,8 @@ TEST(NetemOwnership, KernelRefusalsCarryTheKernelsText) {
     FAIL();
   } catch (const NetlinkError& e) {
     EXPECT_EQ(e.error_number(), ENODEV);
-    EXPECT_NE(std::string(e.what()).find("resolve interface (dev nosuchdev0)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("resolve interface (dev nosuchdev0)"), std::string::npos)
+        << e.what();
   }
   // A change on an interface with no jitterd qdisc: the kernel refuses, naming what is missing.
   const Interface dev = engine.resolve(std::string(VethPair::kDevA));

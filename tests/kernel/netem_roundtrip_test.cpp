@@ -24,8 +24,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// What the kernel should report for `spec`: our own encoding decoded again (tables are never dumped,
-// probabilities land on the kernel's u32 grid). The tc comparison below keeps this honest.
+// What the kernel should report for `spec`: our own encoding decoded again (tables are never
+// dumped, probabilities land on the kernel's u32 grid). The tc comparison below keeps this honest.
 NetemSpec expected_readback(const NetemSpec& spec) {
   NlMsgPtr msg = build_netem_message(1, kJitterdRootHandle, 0xffffffff, 0, spec, {});
   const nlmsghdr* hdr = nlmsg_hdr(msg.get());
@@ -35,14 +35,17 @@ NetemSpec expected_readback(const NetemSpec& spec) {
   std::uint16_t len;
   std::memcpy(&len, base + options, 2);
   std::string error;
-  auto decoded = decode_netem_options({base + options + 4, static_cast<std::size_t>(len - 4)}, &error);
+  auto decoded =
+      decode_netem_options({base + options + 4, static_cast<std::size_t>(len - 4)}, &error);
   EXPECT_TRUE(decoded) << error;
   NetemSpec out = decoded->spec;
   out.prng_seed.reset();
   return out;
 }
 
-double seconds(Nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
+double seconds(Nanoseconds d) {
+  return static_cast<double>(d.count()) / 1e9;
+}
 
 // tc prints times as seconds and probabilities as fractions with limited precision.
 void expect_near(const json& value, double expected, const std::string& what) {
@@ -51,7 +54,8 @@ void expect_near(const json& value, double expected, const std::string& what) {
 }
 
 // tc's JSON gives times in whole microseconds, truncated after its own floating-point conversion (a
-// shipped profile's 8.418 ms latency reads as 0.008417): up to two microseconds of tolerance for times.
+// shipped profile's 8.418 ms latency reads as 0.008417): up to two microseconds of tolerance for
+// times.
 void expect_time_near(const json& value, double expected, const std::string& what) {
   ASSERT_TRUE(value.is_number()) << what << " missing or not a number: " << value;
   EXPECT_NEAR(value.get<double>(), expected, std::max(2e-6, std::fabs(expected) * 1e-5)) << what;
@@ -64,12 +68,15 @@ void expect_matches_tc(const NetemSpec& spec, const json& qdisc) {
   const json& o = qdisc.at("options");
   EXPECT_EQ(o.at("limit"), spec.limit);
   if (spec.delay.latency.count() || spec.delay.jitter.count()) {
-    // iproute2 6.1 prints the latency from the 32-bit tick field, which the kernel's dump saturates at
-    // 2^32 ticks of 64 ns (274.877906944 s); the 64-bit value is checked through libshaper above.
+    // iproute2 6.1 prints the latency from the 32-bit tick field, which the kernel's dump saturates
+    // at 2^32 ticks of 64 ns (274.877906944 s); the 64-bit value is checked through libshaper
+    // above.
     constexpr double kTcLatencyCeiling = 4294967295.0 * 64 / 1e9;
-    expect_time_near(o.at("delay").at("delay"), std::min(seconds(spec.delay.latency), kTcLatencyCeiling), "delay");
+    expect_time_near(o.at("delay").at("delay"),
+                     std::min(seconds(spec.delay.latency), kTcLatencyCeiling), "delay");
     expect_time_near(o.at("delay").at("jitter"), seconds(spec.delay.jitter), "jitter");
-    expect_near(o.at("delay").at("correlation"), spec.delay.correlation.value(), "delay correlation");
+    expect_near(o.at("delay").at("correlation"), spec.delay.correlation.value(),
+                "delay correlation");
   }
   const bool ge = std::holds_alternative<GilbertElliottLoss>(spec.loss);
   const bool gi = std::holds_alternative<FourStateLoss>(spec.loss);
@@ -100,18 +107,21 @@ void expect_matches_tc(const NetemSpec& spec, const json& qdisc) {
   EXPECT_EQ(o.contains("duplicate"), !spec.duplicate.probability.is_zero());
   if (o.contains("duplicate")) {
     expect_near(o["duplicate"]["duplicate"], spec.duplicate.probability.value(), "duplicate");
-    expect_near(o["duplicate"]["correlation"], spec.duplicate.correlation.value(), "duplicate correlation");
+    expect_near(o["duplicate"]["correlation"], spec.duplicate.correlation.value(),
+                "duplicate correlation");
   }
   EXPECT_EQ(o.contains("reorder"), !spec.reorder.probability.is_zero());
   if (o.contains("reorder")) {
     expect_near(o["reorder"]["reorder"], spec.reorder.probability.value(), "reorder");
-    expect_near(o["reorder"]["correlation"], spec.reorder.correlation.value(), "reorder correlation");
+    expect_near(o["reorder"]["correlation"], spec.reorder.correlation.value(),
+                "reorder correlation");
   }
   EXPECT_EQ(o.at("gap"), spec.reorder.gap);
   EXPECT_EQ(o.contains("corrupt"), !spec.corrupt.probability.is_zero());
   if (o.contains("corrupt")) {
     expect_near(o["corrupt"]["corrupt"], spec.corrupt.probability.value(), "corrupt");
-    expect_near(o["corrupt"]["correlation"], spec.corrupt.correlation.value(), "corrupt correlation");
+    expect_near(o["corrupt"]["correlation"], spec.corrupt.correlation.value(),
+                "corrupt correlation");
   }
   EXPECT_EQ(o.contains("rate"), spec.rate.rate.value != 0);
   if (o.contains("rate")) {
@@ -124,8 +134,10 @@ void expect_matches_tc(const NetemSpec& spec, const json& qdisc) {
   if (spec.slot && o.contains("slot")) {
     const json& s = o["slot"];
     if (spec.slot->distribution) {
-      expect_near(s.at("distribution"), seconds(spec.slot->distribution->delay), "slot distribution delay");
-      expect_near(s.at("jitter"), seconds(spec.slot->distribution->jitter), "slot distribution jitter");
+      expect_near(s.at("distribution"), seconds(spec.slot->distribution->delay),
+                  "slot distribution delay");
+      expect_near(s.at("jitter"), seconds(spec.slot->distribution->jitter),
+                  "slot distribution jitter");
     } else {
       expect_near(s.at("min-delay"), seconds(spec.slot->min_delay), "slot min-delay");
       expect_near(s.at("max-delay"), seconds(spec.slot->max_delay), "slot max-delay");
@@ -146,8 +158,8 @@ std::vector<NamedSpec> specs() {
   {
     NetemSpec s;  // every field that can be set at once
     s.delay = {20ms, 5ms, Probability::checked(0.25), make_normal_table()};
-    s.loss = GilbertElliottLoss{Probability::checked(0.01), Probability::checked(0.3), Probability::checked(0.9),
-                                Probability::checked(0.001)};
+    s.loss = GilbertElliottLoss{Probability::checked(0.01), Probability::checked(0.3),
+                                Probability::checked(0.9), Probability::checked(0.001)};
     s.duplicate = {Probability::checked(0.02), Probability::checked(0.5)};
     s.corrupt = {Probability::checked(0.003), Probability::checked(0.1)};
     s.reorder = {Probability::checked(0.2), Probability::checked(0.05), 4};
@@ -158,10 +170,12 @@ std::vector<NamedSpec> specs() {
     out.push_back({"rich_gilbert_elliott", s});
   }
   {
-    NetemSpec s;  // 4-state loss, a slot distribution, a 32-bit rate, a 64-bit latency beyond u32 ticks
+    NetemSpec
+        s;  // 4-state loss, a slot distribution, a 32-bit rate, a 64-bit latency beyond u32 ticks
     s.delay = {300s, 0ns, Probability::zero(), std::nullopt};
-    s.loss = FourStateLoss{Probability::checked(0.13), Probability::checked(0.31), Probability::checked(0.32),
-                           Probability::checked(0.23), Probability::checked(0.14)};
+    s.loss = FourStateLoss{Probability::checked(0.13), Probability::checked(0.31),
+                           Probability::checked(0.32), Probability::checked(0.23),
+                           Probability::checked(0.14)};
     s.rate = {BytesPerSecond{125'000'000}, 14, 0, 0};
     s.slot = SlotSpec{0ns, 0ns, SlotDistribution{2ms, 500us, make_pareto_table(4096)}, 0, 0};
     s.limit = 5000;
@@ -184,7 +198,9 @@ std::vector<NamedSpec> specs() {
   return out;
 }
 
-void PrintTo(const NamedSpec& named, std::ostream* os) { *os << named.name; }
+void PrintTo(const NamedSpec& named, std::ostream* os) {
+  *os << named.name;
+}
 
 class NetemRoundTrip : public ::testing::TestWithParam<NamedSpec> {};
 
@@ -204,7 +220,8 @@ TEST_P(NetemRoundTrip, InstalledSpecReadsBackThroughLibshaperAndTc) {
   EXPECT_TRUE(root->is_jitterd());
   NetemSpec read = root->netem->spec;
   if (root->netem->prng_seed_reported) {
-    EXPECT_EQ(read.prng_seed, spec.prng_seed.value_or(*read.prng_seed)) << "6.6+ kernel dumped another seed";
+    EXPECT_EQ(read.prng_seed, spec.prng_seed.value_or(*read.prng_seed))
+        << "6.6+ kernel dumped another seed";
   }
   read.prng_seed.reset();
   EXPECT_EQ(read, expected_readback(spec));
@@ -215,11 +232,14 @@ TEST_P(NetemRoundTrip, InstalledSpecReadsBackThroughLibshaperAndTc) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFields, NetemRoundTrip, ::testing::ValuesIn(specs()),
-                         [](const ::testing::TestParamInfo<NamedSpec>& p) { return std::string(p.param.name); });
+                         [](const ::testing::TestParamInfo<NamedSpec>& p) {
+                           return std::string(p.param.name);
+                         });
 
 TEST(NetemRoundTripChange, AChangeLeavesNothingOfThePreviousState) {
-  // `tc qdisc change` keeps every attribute it does not mention (reorder, corrupt, rate, slot, ecn);
-  // our change sends the full state, so going from everything to defaults really gives defaults.
+  // `tc qdisc change` keeps every attribute it does not mention (reorder, corrupt, rate, slot,
+  // ecn); our change sends the full state, so going from everything to defaults really gives
+  // defaults.
   JITTERD_REQUIRE_NETEM_KERNEL();
   jitterd_test::NetemBed bed;
   auto& net = bed.net;
@@ -237,15 +257,16 @@ TEST(NetemRoundTripChange, AChangeLeavesNothingOfThePreviousState) {
   }
 }
 
-// Every phase of every shipped profile (profiles/*.json: exact tables up to 16384 entries, Gilbert-Elliott
-// loss, large limits) is accepted by the kernel, installed and then changed in place phase after phase,
-// and reads back through libshaper and tc as it was sent.
+// Every phase of every shipped profile (profiles/*.json: exact tables up to 16384 entries,
+// Gilbert-Elliott loss, large limits) is accepted by the kernel, installed and then changed in
+// place phase after phase, and reads back through libshaper and tc as it was sent.
 TEST(ShippedProfilesInTheKernel, EveryPhaseInstallsAndChangesInPlace) {
   JITTERD_REQUIRE_NETEM_KERNEL();
   jitterd_test::NetemBed bed;
   std::optional<NetemQdisc> qdisc;
   int phases = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(JITTERD_VM_SOURCE_DIR) + "/profiles")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(JITTERD_VM_SOURCE_DIR) + "/profiles")) {
     if (entry.path().extension() != ".json") continue;
     const ProfileLoad load = load_profile_file(entry.path().string());
     ASSERT_TRUE(load.profile) << entry.path() << ": " << to_string(load.diagnostics);

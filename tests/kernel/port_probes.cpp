@@ -50,7 +50,8 @@ SocketAddress socket_address(const std::string& address, std::uint16_t port) {
 shaper::UniqueFd socket_in(const std::string& netns, int family, Transport transport) {
   NetnsGuard inside(netns);
   const int type = (transport == Transport::kUdp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC;
-  return shaper::UniqueFd(static_cast<int>(shaper::check_syscall(socket(family, type, 0), "socket", netns)));
+  return shaper::UniqueFd(
+      static_cast<int>(shaper::check_syscall(socket(family, type, 0), "socket", netns)));
 }
 
 void set_option(int fd, int level, int name, int value, const std::string& what) {
@@ -59,7 +60,8 @@ void set_option(int fd, int level, int name, int value, const std::string& what)
 
 void set_nonblocking(int fd) {
   // Blocking sockets would let one silent target stall the others' rounds.
-  shaper::check_syscall(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), "fcntl", "probe socket");
+  shaper::check_syscall(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), "fcntl",
+                        "probe socket");
 }
 
 }  // namespace
@@ -72,18 +74,22 @@ EchoServer::EchoServer(const std::string& netns, Transport transport, std::uint1
     : transport_(transport) {
   const SocketAddress local = socket_address(address, port);
   socket_ = socket_in(netns, local.family(), transport);
-  const std::string what = (transport == Transport::kUdp ? "udp " : "tcp ") + address + " port " + std::to_string(port);
+  const std::string what =
+      (transport == Transport::kUdp ? "udp " : "tcp ") + address + " port " + std::to_string(port);
   set_option(socket_.get(), SOL_SOCKET, SO_REUSEADDR, 1, what);
   if (local.family() == AF_INET6) set_option(socket_.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, what);
   shaper::check_syscall(bind(socket_.get(), local.get(), local.length), "bind", what);
-  if (transport == Transport::kTcp) shaper::check_syscall(listen(socket_.get(), 16), "listen", what);
-  stop_ = shaper::UniqueFd(static_cast<int>(shaper::check_syscall(eventfd(0, EFD_CLOEXEC), "eventfd", what)));
+  if (transport == Transport::kTcp)
+    shaper::check_syscall(listen(socket_.get(), 16), "listen", what);
+  stop_ = shaper::UniqueFd(
+      static_cast<int>(shaper::check_syscall(eventfd(0, EFD_CLOEXEC), "eventfd", what)));
   thread_ = std::thread([this] { serve(); });
 }
 
 EchoServer::~EchoServer() {
   const std::uint64_t one = 1;
-  if (write(stop_.get(), &one, sizeof one) != sizeof one) std::abort();  // the thread would never end
+  if (write(stop_.get(), &one, sizeof one) != sizeof one)
+    std::abort();  // the thread would never end
   thread_.join();
 }
 
@@ -104,8 +110,9 @@ void EchoServer::serve() {
         socklen_t peer_length = sizeof peer;
         const ssize_t n = recvfrom(socket_.get(), buffer.data(), buffer.size(), 0,
                                    reinterpret_cast<sockaddr*>(&peer), &peer_length);
-        if (n > 0) sendto(socket_.get(), buffer.data(), static_cast<std::size_t>(n), 0,
-                          reinterpret_cast<sockaddr*>(&peer), peer_length);
+        if (n > 0)
+          sendto(socket_.get(), buffer.data(), static_cast<std::size_t>(n), 0,
+                 reinterpret_cast<sockaddr*>(&peer), peer_length);
       } else {
         const int c = accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC);
         if (c >= 0) {
@@ -132,12 +139,13 @@ void EchoServer::serve() {
 
 std::string ProbeTarget::label() const {
   const bool v6 = address.find(':') != std::string::npos;
-  return std::string(transport == Transport::kUdp ? "udp " : "tcp ") + (v6 ? "[" + address + "]" : address) + ":" +
-         std::to_string(port);
+  return std::string(transport == Transport::kUdp ? "udp " : "tcp ") +
+         (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
 }
 
 std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netns,
-                                                         const std::vector<ProbeTarget>& targets, int rounds,
+                                                         const std::vector<ProbeTarget>& targets,
+                                                         int rounds,
                                                          std::chrono::milliseconds interval,
                                                          std::chrono::milliseconds timeout,
                                                          const std::atomic<bool>* stop) {
@@ -151,12 +159,15 @@ std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netn
     Link link{socket_in(netns, remote.family(), t.transport), {}};
     if (t.source_port != 0) {
       set_option(link.fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, t.label());
-      const SocketAddress local = socket_address(remote.family() == AF_INET ? "0.0.0.0" : "::", t.source_port);
+      const SocketAddress local =
+          socket_address(remote.family() == AF_INET ? "0.0.0.0" : "::", t.source_port);
       shaper::check_syscall(bind(link.fd.get(), local.get(), local.length), "bind", t.label());
     }
-    if (t.transport == Transport::kTcp) set_option(link.fd.get(), IPPROTO_TCP, TCP_NODELAY, 1, t.label());
+    if (t.transport == Transport::kTcp)
+      set_option(link.fd.get(), IPPROTO_TCP, TCP_NODELAY, 1, t.label());
     set_option(link.fd.get(), SOL_SOCKET, SO_TIMESTAMPNS, 1, t.label());
-    shaper::check_syscall(connect(link.fd.get(), remote.get(), remote.length), "connect", t.label());
+    shaper::check_syscall(connect(link.fd.get(), remote.get(), remote.length), "connect",
+                          t.label());
     set_nonblocking(link.fd.get());
     links.push_back(std::move(link));
   }
@@ -166,9 +177,10 @@ std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netn
   const auto start = Clock::now();
   int next_round = 0;
   Clock::time_point last_send = start;
-  // Arrival times come from the kernel (SO_TIMESTAMPNS: when the answer reached the socket), not from
-  // when this thread got to read it, so a busy process (a fork for jitterctl, say) does not inflate
-  // the RTTs. The timestamps are CLOCK_REALTIME, and so are the send times they are compared with.
+  // Arrival times come from the kernel (SO_TIMESTAMPNS: when the answer reached the socket), not
+  // from when this thread got to read it, so a busy process (a fork for jitterctl, say) does not
+  // inflate the RTTs. The timestamps are CLOCK_REALTIME, and so are the send times they are
+  // compared with.
   const auto receive = [&](std::size_t i) {
     char buffer[4096];
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
@@ -186,8 +198,9 @@ std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netn
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
           timespec ts;
           std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-          arrived = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-              std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+          arrived = std::chrono::system_clock::time_point(
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                  std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
         }
       }
       // UDP: one datagram is one round number; TCP: a stream of them.
@@ -199,7 +212,8 @@ std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netn
         std::uint32_t round;
         std::memcpy(&round, pending.data() + at, sizeof round);
         if (round < series[i].size() && !series[i][round].rtt_ms) {
-          series[i][round].rtt_ms = std::chrono::duration<double, std::milli>(arrived - sent[i][round]).count();
+          series[i][round].rtt_ms =
+              std::chrono::duration<double, std::milli>(arrived - sent[i][round]).count();
         }
       }
       pending.erase(0, at);
@@ -227,7 +241,8 @@ std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netn
         0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
     std::vector<pollfd> fds;
     for (const auto& l : links) fds.push_back({l.fd.get(), POLLIN, 0});
-    if (poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(wait_ms, 1000))) < 0 && errno != EINTR) {
+    if (poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(wait_ms, 1000))) < 0 &&
+        errno != EINTR) {
       throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
     }
     for (std::size_t i = 0; i < fds.size(); ++i) {
@@ -235,7 +250,8 @@ std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netn
     }
     if (!sending) {
       const bool all = std::all_of(series.begin(), series.end(), [](const auto& s) {
-        return std::all_of(s.begin(), s.end(), [](const ProbeSample& p) { return p.rtt_ms.has_value(); });
+        return std::all_of(s.begin(), s.end(),
+                           [](const ProbeSample& p) { return p.rtt_ms.has_value(); });
       });
       if (all) break;
     }
@@ -248,8 +264,9 @@ double min_rtt(const std::vector<ProbeSample>& series, const std::string& label)
   for (const auto& s : series) {
     if (s.rtt_ms && (!best || *s.rtt_ms < *best)) best = s.rtt_ms;
   }
-  if (!best) throw std::runtime_error("no probe to " + label + " was answered (" + std::to_string(series.size()) +
-                                      " sent)");
+  if (!best)
+    throw std::runtime_error("no probe to " + label + " was answered (" +
+                             std::to_string(series.size()) + " sent)");
   return *best;
 }
 
@@ -258,11 +275,13 @@ std::size_t lost(const std::vector<ProbeSample>& series) {
       std::count_if(series.begin(), series.end(), [](const ProbeSample& s) { return !s.rtt_ms; }));
 }
 
-std::string describe(const std::vector<ProbeTarget>& targets, const std::vector<std::vector<ProbeSample>>& series) {
+std::string describe(const std::vector<ProbeTarget>& targets,
+                     const std::vector<std::vector<ProbeSample>>& series) {
   std::string out;
   for (std::size_t i = 0; i < targets.size() && i < series.size(); ++i) {
     out += targets[i].label() + ":";
-    for (const auto& s : series[i]) out += s.rtt_ms ? " " + std::to_string(static_cast<int>(*s.rtt_ms)) : " lost";
+    for (const auto& s : series[i])
+      out += s.rtt_ms ? " " + std::to_string(static_cast<int>(*s.rtt_ms)) : " lost";
     out += "\n";
   }
   return out;

@@ -18,11 +18,12 @@ namespace jitterd_test {
 
 enum class Transport { kUdp, kTcp };
 
-// Answers every UDP datagram, or every byte on every accepted TCP connection, on `address`:`port` in
-// namespace `netns` with the same bytes, from a thread of its own until destroyed. `address` is
-// "::" (both families) or one address. A UDP server on "::" answers from whichever address the kernel
-// picks for the reply, which on a side with several addresses need not be the one the probe went to
-// (the prober's connected socket then drops the answer): give each address a UDP server of its own.
+// Answers every UDP datagram, or every byte on every accepted TCP connection, on `address`:`port`
+// in namespace `netns` with the same bytes, from a thread of its own until destroyed. `address` is
+// "::" (both families) or one address. A UDP server on "::" answers from whichever address the
+// kernel picks for the reply, which on a side with several addresses need not be the one the probe
+// went to (the prober's connected socket then drops the answer): give each address a UDP server of
+// its own.
 class EchoServer {
  public:
   EchoServer(const std::string& netns, Transport transport, std::uint16_t port,
@@ -57,22 +58,23 @@ struct ProbeSample {
   std::optional<double> rtt_ms;
 };
 
-// Probes every target side by side from namespace `netns`: each round sends one probe to every target
-// at once, then collects the answers (up to `timeout`) before the next round starts, `interval` after
-// this one. Returns one series per target, in the order given. TCP targets are connected once, before
-// the first round. Throws std::runtime_error (naming the target) when a socket cannot be set up.
-// `stop` (optional) ends the rounds early when it becomes true.
-std::vector<std::vector<ProbeSample>> probe_side_by_side(const std::string& netns,
-                                                         const std::vector<ProbeTarget>& targets, int rounds,
-                                                         std::chrono::milliseconds interval,
-                                                         std::chrono::milliseconds timeout = std::chrono::seconds(2),
-                                                         const std::atomic<bool>* stop = nullptr);
+// Probes every target side by side from namespace `netns`: each round sends one probe to every
+// target at once, then collects the answers (up to `timeout`) before the next round starts,
+// `interval` after this one. Returns one series per target, in the order given. TCP targets are
+// connected once, before the first round. Throws std::runtime_error (naming the target) when a
+// socket cannot be set up. `stop` (optional) ends the rounds early when it becomes true.
+std::vector<std::vector<ProbeSample>> probe_side_by_side(
+    const std::string& netns, const std::vector<ProbeTarget>& targets, int rounds,
+    std::chrono::milliseconds interval, std::chrono::milliseconds timeout = std::chrono::seconds(2),
+    const std::atomic<bool>* stop = nullptr);
 
 // The smallest RTT of a series (ms); throws std::runtime_error when no probe was answered.
 double min_rtt(const std::vector<ProbeSample>& series, const std::string& label);
 // How many probes of a series got no answer.
 std::size_t lost(const std::vector<ProbeSample>& series);
-// One line per target: its label and every probe's RTT in whole ms (or "lost"), for failure messages.
-std::string describe(const std::vector<ProbeTarget>& targets, const std::vector<std::vector<ProbeSample>>& series);
+// One line per target: its label and every probe's RTT in whole ms (or "lost"), for failure
+// messages.
+std::string describe(const std::vector<ProbeTarget>& targets,
+                     const std::vector<std::vector<ProbeSample>>& series);
 
 }  // namespace jitterd_test

@@ -5,14 +5,14 @@
 // tests/fixtures/captures/multimodal.txt (five delay modes from 2 to 55 ms, made by make-captures
 // in that folder).
 //
-// The link itself is not silent: on hardware netem releases packets tens of microseconds late; in the
-// User-Mode Linux test bed (the host's clock, one CPU, syscalls trapped) ~0.1-0.2 ms late; in qemu TCG
-// on its real-time clock 0.4 ms late at the median and up to several ms, which alone fails KS
-// (0.11-0.13 against 0.05; docs/fidelity.md). So, as a lab would on any link, the test first measures
-// the link's own noise through a constant-delay netem and validates with it (validate
-// --link-calibration): the capture and the profile get the link's noise added before they are compared
-// with the shaped link. It runs in the kernel suite's timing round (tests/vm/timing-tests): no other
-// guest competes for the host's CPU while it probes.
+// The link itself is not silent: on hardware netem releases packets tens of microseconds late; in
+// the User-Mode Linux test bed (the host's clock, one CPU, syscalls trapped) ~0.1-0.2 ms late; in
+// qemu TCG on its real-time clock 0.4 ms late at the median and up to several ms, which alone fails
+// KS (0.11-0.13 against 0.05; docs/fidelity.md). So, as a lab would on any link, the test first
+// measures the link's own noise through a constant-delay netem and validates with it (validate
+// --link-calibration): the capture and the profile get the link's noise added before they are
+// compared with the shaped link. It runs in the kernel suite's timing round
+// (tests/vm/timing-tests): no other guest competes for the host's CPU while it probes.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -128,8 +128,8 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
   // own round trip.
   const bool halved = profile.provenance && profile.provenance->halved;
   const DelaySeries capture_s = capture_series(capture, profile);
-  const DelaySeries profile_s =
-      simulate_profile(profile, capture_s, capture.interval, 1, simulation_copies(capture_s.delay.size()));
+  const DelaySeries profile_s = simulate_profile(profile, capture_s, capture.interval, 1,
+                                                 simulation_copies(capture_s.delay.size()));
   const LinkNoise link = with_link_noise(std::move(*noise), profile_s, halved);
   const DelaySeries shaped_s = shaped_series(shaped, profile_s, halved, &link);
   const ValidationReport report = validate_series(capture_s, profile_s, &shaped_s, &link);
@@ -147,13 +147,13 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
   for (const auto& note : report.notes) std::printf("note: %s\n", note.c_str());
 }
 
-// Issue 20 §4: a capture with stalls, compiled with --replay and followed in time on a real netem (the
-// test changes the qdisc in place at each step of the schedule, as the daemon's scheduler does), shows
-// its stalls at the capture's times. The capture is synthetic (tests/support/stall_captures.hpp): 400
-// probes at 100 ms, a 127 ms path with two stalls of 2-4 s. ping probes the veth as the capture was
-// taken; each stall of the shaped trace (RTT 1 s or more above its minimum) must start and end within
-// one replay window, plus 150 ms for ping's and the bed's start and the emulator's lateness, of the
-// capture's.
+// Issue 20 §4: a capture with stalls, compiled with --replay and followed in time on a real netem
+// (the test changes the qdisc in place at each step of the schedule, as the daemon's scheduler
+// does), shows its stalls at the capture's times. The capture is synthetic
+// (tests/support/stall_captures.hpp): 400 probes at 100 ms, a 127 ms path with two stalls of 2-4 s.
+// ping probes the veth as the capture was taken; each stall of the shaped trace (RTT 1 s or more
+// above its minimum) must start and end within one replay window, plus 150 ms for ping's and the
+// bed's start and the emulator's lateness, of the capture's.
 TEST(ProfileShaped, ReplayedStallsComeBackAtTheCapturesTimes) {
   JITTERD_REQUIRE_NETEM_KERNEL();
   synthetic::StallCaptureShape shape = synthetic::tight_body_with_stalls();
@@ -166,7 +166,8 @@ TEST(ProfileShaped, ReplayedStallsComeBackAtTheCapturesTimes) {
   CompileOptions options;
   options.regimes = RegimeMode::kReplay;
   options.replay_loop = false;
-  const CompileResult compiled = compile_profile({CaptureInput{"stalls", std::string(64, '0'), capture}}, options);
+  const CompileResult compiled =
+      compile_profile({CaptureInput{"stalls", std::string(64, '0'), capture}}, options);
   ASSERT_TRUE(compiled.profile) << to_string(compiled.diagnostics);
   const Profile& profile = *compiled.profile;
   ASSERT_TRUE(profile.schedule && compiled.report.replay);
@@ -179,7 +180,8 @@ TEST(ProfileShaped, ReplayedStallsComeBackAtTheCapturesTimes) {
   const auto t0 = std::chrono::steady_clock::now();
   std::thread ping([&] {
     shaped_text = jitterd_test::run("ip netns exec " + bed.net.ns_a() + " ping -D -n -i 0.1 -c " +
-                                    std::to_string(shape.probes) + " " + VethPair::kAddrB + " || test $? -eq 1");
+                                    std::to_string(shape.probes) + " " + VethPair::kAddrB +
+                                    " || test $? -eq 1");
   });
   auto at = t0;
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -193,8 +195,9 @@ TEST(ProfileShaped, ReplayedStallsComeBackAtTheCapturesTimes) {
   const Trace shaped = parse_trace_text(shaped_text, "shaped ping");
   ASSERT_GE(shaped.samples.size(), shape.probes - 5) << shaped_text.substr(0, 2000);
 
-  // Runs of RTTs 1 s or more above the minimum; runs less than a window apart are one stall (a window
-  // at a stall's end draws each probe afresh from its level's table, so the end may flicker).
+  // Runs of RTTs 1 s or more above the minimum; runs less than a window apart are one stall (a
+  // window at a stall's end draws each probe afresh from its level's table, so the end may
+  // flicker).
   auto stall_runs = [&](const Trace& t) {
     Nanoseconds floor = Nanoseconds::max();
     for (const auto& s : t.samples) {
@@ -215,11 +218,13 @@ TEST(ProfileShaped, ReplayedStallsComeBackAtTheCapturesTimes) {
   ASSERT_EQ(expected.size(), 2u);
   const Nanoseconds slack = window + std::chrono::milliseconds(150);
   std::string seen;
-  for (const auto& g : got) seen += duration_to_string(g.first) + ".." + duration_to_string(g.second) + " ";
-  std::printf("window %s; capture stalls %s..%s, %s..%s; shaped %s\n", duration_to_string(window).c_str(),
-              duration_to_string(expected[0].first).c_str(), duration_to_string(expected[0].second).c_str(),
-              duration_to_string(expected[1].first).c_str(), duration_to_string(expected[1].second).c_str(),
-              seen.c_str());
+  for (const auto& g : got)
+    seen += duration_to_string(g.first) + ".." + duration_to_string(g.second) + " ";
+  std::printf("window %s; capture stalls %s..%s, %s..%s; shaped %s\n",
+              duration_to_string(window).c_str(), duration_to_string(expected[0].first).c_str(),
+              duration_to_string(expected[0].second).c_str(),
+              duration_to_string(expected[1].first).c_str(),
+              duration_to_string(expected[1].second).c_str(), seen.c_str());
   ASSERT_EQ(got.size(), expected.size()) << seen;
   for (std::size_t k = 0; k < got.size(); ++k) {
     EXPECT_LE(std::chrono::abs(got[k].first - expected[k].first), slack) << k << ": " << seen;

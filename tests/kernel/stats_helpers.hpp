@@ -1,6 +1,6 @@
 #pragma once
-// Small statistics for the kernel tests' assertions. (libshaper's statistics module arrives with the
-// compiler; these stay independent of it on purpose, as a second implementation.)
+// Small statistics for the kernel tests' assertions. (libshaper's statistics module arrives with
+// the compiler; these stay independent of it on purpose, as a second implementation.)
 
 #include <algorithm>
 #include <cmath>

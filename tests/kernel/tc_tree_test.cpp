@@ -3,10 +3,10 @@
 // netlink code.
 //
 // Timing bounds: netem never releases a packet early, so a shaped RTT is at least the configured
-// delay (exact lower bound). Unshaped RTTs are ~0.05-0.3 ms in User-Mode Linux and ~0.1-2 ms in qemu
-// TCG (the second bed, where the same tests run); 15 ms separates them from the smallest delay used
-// here (20 ms) with a wide margin in both, and medians of 20 probes ignore the odd late release of a
-// loaded host. The bound that matters, shaped >= the configured delay, is exact.
+// delay (exact lower bound). Unshaped RTTs are ~0.05-0.3 ms in User-Mode Linux and ~0.1-2 ms in
+// qemu TCG (the second bed, where the same tests run); 15 ms separates them from the smallest delay
+// used here (20 ms) with a wide margin in both, and medians of 20 probes ignore the odd late
+// release of a loaded host. The bound that matters, shaped >= the configured delay, is exact.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 

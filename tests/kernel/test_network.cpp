@@ -35,7 +35,9 @@ std::string run(const std::string& command) {
   std::size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), raw)) > 0) out.append(buf.data(), n);
   const int status = pclose(raw);
-  if (status != 0) throw std::runtime_error("command failed (" + std::to_string(status) + "): " + command + "\n" + out);
+  if (status != 0)
+    throw std::runtime_error("command failed (" + std::to_string(status) + "): " + command + "\n" +
+                             out);
   return out;
 }
 
@@ -46,7 +48,8 @@ std::optional<std::string> kernel_unavailable_reason() {
 }
 
 static std::optional<std::string> probe_kernel() {
-  if (geteuid() != 0) return "kernel tests need root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces)";
+  if (geteuid() != 0)
+    return "kernel tests need root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces)";
   // Probe in a private namespace on a private thread so nothing of the caller's changes: install a
   // netem on lo and see whether the kernel knows the kind.
   std::optional<std::string> reason;
@@ -72,10 +75,12 @@ static std::optional<std::string> probe_kernel() {
 }
 
 NetnsGuard::NetnsGuard(const std::string& netns_name)
-    : previous_fd_(static_cast<int>(shaper::check_syscall(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC),
-                                                            "open", "/proc/thread-self/ns/net"))) {
+    : previous_fd_(static_cast<int>(
+          shaper::check_syscall(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC), "open",
+                                "/proc/thread-self/ns/net"))) {
   const std::string path = "/run/netns/" + netns_name;
-  const int fd = static_cast<int>(shaper::check_syscall(open(path.c_str(), O_RDONLY | O_CLOEXEC), "open", path));
+  const int fd = static_cast<int>(
+      shaper::check_syscall(open(path.c_str(), O_RDONLY | O_CLOEXEC), "open", path));
   const int rc = setns(fd, CLONE_NEWNET);
   const int saved = errno;
   close(fd);
@@ -104,11 +109,13 @@ std::string ip_batch(const std::string& options, std::initializer_list<std::stri
 }
 
 // IPv6 off in the namespace, for the devices there and those made later: its router solicitations
-// and MLD reports would pass through netem too and upset tests that count packets. Written from this
-// thread inside the namespace (a net sysctl belongs to the namespace of the thread that opens it).
+// and MLD reports would pass through netem too and upset tests that count packets. Written from
+// this thread inside the namespace (a net sysctl belongs to the namespace of the thread that opens
+// it).
 void disable_ipv6(const std::string& netns_name) {
   NetnsGuard inside(netns_name);
-  for (const char* path : {"/proc/sys/net/ipv6/conf/all/disable_ipv6", "/proc/sys/net/ipv6/conf/default/disable_ipv6"}) {
+  for (const char* path : {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+                           "/proc/sys/net/ipv6/conf/default/disable_ipv6"}) {
     shaper::UniqueFd fd(open(path, O_WRONLY | O_CLOEXEC));
     if (!fd && errno == ENOENT) return;  // a kernel without IPv6: nothing to turn off
     shaper::check_syscall(fd.get(), "open", path);
@@ -131,13 +138,16 @@ VethPair::VethPair() {
   const std::string addr_a = std::string(kAddrA) + "/24";
   const std::string addr_b = std::string(kAddrB) + "/24";
   ip_batch("-n " + ns_a_,
-           {"link add " + std::string(kDevA) + " address " + kMacA + " type veth peer name " + kDevB + " address " +
-                kMacB + " netns " + ns_b_,
-            "addr add " + addr_a + " dev " + kDevA, "link set " + std::string(kDevA) + " up", "link set lo up",
-            "neigh replace " + std::string(kAddrB) + " lladdr " + kMacB + " dev " + kDevA + " nud permanent"});
-  ip_batch("-n " + ns_b_,
-           {"addr add " + addr_b + " dev " + kDevB, "link set " + std::string(kDevB) + " up", "link set lo up",
-            "neigh replace " + std::string(kAddrA) + " lladdr " + kMacA + " dev " + kDevB + " nud permanent"});
+           {"link add " + std::string(kDevA) + " address " + kMacA + " type veth peer name " +
+                kDevB + " address " + kMacB + " netns " + ns_b_,
+            "addr add " + addr_a + " dev " + kDevA, "link set " + std::string(kDevA) + " up",
+            "link set lo up",
+            "neigh replace " + std::string(kAddrB) + " lladdr " + kMacB + " dev " + kDevA +
+                " nud permanent"});
+  ip_batch("-n " + ns_b_, {"addr add " + addr_b + " dev " + kDevB,
+                           "link set " + std::string(kDevB) + " up", "link set lo up",
+                           "neigh replace " + std::string(kAddrA) + " lladdr " + kMacA + " dev " +
+                               kDevB + " nud permanent"});
 }
 
 VethPair::~VethPair() {
@@ -148,12 +158,14 @@ VethPair::~VethPair() {
   }
 }
 
-PingResult ping(const VethPair& net, int count, std::chrono::microseconds interval, int deadline_s) {
+PingResult ping(const VethPair& net, int count, std::chrono::microseconds interval,
+                int deadline_s) {
   char interval_text[32];
-  std::snprintf(interval_text, sizeof interval_text, "%.6f", static_cast<double>(interval.count()) / 1e6);
+  std::snprintf(interval_text, sizeof interval_text, "%.6f",
+                static_cast<double>(interval.count()) / 1e6);
   // Per-probe lines are what we parse, so no -q; -n keeps them free of name lookups.
-  std::string command = "ip netns exec " + net.ns_a() + " ping -n -c " + std::to_string(count) + " -i " +
-                        interval_text + " -W 2 ";
+  std::string command = "ip netns exec " + net.ns_a() + " ping -n -c " + std::to_string(count) +
+                        " -i " + interval_text + " -W 2 ";
   if (deadline_s > 0) command += "-w " + std::to_string(deadline_s) + " ";
   command += VethPair::kAddrB;
   std::string out;

@@ -21,11 +21,11 @@ std::string run(const std::string& command);
 std::optional<std::string> kernel_unavailable_reason();
 
 // Skips the current test with the reason when there is no netem kernel here.
-#define JITTERD_REQUIRE_NETEM_KERNEL()                                      \
-  do {                                                                      \
-    if (auto reason = ::jitterd_test::kernel_unavailable_reason()) {        \
-      GTEST_SKIP() << *reason;                                              \
-    }                                                                       \
+#define JITTERD_REQUIRE_NETEM_KERNEL()                               \
+  do {                                                               \
+    if (auto reason = ::jitterd_test::kernel_unavailable_reason()) { \
+      GTEST_SKIP() << *reason;                                       \
+    }                                                                \
   } while (0)
 
 // Moves the calling thread into a network namespace for the guard's lifetime.
@@ -41,8 +41,9 @@ class NetnsGuard {
 };
 
 // Namespaces "<prefix>a" and "<prefix>b"; veth "jta" (in a, 198.18.0.1/24, kMacA) and "jtb" (in b,
-// 198.18.0.2/24, kMacB); IPv6 off in both. 198.18.0.0/15 is RFC 2544's benchmarking range: never routed anywhere.
-// Neighbour entries are permanent so that ARP, which netem would also delay and drop, plays no part.
+// 198.18.0.2/24, kMacB); IPv6 off in both. 198.18.0.0/15 is RFC 2544's benchmarking range: never
+// routed anywhere. Neighbour entries are permanent so that ARP, which netem would also delay and
+// drop, plays no part.
 class VethPair {
  public:
   VethPair();
@@ -65,8 +66,8 @@ class VethPair {
 };
 
 // One kernel test's world: a fresh veth pair, the test thread inside namespace a (so the socket
-// below talks to that namespace's kernel), an engine on it, and the interface jta. Members are built in
-// this order on purpose.
+// below talks to that namespace's kernel), an engine on it, and the interface jta. Members are
+// built in this order on purpose.
 struct NetemBed {
   VethPair net;
   NetnsGuard in_a{net.ns_a()};
@@ -86,7 +87,8 @@ struct PingResult {
 PingResult ping(const VethPair& net, int count, std::chrono::microseconds interval,
                 int deadline_s = 0);
 
-// `tc -j -s qdisc show dev jta` run in namespace a, as text (parsed by the tests with nlohmann_json).
+// `tc -j -s qdisc show dev jta` run in namespace a, as text (parsed by the tests with
+// nlohmann_json).
 std::string tc_json(const VethPair& net);
 
 }  // namespace jitterd_test

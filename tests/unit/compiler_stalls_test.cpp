@@ -1,6 +1,7 @@
-// The compiler on captures with a tight body and multi-second stalls (issue 20 §3): each part keeps its
-// own table resolution, and the compiled profile, simulated as `jitterctl validate` does, meets the
-// profile thresholds of docs/validation.md. Captures: tests/support/stall_captures.hpp (seeded).
+// The compiler on captures with a tight body and multi-second stalls (issue 20 §3): each part keeps
+// its own table resolution, and the compiled profile, simulated as `jitterctl validate` does, meets
+// the profile thresholds of docs/validation.md. Captures: tests/support/stall_captures.hpp
+// (seeded).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +19,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-CaptureInput input(const Trace& trace) { return CaptureInput{"stalls.txt", std::string(64, 'c'), trace}; }
+CaptureInput input(const Trace& trace) {
+  return CaptureInput{"stalls.txt", std::string(64, 'c'), trace};
+}
 
 // The capture against its profile simulated for at least a million probes (jitterctl validate's own
 // comparison, its thresholds and its simulation length).
@@ -34,9 +37,9 @@ Comparison judged(const Trace& trace, const Profile& profile) {
 }
 
 std::string describe(const Comparison& c) {
-  std::string out = "KS " + std::to_string(c.ks) + " (limit " + std::to_string(c.ks_limit) + "), p99 " +
-                    std::to_string(c.p99_error) + ", p99.9 " + std::to_string(c.p999_error) + ", loss " +
-                    std::to_string(c.loss_rate_error);
+  std::string out = "KS " + std::to_string(c.ks) + " (limit " + std::to_string(c.ks_limit) +
+                    "), p99 " + std::to_string(c.p99_error) + ", p99.9 " +
+                    std::to_string(c.p999_error) + ", loss " + std::to_string(c.loss_rate_error);
   for (const auto& f : c.failures) out += "; " + f;
   return out;
 }
@@ -78,9 +81,10 @@ TEST(CompilerStalls, ABimodalBodyUnderStallsTo14sMeetsTheProfileThresholds) {
 namespace {
 
 // Stalls: runs of probes delayed by `above` or more, (first send, last send); runs less than `gap`
-// apart are one stall (a replay draws each probe of a window afresh, so a stall's last seconds, where
-// the capture's sawtooth falls below `above`, may interleave with higher draws).
-std::vector<std::pair<Nanoseconds, Nanoseconds>> stalls(const DelaySeries& s, Nanoseconds above, Nanoseconds gap) {
+// apart are one stall (a replay draws each probe of a window afresh, so a stall's last seconds,
+// where the capture's sawtooth falls below `above`, may interleave with higher draws).
+std::vector<std::pair<Nanoseconds, Nanoseconds>> stalls(const DelaySeries& s, Nanoseconds above,
+                                                        Nanoseconds gap) {
   std::vector<std::pair<Nanoseconds, Nanoseconds>> out;
   for (std::size_t i = 0; i < s.delay.size(); ++i) {
     if (!s.delay[i] || *s.delay[i] < above) continue;
@@ -93,7 +97,9 @@ std::vector<std::pair<Nanoseconds, Nanoseconds>> stalls(const DelaySeries& s, Na
   return out;
 }
 
-double lag1(const DelaySeries& s) { return autocorrelation(s.delivered(), 1).value_or(0.0); }
+double lag1(const DelaySeries& s) {
+  return autocorrelation(s.delivered(), 1).value_or(0.0);
+}
 
 CompileOptions replay() {
   CompileOptions options;
@@ -115,8 +121,8 @@ TEST(CompilerReplay, StallsComeBackAtTheCapturesTimesWithItsLag1) {
   const DelaySeries capture = capture_series(trace, *r.profile);
   const DelaySeries sim = simulate_profile(*r.profile, capture, trace.interval, 1, 1);
   EXPECT_NEAR(lag1(sim), lag1(capture), 0.1) << "window " << duration_to_string(window);
-  // Every stall of the capture (a run of delays of 1 s or more) is in the replay, starting and ending
-  // within a window of where it did; and the replay has no other.
+  // Every stall of the capture (a run of delays of 1 s or more) is in the replay, starting and
+  // ending within a window of where it did; and the replay has no other.
   const auto expected = stalls(capture, 1s, window);
   const auto got = stalls(sim, 1s, window);
   ASSERT_EQ(expected.size(), 8u);
@@ -125,8 +131,8 @@ TEST(CompilerReplay, StallsComeBackAtTheCapturesTimesWithItsLag1) {
     EXPECT_LE(std::chrono::abs(got[k].first - expected[k].first), window) << k;
     EXPECT_LE(std::chrono::abs(got[k].second - expected[k].second), window) << k;
   }
-  std::cerr << "window " << duration_to_string(window) << ", lag-1 capture " << lag1(capture) << ", replay "
-            << lag1(sim) << ", phases " << r.profile->phases.size() << ", steps "
+  std::cerr << "window " << duration_to_string(window) << ", lag-1 capture " << lag1(capture)
+            << ", replay " << lag1(sim) << ", phases " << r.profile->phases.size() << ", steps "
             << r.profile->schedule->steps.size() << '\n';
   const Comparison c = judged(trace, *r.profile);
   EXPECT_TRUE(c.pass()) << describe(c);
@@ -143,10 +149,11 @@ TEST(CompilerReplay, ABodyWithoutStallsKeepsItsLag1WhereOneTableLosesIt) {
   ASSERT_GT(lag1(capture), 0.4);  // the generator's AR(1) body: about 0.6
   EXPECT_NEAR(lag1(simulate_profile(*plain.profile, capture, trace.interval, 1, 1)), 0.0, 0.05);
   const DelaySeries sim = simulate_profile(*r.profile, capture, trace.interval, 1, 1);
-  EXPECT_NEAR(lag1(sim), lag1(capture), 0.1) << "window " << duration_to_string(r.report.replay->window);
-  std::cerr << "window " << duration_to_string(r.report.replay->window) << ", lag-1 capture " << lag1(capture)
-            << ", replay " << lag1(sim) << ", predicted " << r.report.replay->predicted_lag1 << ", phases "
-            << r.profile->phases.size() << '\n';
+  EXPECT_NEAR(lag1(sim), lag1(capture), 0.1)
+      << "window " << duration_to_string(r.report.replay->window);
+  std::cerr << "window " << duration_to_string(r.report.replay->window) << ", lag-1 capture "
+            << lag1(capture) << ", replay " << lag1(sim) << ", predicted "
+            << r.report.replay->predicted_lag1 << ", phases " << r.profile->phases.size() << '\n';
   const Comparison c = judged(trace, *r.profile);
   EXPECT_TRUE(c.pass()) << describe(c);
 }

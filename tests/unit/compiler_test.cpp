@@ -1,5 +1,6 @@
-// The capture compiler: exact tables (property: entries decode to the samples), baselines, loss-model
-// choice, regimes, presets, tails, ordering and queue limits. Captures are synthetic and seeded.
+// The capture compiler: exact tables (property: entries decode to the samples), baselines,
+// loss-model choice, regimes, presets, tails, ordering and queue limits. Captures are synthetic and
+// seeded.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,7 +39,8 @@ std::vector<std::int64_t> decoded(const Phase& phase) {
   std::vector<std::int64_t> out;
   for (auto t : *phase.spec.delay.distribution) {
     out.push_back(netem_table_delay_ns(phase.spec.delay.latency.count(),
-                                       static_cast<std::int32_t>(phase.spec.delay.jitter.count()), t));
+                                       static_cast<std::int32_t>(phase.spec.delay.jitter.count()),
+                                       t));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -57,10 +59,12 @@ CompileOptions two_regimes_in_10s_windows() {
 
 TEST(Compiler, SmallCaptureTableDecodesToEverySampleExactly) {
   std::mt19937_64 rng(3);
-  std::uniform_int_distribution<std::int64_t> jitter(0, 40'000);  // 40 µs of spread: 1 ns resolution
+  std::uniform_int_distribution<std::int64_t> jitter(0,
+                                                     40'000);  // 40 µs of spread: 1 ns resolution
   std::vector<std::int64_t> expected;
-  auto c = capture(2000, 10ms, [&](std::size_t) { return Nanoseconds(10'000'000 + jitter(rng)); },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      2000, 10ms, [&](std::size_t) { return Nanoseconds(10'000'000 + jitter(rng)); },
+      [](std::size_t) { return false; });
   for (const auto& s : c.trace.samples) expected.push_back(s.rtt->count());
   const auto min = *std::min_element(expected.begin(), expected.end());
   for (auto& e : expected) e -= min;  // minimum-RTT baseline
@@ -80,18 +84,20 @@ TEST(Compiler, SmallCaptureTableDecodesToEverySampleExactly) {
 }
 
 TEST(Compiler, LargeCaptureTableHoldsItsQuantilesAndKeepsTheTail) {
-  // 100 000 probes, lognormal-ish body, plus 2 spikes of 900 ms that a 16384-entry table cannot hold:
-  // its top entry is the quantile at level 1 - 1/32768, rank 99 997, and the spikes are ranks 99 999
-  // and 100 000.
+  // 100 000 probes, lognormal-ish body, plus 2 spikes of 900 ms that a 16384-entry table cannot
+  // hold: its top entry is the quantile at level 1 - 1/32768, rank 99 997, and the spikes are ranks
+  // 99 999 and 100 000.
   std::mt19937_64 rng(5);
   std::lognormal_distribution<double> body(std::log(20e6), 0.3);
   const std::vector<std::size_t> spikes{10'000, 70'000};
-  auto c = capture(100'000, 100ms,
-                   [&](std::size_t i) {
-                     if (std::find(spikes.begin(), spikes.end(), i) != spikes.end()) return Nanoseconds(900'000'000);
-                     return Nanoseconds(static_cast<std::int64_t>(std::min(body(rng), 400e6)));
-                   },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      100'000, 100ms,
+      [&](std::size_t i) {
+        if (std::find(spikes.begin(), spikes.end(), i) != spikes.end())
+          return Nanoseconds(900'000'000);
+        return Nanoseconds(static_cast<std::int64_t>(std::min(body(rng), 400e6)));
+      },
+      [](std::size_t) { return false; });
   CompileOptions options;
   options.baseline.kind = BaselineKind::kNone;
   const auto result = compile_profile({c}, options);
@@ -109,8 +115,8 @@ TEST(Compiler, LargeCaptureTableHoldsItsQuantilesAndKeepsTheTail) {
     const auto q = quantile_inverse_ecdf(sorted, (static_cast<double>(i) + 0.5) / 16384.0)->count();
     EXPECT_LE(std::llabs(values[i] - q), step / 2 + 1) << i;
   }
-  // Samples above the table's top entry (rank 99 997) live in the tail phase: the largest body sample
-  // and both spikes, and the schedule replays each when it happened.
+  // Samples above the table's top entry (rank 99 997) live in the tail phase: the largest body
+  // sample and both spikes, and the schedule replays each when it happened.
   EXPECT_EQ(result.report.phases[0].tail_samples, 3u);
   const auto tail_values = decoded(*tail);
   ASSERT_EQ(tail_values.size(), 3u);
@@ -118,7 +124,8 @@ TEST(Compiler, LargeCaptureTableHoldsItsQuantilesAndKeepsTheTail) {
   EXPECT_NEAR(tail_values[2], 900'000'000, 1e-9 * 900'000'000 + 10'000);
   ASSERT_TRUE(result.profile->schedule);
   const auto& steps = result.profile->schedule->steps;
-  EXPECT_EQ(std::count_if(steps.begin(), steps.end(), [](const ScheduleStep& s) { return s.phase == "capture-tail"; }),
+  EXPECT_EQ(std::count_if(steps.begin(), steps.end(),
+                          [](const ScheduleStep& s) { return s.phase == "capture-tail"; }),
             3);
   EXPECT_EQ(steps.front().phase, "capture");
   EXPECT_LE(steps.front().duration, 1000s);  // the first spike is probe 10 000 at 100 ms spacing
@@ -130,8 +137,10 @@ TEST(Compiler, LargeCaptureTableHoldsItsQuantilesAndKeepsTheTail) {
 }
 
 TEST(Compiler, BaselinesAndDirectionSplit) {
-  auto c = capture(1000, 10ms, [](std::size_t i) { return Nanoseconds(10'000'000 + static_cast<std::int64_t>(i) * 1000); },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      1000, 10ms,
+      [](std::size_t i) { return Nanoseconds(10'000'000 + static_cast<std::int64_t>(i) * 1000); },
+      [](std::size_t) { return false; });
   CompileOptions options;
   options.split = DirectionSplit::kHalves;
   auto r = compile_profile({c}, options);
@@ -150,19 +159,26 @@ TEST(Compiler, BaselinesAndDirectionSplit) {
 }
 
 TEST(Compiler, BurstyLossIsFittedWithAMarkovModelAndRandomLossWithBernoulli) {
-  const auto bursty = simulate_loss(GilbertElliottLoss{Probability::checked(0.01), Probability::checked(0.2)}, 100'000, 9);
-  auto c = capture(bursty.size(), 10ms, [](std::size_t) { return 20ms; }, [&](std::size_t i) { return bursty[i]; });
+  const auto bursty = simulate_loss(
+      GilbertElliottLoss{Probability::checked(0.01), Probability::checked(0.2)}, 100'000, 9);
+  auto c = capture(
+      bursty.size(), 10ms, [](std::size_t) { return 20ms; },
+      [&](std::size_t i) { return bursty[i]; });
   auto r = compile_profile({c}, CompileOptions{});
   ASSERT_TRUE(r.profile);
   const auto& fit = r.report.phases[0].loss;
-  EXPECT_TRUE(fit.chosen.kind == LossModelKind::kGilbert || fit.chosen.kind == LossModelKind::kGilbertElliott)
+  EXPECT_TRUE(fit.chosen.kind == LossModelKind::kGilbert ||
+              fit.chosen.kind == LossModelKind::kGilbertElliott)
       << to_string(fit.chosen.kind);
   EXPECT_NEAR(fit.chosen.mean_burst, fit.capture_mean_burst, 0.1 * fit.capture_mean_burst);
   EXPECT_NEAR(fit.chosen.loss_rate, fit.capture_loss_rate, 0.1 * fit.capture_loss_rate);
   EXPECT_FALSE(std::holds_alternative<RandomLoss>(r.profile->phases[0].spec.loss));
 
-  const auto random = simulate_loss(RandomLoss{Probability::checked(0.03), Probability::zero()}, 100'000, 4);
-  c = capture(random.size(), 10ms, [](std::size_t) { return 20ms; }, [&](std::size_t i) { return random[i]; });
+  const auto random =
+      simulate_loss(RandomLoss{Probability::checked(0.03), Probability::zero()}, 100'000, 4);
+  c = capture(
+      random.size(), 10ms, [](std::size_t) { return 20ms; },
+      [&](std::size_t i) { return random[i]; });
   r = compile_profile({c}, CompileOptions{});
   ASSERT_TRUE(r.profile);
   EXPECT_EQ(r.report.phases[0].loss.chosen.kind, LossModelKind::kBernoulli);
@@ -184,8 +200,10 @@ TEST(Compiler, LossBurstsOfAnUnevenlySpacedPingCaptureStayWhole) {
     const bool gone = seq % 5 == 4 || seq % 5 == 0;  // sent after the 2 ms spacings
     lost.push_back(gone);
     if (!gone) {
-      text += "[" + std::to_string(t_us / 1'000'000) + "." + std::to_string(1'000'000 + t_us % 1'000'000).substr(1) +
-              "] 64 bytes from 10.0.0.2: icmp_seq=" + std::to_string(seq) + " ttl=64 time=20.0 ms\n";
+      text += "[" + std::to_string(t_us / 1'000'000) + "." +
+              std::to_string(1'000'000 + t_us % 1'000'000).substr(1) +
+              "] 64 bytes from 10.0.0.2: icmp_seq=" + std::to_string(seq) +
+              " ttl=64 time=20.0 ms\n";
     }
     t_us += spacing_us[seq % 5];
   }
@@ -209,11 +227,13 @@ TEST(Compiler, RegimesAreClusteredAndReplayedInOrder) {
   std::mt19937_64 rng(8);
   std::normal_distribution<double> calm(5e6, 1e6), storm(50e6, 10e6);
   auto in_storm = [](std::size_t i) { return (i % 800) >= 600; };
-  auto c = capture(2400, 100ms,
-                   [&](std::size_t i) {
-                     return Nanoseconds(static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
-                   },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      2400, 100ms,
+      [&](std::size_t i) {
+        return Nanoseconds(
+            static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
+      },
+      [](std::size_t) { return false; });
   const auto r = compile_profile({c}, two_regimes_in_10s_windows());
   ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
   ASSERT_TRUE(r.profile->find_phase("regime-1") && r.profile->find_phase("regime-2"));
@@ -231,25 +251,30 @@ TEST(Compiler, RegimeChangesBetweenWindowEdgesAreReplayedWhereTheCaptureChanged)
   // Calm (2 ms) and storm (25 ms, 6 % loss) alternate every 10 s, but the capture starts 3 s into a
   // calm spell: every 10 s window straddles a change. Window labels alone put the changes on window
   // edges (a 10 s first step, then 10 s steps) and feed 3 s of each regime into the other's table.
-  // The changes must land where the capture changed: first step 7 s, then 10 s each, within a probe.
-  // (A change inside the last window has no next window to move into; here the last window is calm.)
+  // The changes must land where the capture changed: first step 7 s, then 10 s each, within a
+  // probe. (A change inside the last window has no next window to move into; here the last window
+  // is calm.)
   std::mt19937_64 rng(11);
   std::normal_distribution<double> calm(2e6, 0.2e6), storm(25e6, 3e6);
   std::bernoulli_distribution storm_loss(0.06);
   auto in_storm = [](std::size_t i) { return ((i + 300) / 1000) % 2 == 1; };  // 10 ms probes
-  std::vector<bool> lost(8300);  // 83 s: the last window (80-83 s) is calm, so the last change has one
+  std::vector<bool> lost(
+      8300);  // 83 s: the last window (80-83 s) is calm, so the last change has one
   for (std::size_t i = 0; i < lost.size(); ++i) lost[i] = in_storm(i) && storm_loss(rng);
-  auto c = capture(lost.size(), 10ms,
-                   [&](std::size_t i) {
-                     return Nanoseconds(static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
-                   },
-                   [&](std::size_t i) { return lost[i]; });
+  auto c = capture(
+      lost.size(), 10ms,
+      [&](std::size_t i) {
+        return Nanoseconds(
+            static_cast<std::int64_t>(std::max(1e5, in_storm(i) ? storm(rng) : calm(rng))));
+      },
+      [&](std::size_t i) { return lost[i]; });
   const auto r = compile_profile({c}, two_regimes_in_10s_windows());
   ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
   ASSERT_TRUE(r.profile->schedule);
   const auto& steps = r.profile->schedule->steps;
   std::string listed;
-  for (const auto& step : steps) listed += step.phase + " " + duration_to_string(step.duration) + "; ";
+  for (const auto& step : steps)
+    listed += step.phase + " " + duration_to_string(step.duration) + "; ";
   ASSERT_EQ(steps.size(), 9u) << listed;  // 7 s, seven 10 s spells, the last calm one 6 s
   for (std::size_t i = 0; i < steps.size(); ++i) {
     EXPECT_EQ(steps[i].phase, i % 2 == 0 ? "regime-1" : "regime-2") << i;
@@ -262,9 +287,9 @@ TEST(Compiler, RegimeChangesBetweenWindowEdgesAreReplayedWhereTheCaptureChanged)
 }
 
 TEST(Compiler, ARegimeHoldingMostWindowsIsNotSplitWhileTwoRareOnesMerge) {
-  // 32 windows of 10 s at 20 ms: 18 good (30 ms), 10 fair (55 ms), 4 poor (120 ms), each ± 2 %. Centres
-  // started at the 1/6, 1/2 and 5/6 quantiles of the median delay would all but one sit in "good": the
-  // good windows split in two and fair and poor merge. Each regime must come out whole.
+  // 32 windows of 10 s at 20 ms: 18 good (30 ms), 10 fair (55 ms), 4 poor (120 ms), each ± 2 %.
+  // Centres started at the 1/6, 1/2 and 5/6 quantiles of the median delay would all but one sit in
+  // "good": the good windows split in two and fair and poor merge. Each regime must come out whole.
   const std::string windows = "GGGFGGFFPFGGGGFFGPPFGGGFGGGFFPGG";
   std::mt19937_64 rng(32);
   std::normal_distribution<double> noise(1.0, 0.02);
@@ -272,8 +297,10 @@ TEST(Compiler, ARegimeHoldingMostWindowsIsNotSplitWhileTwoRareOnesMerge) {
     const char w = windows[i / 500];
     return w == 'G' ? 30e6 : w == 'F' ? 55e6 : 120e6;
   };
-  auto c = capture(16000, 20ms, [&](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(centre(i) * noise(rng))); },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      16000, 20ms,
+      [&](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(centre(i) * noise(rng))); },
+      [](std::size_t) { return false; });
   CompileOptions options;
   options.baseline.kind = BaselineKind::kNone;
   options.regimes = RegimeMode::kClusters;
@@ -295,8 +322,10 @@ TEST(Compiler, ARegimeHoldingMostWindowsIsNotSplitWhileTwoRareOnesMerge) {
 }
 
 TEST(Compiler, PercentilePresetAndPeriodicSpikes) {
-  auto c = capture(10000, 10ms, [](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(i + 1) * 1000); },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      10000, 10ms,
+      [](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(i + 1) * 1000); },
+      [](std::size_t) { return false; });
   CompileOptions options;
   options.baseline.kind = BaselineKind::kNone;
   options.regimes = RegimeMode::kPercentiles;
@@ -314,7 +343,8 @@ TEST(Compiler, PercentilePresetAndPeriodicSpikes) {
   ASSERT_TRUE(r.profile) << to_string(r.diagnostics);
   const Phase* spike = r.profile->find_phase("spike");
   ASSERT_TRUE(spike);
-  EXPECT_EQ(spike->spec.delay.latency, r.profile->find_phase("capture")->spec.delay.latency + 100ms);
+  EXPECT_EQ(spike->spec.delay.latency,
+            r.profile->find_phase("capture")->spec.delay.latency + 100ms);
   const auto& steps = r.profile->schedule->steps;
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[1].phase, "spike");
@@ -322,16 +352,19 @@ TEST(Compiler, PercentilePresetAndPeriodicSpikes) {
   EXPECT_EQ(steps[0].duration + steps[1].duration, 30s);
 }
 
-// A capture whose tail does not fit the table has a time line (tail events); periodic spikes are put on
-// it rather than left out of the schedule.
+// A capture whose tail does not fit the table has a time line (tail events); periodic spikes are
+// put on it rather than left out of the schedule.
 TEST(Compiler, PeriodicSpikesGoOnTheTimeLineOfTailEvents) {
-  // 20 000 probes 10 ms apart (200 s) with four delays (each a quarter, so the 16-entry table's top entry
-  // is the largest of them) and a 900 ms outlier at probe 5000, above the table: one tail event.
-  auto c = capture(20'000, 10ms,
-                   [](std::size_t i) {
-                     return i == 5000 ? Nanoseconds(900'000'000) : Nanoseconds(static_cast<std::int64_t>(i % 4) * 10'000);
-                   },
-                   [](std::size_t) { return false; });
+  // 20 000 probes 10 ms apart (200 s) with four delays (each a quarter, so the 16-entry table's top
+  // entry is the largest of them) and a 900 ms outlier at probe 5000, above the table: one tail
+  // event.
+  auto c = capture(
+      20'000, 10ms,
+      [](std::size_t i) {
+        return i == 5000 ? Nanoseconds(900'000'000)
+                         : Nanoseconds(static_cast<std::int64_t>(i % 4) * 10'000);
+      },
+      [](std::size_t) { return false; });
   CompileOptions options;
   options.baseline.kind = BaselineKind::kNone;
   options.table_entries = 16;
@@ -341,7 +374,8 @@ TEST(Compiler, PeriodicSpikesGoOnTheTimeLineOfTailEvents) {
   ASSERT_TRUE(r.profile->find_phase("capture-tail"));
   ASSERT_TRUE(r.profile->find_phase("spike"));
   ASSERT_TRUE(r.profile->schedule);
-  // Replay the schedule once: spikes start at 30 s - 20 ms, 60 s - 20 ms, ... (6 in 200 s), each 20 ms.
+  // Replay the schedule once: spikes start at 30 s - 20 ms, 60 s - 20 ms, ... (6 in 200 s), each 20
+  // ms.
   std::vector<Nanoseconds> spike_starts;
   Nanoseconds t{0}, total{0};
   for (const auto& step : r.profile->schedule->steps) {
@@ -358,7 +392,8 @@ TEST(Compiler, PeriodicSpikesGoOnTheTimeLineOfTailEvents) {
   }
   EXPECT_EQ(total, 200s);  // the whole capture, nothing lost or added
   const auto& steps = r.profile->schedule->steps;
-  EXPECT_EQ(std::count_if(steps.begin(), steps.end(), [](const ScheduleStep& s) { return s.phase == "capture-tail"; }),
+  EXPECT_EQ(std::count_if(steps.begin(), steps.end(),
+                          [](const ScheduleStep& s) { return s.phase == "capture-tail"; }),
             1);
 }
 
@@ -409,8 +444,10 @@ TEST(Compiler, TailEventsMeetTheirProbesWhateverTheSpacing) {
 }
 
 TEST(Compiler, NoReorderKeepsOrderWithRate) {
-  auto c = capture(500, 10ms, [](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(i % 50) * 100'000); },
-                   [](std::size_t) { return false; });
+  auto c = capture(
+      500, 10ms,
+      [](std::size_t i) { return Nanoseconds(static_cast<std::int64_t>(i % 50) * 100'000); },
+      [](std::size_t) { return false; });
   CompileOptions options;
   options.reorder = false;
   const auto r = compile_profile({c}, options);
@@ -420,10 +457,12 @@ TEST(Compiler, NoReorderKeepsOrderWithRate) {
 }
 
 TEST(Compiler, RefusesWhatItCannotCompile) {
-  auto all_lost = capture(10, 1s, [](std::size_t) { return 1ms; }, [](std::size_t) { return true; });
+  auto all_lost = capture(
+      10, 1s, [](std::size_t) { return 1ms; }, [](std::size_t) { return true; });
   auto r = compile_profile({all_lost}, CompileOptions{});
   EXPECT_FALSE(r.profile);
-  EXPECT_EQ(r.diagnostics.at(0).message, "no delivered probe with an RTT: nothing to build a delay model from");
+  EXPECT_EQ(r.diagnostics.at(0).message,
+            "no delivered probe with an RTT: nothing to build a delay model from");
   CompileOptions options;
   options.regimes = RegimeMode::kClusters;
   options.spikes = PeriodicSpikes{};
@@ -432,10 +471,11 @@ TEST(Compiler, RefusesWhatItCannotCompile) {
 }
 
 TEST(Compiler, ReplayWithAGivenWindowPlaysOnceAndLosesExactlyTheCapturesBursts) {
-  // 600 probes 10 ms apart: 1 ms for the first half, 50 ms for the second, bursts of 3 lost probes at
-  // 100-102 and 400-402.
+  // 600 probes 10 ms apart: 1 ms for the first half, 50 ms for the second, bursts of 3 lost probes
+  // at 100-102 and 400-402.
   auto lost = [](std::size_t i) { return (i >= 100 && i <= 102) || (i >= 400 && i <= 402); };
-  auto c = capture(600, 10ms, [](std::size_t i) { return i < 300 ? 1ms : 50ms; }, lost);
+  auto c = capture(
+      600, 10ms, [](std::size_t i) { return i < 300 ? 1ms : 50ms; }, lost);
   CompileOptions options;
   options.baseline.kind = BaselineKind::kNone;
   options.regimes = RegimeMode::kReplay;
@@ -450,8 +490,8 @@ TEST(Compiler, ReplayWithAGivenWindowPlaysOnceAndLosesExactlyTheCapturesBursts) 
   ASSERT_TRUE(r.profile->schedule);
   EXPECT_FALSE(r.profile->schedule->loop);
   EXPECT_EQ(r.profile->schedule->replay_window, 500ms);
-  // The schedule: level of 1 ms, the first burst for 30 ms from 1 s, 1 ms again, 50 ms from 3 s, the
-  // second burst from 4 s; and only replay-lost loses anything.
+  // The schedule: level of 1 ms, the first burst for 30 ms from 1 s, 1 ms again, 50 ms from 3 s,
+  // the second burst from 4 s; and only replay-lost loses anything.
   std::vector<std::pair<std::string, Nanoseconds>> starts;
   Nanoseconds t{0};
   for (const auto& step : r.profile->schedule->steps) {
@@ -467,6 +507,7 @@ TEST(Compiler, ReplayWithAGivenWindowPlaysOnceAndLosesExactlyTheCapturesBursts) 
   EXPECT_EQ(r.profile->find_phase(starts[0].first)->spec.delay.latency, 1ms);
   EXPECT_EQ(r.profile->find_phase(starts[3].first)->spec.delay.latency, 50ms);
   for (const auto& phase : r.profile->phases) {
-    EXPECT_EQ(std::holds_alternative<std::monostate>(phase.spec.loss), phase.name != "replay-lost") << phase.name;
+    EXPECT_EQ(std::holds_alternative<std::monostate>(phase.spec.loss), phase.name != "replay-lost")
+        << phase.name;
   }
 }

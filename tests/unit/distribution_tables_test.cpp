@@ -50,7 +50,8 @@ TEST(NormalTable, IsAStandardNormalScaledBy8192) {
   // used with sigma = jitter); the next ones (±3.74σ) are exact.
   EXPECT_EQ(t.front(), -32768);
   EXPECT_EQ(t.back(), 32767);
-  EXPECT_EQ(t[1], static_cast<std::int16_t>(std::nearbyint(8192 * inverse_normal_cdf(1.5 / 16384))));
+  EXPECT_EQ(t[1],
+            static_cast<std::int16_t>(std::nearbyint(8192 * inverse_normal_cdf(1.5 / 16384))));
 }
 
 TEST(ParetoTable, IsStandardisedAndRightSkewedWithItsTailClipped) {
@@ -60,7 +61,7 @@ TEST(ParetoTable, IsStandardisedAndRightSkewedWithItsTailClipped) {
   EXPECT_NEAR(t.front(), -0.57735 * 8192, 2);
   EXPECT_EQ(t.back(), 32767);  // +4σ clip: the kernel cannot represent more with sigma = jitter
   const auto median = t[t.size() / 2];
-  EXPECT_LT(median, 0);  // right skew: median below the mean
+  EXPECT_LT(median, 0);                       // right skew: median below the mean
   EXPECT_NEAR(mean_of(t), 0.0, 0.05 * 8192);  // the clip removes only a sliver of the mean
 }
 
@@ -108,7 +109,8 @@ TEST(ExactTable, SmallRangeDecodesEverySampleExactly) {
   ASSERT_EQ(table.table.size(), samples.size());
   std::vector<std::int64_t> decoded, expected;
   for (auto t : table.table) {
-    decoded.push_back(netem_table_delay_ns(table.latency.count(), static_cast<std::int32_t>(table.jitter.count()), t));
+    decoded.push_back(netem_table_delay_ns(table.latency.count(),
+                                           static_cast<std::int32_t>(table.jitter.count()), t));
   }
   for (auto s : samples) expected.push_back(s.count());
   std::sort(decoded.begin(), decoded.end());
@@ -141,8 +143,8 @@ TEST(ExactTable, LargeCaptureEntriesAreQuantilesWithinHalfAStep) {
   for (std::size_t i = 0; i < table.table.size(); ++i) {
     const double u = (i + 0.5) / kMaxTableEntries;
     const auto q = sorted[std::min(n, static_cast<std::size_t>(std::ceil(u * n))) - 1];
-    const auto decoded = netem_table_delay_ns(table.latency.count(),
-                                              static_cast<std::int32_t>(table.jitter.count()), table.table[i]);
+    const auto decoded = netem_table_delay_ns(
+        table.latency.count(), static_cast<std::int32_t>(table.jitter.count()), table.table[i]);
     EXPECT_LE(std::llabs(decoded - q), step / 2 + 1) << i;
   }
 }
@@ -151,9 +153,11 @@ TEST(ExactTable, ReportsWhatCannotBeRepresented) {
   EXPECT_EQ(build_exact_delay_table({}).diagnostics.front().message,
             "no delay samples to build a table from");
   std::vector<Nanoseconds> negative{-1ms, 2ms};
-  EXPECT_NE(build_exact_delay_table(negative).diagnostics.front().message.find("negative"), std::string::npos);
+  EXPECT_NE(build_exact_delay_table(negative).diagnostics.front().message.find("negative"),
+            std::string::npos);
   std::vector<Nanoseconds> huge{0ms, 20s};
-  EXPECT_NE(build_exact_delay_table(huge).diagnostics.front().message.find("17.17s"), std::string::npos);
+  EXPECT_NE(build_exact_delay_table(huge).diagnostics.front().message.find("17.17s"),
+            std::string::npos);
   std::vector<Nanoseconds> fine{0ms, 17s};
   EXPECT_TRUE(build_exact_delay_table(fine).table);
 }
@@ -168,9 +172,9 @@ TEST(ExactTable, StepDividesTheCapturesPrintResolution) {
   ASSERT_TRUE(result.table);
   EXPECT_EQ(result.table->resolution, 400ns);
   for (std::size_t i = 0; i < samples.size(); ++i) {
-    const auto decoded = netem_table_delay_ns(result.table->latency.count(),
-                                              static_cast<std::int32_t>(result.table->jitter.count()),
-                                              result.table->table[i]);
+    const auto decoded = netem_table_delay_ns(
+        result.table->latency.count(), static_cast<std::int32_t>(result.table->jitter.count()),
+        result.table->table[i]);
     EXPECT_EQ(decoded, samples[i].count()) << i;
   }
 }

@@ -1,6 +1,6 @@
 // Error messages: operation, object, the system's reason, the kernel's words, and the fix.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 
 #include <netlink/errno.h>
 #include <openssl/err.h>
@@ -26,35 +26,42 @@ TEST(Errors, SystemErrorNamesOperationAndObject) {
 
 TEST(Errors, NetlinkErrorKeepsTheKernelsText) {
   const NetlinkError e("netem change", "dev veth0 handle 1a7e:", EINVAL, "netem: negative latency");
-  EXPECT_STREQ(e.what(), "netem change (dev veth0 handle 1a7e:): Invalid argument: netem: negative latency");
+  EXPECT_STREQ(e.what(),
+               "netem change (dev veth0 handle 1a7e:): Invalid argument: netem: negative latency");
   EXPECT_EQ(e.kernel_message(), "netem: negative latency");
 }
 
 TEST(Errors, NetlinkErrorAppendsTheHint) {
-  const NetlinkError e("netem install", "dev lo handle 1a7e:", ENOENT, "Error: Specified qdisc kind is unknown.",
-                       "load it");
-  EXPECT_STREQ(e.what(),
-               "netem install (dev lo handle 1a7e:): No such file or directory: Error: Specified qdisc "
-               "kind is unknown. load it");
+  const NetlinkError e("netem install", "dev lo handle 1a7e:", ENOENT,
+                       "Error: Specified qdisc kind is unknown.", "load it");
+  EXPECT_STREQ(
+      e.what(),
+      "netem install (dev lo handle 1a7e:): No such file or directory: Error: Specified qdisc "
+      "kind is unknown. load it");
   // For whoever shows the hint on its own line or member (jitterd's main, the protocol's replies).
   EXPECT_EQ(e.without_hint(),
-            "netem install (dev lo handle 1a7e:): No such file or directory: Error: Specified qdisc kind is unknown.");
+            "netem install (dev lo handle 1a7e:): No such file or directory: Error: Specified "
+            "qdisc kind is unknown.");
   EXPECT_EQ(NetlinkError("a", "b", EBUSY, "").without_hint(), "a (b): Device or resource busy");
 }
 
 TEST(Errors, MissingKernelPartGetsTheModuleToLoad) {
-  const NetlinkError unknown_kind("tree install", "dev eth0 handle 1a7e:", ENOENT, "Specified qdisc kind is unknown.");
+  const NetlinkError unknown_kind("tree install", "dev eth0 handle 1a7e:", ENOENT,
+                                  "Specified qdisc kind is unknown.");
   const NetlinkError hinted = with_missing_part_hint(unknown_kind, "the HTB qdisc", "sch_htb");
   EXPECT_EQ(hinted.kernel_message(), unknown_kind.kernel_message());
-  EXPECT_NE(hinted.hint().find("the HTB qdisc (module sch_htb)"), std::string::npos) << hinted.what();
+  EXPECT_NE(hinted.hint().find("the HTB qdisc (module sch_htb)"), std::string::npos)
+      << hinted.what();
   EXPECT_NE(hinted.hint().find("`modprobe sch_htb`"), std::string::npos) << hinted.what();
 
   const NetlinkError link_type("ifb install", "dev jdifb3", EOPNOTSUPP, "Unknown device type");
   const NetlinkError two = with_missing_part_hint(link_type, "IFB devices", "cls_u32 act_mirred");
   EXPECT_NE(two.hint().find("`modprobe -a cls_u32 act_mirred`"), std::string::npos) << two.what();
 
-  // Not a missing part: the kernel named another reason, or another errno, or a hint is there already.
-  const NetlinkError other_enoent("tree filter install", "dev eth0", ENOENT, "Parent Qdisc doesn't exists");
+  // Not a missing part: the kernel named another reason, or another errno, or a hint is there
+  // already.
+  const NetlinkError other_enoent("tree filter install", "dev eth0", ENOENT,
+                                  "Parent Qdisc doesn't exists");
   EXPECT_TRUE(with_missing_part_hint(other_enoent, "u32", "cls_u32").hint().empty());
   const NetlinkError invalid("tree install", "dev eth0", EINVAL, "");
   EXPECT_TRUE(with_missing_part_hint(invalid, "u32", "cls_u32").hint().empty());

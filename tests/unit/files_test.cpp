@@ -24,9 +24,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void put(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-std::string contents(const fs::path& path) { return jitterd::testing::read_file(path.string()); }
-std::vector<std::string> names_in(const fs::path& folder) { return jitterd::testing::names_in(folder.string()); }
+void put(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+std::string contents(const fs::path& path) {
+  return jitterd::testing::read_file(path.string());
+}
+std::vector<std::string> names_in(const fs::path& folder) {
+  return jitterd::testing::names_in(folder.string());
+}
 
 class OutputFileTest : public ::testing::Test {
  protected:
@@ -61,14 +67,16 @@ TEST_F(OutputFileTest, TheTemporaryIsPrivateUntilRenamedAndTheModeFollowsTheUmas
   const mode_t old = ::umask(027);
   {
     OutputFile out((dir_ / "a.json").string());
-    EXPECT_EQ(fs::path(out.temporary()).parent_path(), dir_) << "in the destination's folder, for rename";
+    EXPECT_EQ(fs::path(out.temporary()).parent_path(), dir_)
+        << "in the destination's folder, for rename";
     EXPECT_NE(out.temporary(), (dir_ / "a.json.tmp").string()) << "not a name anyone can predict";
     out.write("x");
     out.commit();
   }
   write_file_atomically((dir_ / "b.json").string(), "y", 0644);
   ::umask(old);
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   ASSERT_EQ(::stat((dir_ / "a.json").c_str(), &a), 0);
   ASSERT_EQ(::stat((dir_ / "b.json").c_str(), &b), 0);
   EXPECT_EQ(a.st_mode & 07777, 0640u);
@@ -120,7 +128,8 @@ TEST_F(OutputFileTest, ARenameThatFailsLeavesNoTemporary) {
     ADD_FAILURE() << "renamed over a folder";
   } catch (const SystemError& e) {
     EXPECT_EQ(e.operation(), "rename");
-    EXPECT_NE(std::string(e.what()).find("to " + (dir_ / "taken").string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("to " + (dir_ / "taken").string()), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(names_in(dir_), std::vector<std::string>{"taken"});
 }
@@ -132,7 +141,9 @@ TEST_F(OutputFileTest, AFolderThatCannotBeWrittenIsNamedInTheError) {
   } catch (const SystemError& e) {
     EXPECT_EQ(e.operation(), "create");
     EXPECT_EQ(e.error_number(), ENOENT);
-    EXPECT_NE(std::string(e.what()).find((dir_ / "missing" / ".x.json.").string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find((dir_ / "missing" / ".x.json.").string()),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,5 +1,5 @@
-// Bounded reading of user JSON (json_reader.hpp): depth, repeated keys, NUL bytes, and error messages
-// that quote a bad value in a few dozen characters however large or deep it is (issue 21).
+// Bounded reading of user JSON (json_reader.hpp): depth, repeated keys, NUL bytes, and error
+// messages that quote a bad value in a few dozen characters however large or deep it is (issue 21).
 #include "shaper/json_reader.hpp"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,9 @@ using json = nlohmann::json;
 namespace {
 
 // `levels` arrays, one inside the other: "[[[...]]]".
-std::string nested_arrays(std::size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
+std::string nested_arrays(std::size_t levels) {
+  return std::string(levels, '[') + std::string(levels, ']');
+}
 
 // "/0/0/.../0", `tokens` times.
 std::string zeros(std::size_t tokens) {
@@ -49,12 +51,14 @@ TEST(JsonReader, PointersCountArrayElementsAndEscapeKeys) {
 }
 
 TEST(JsonReader, ARepeatedKeyIsRefusedWithItsPointer) {
-  const JsonDocument doc = parse_json_bounded(R"({"a": [{"b": 1}, {"b": 2, "c": 3, "b": 4}], "b": 5})");
+  const JsonDocument doc =
+      parse_json_bounded(R"({"a": [{"b": 1}, {"b": 2, "c": 3, "b": 4}], "b": 5})");
   EXPECT_EQ(doc.problem, JsonProblem::kDuplicateKey);
   EXPECT_EQ(doc.where, "/a/1/b");
   EXPECT_EQ(doc.message.rfind("the key \"b\" appears twice in one object", 0), 0u) << doc.message;
   // The same key in different objects is no repetition.
-  EXPECT_EQ(parse_json_bounded(R"({"a": {"b": 1}, "c": {"b": 1}, "b": 2})").problem, JsonProblem::kNone);
+  EXPECT_EQ(parse_json_bounded(R"({"a": {"b": 1}, "c": {"b": 1}, "b": 2})").problem,
+            JsonProblem::kNone);
 }
 
 // nlohmann reads a NUL outside a string as the end of the input: {"method": "status"}\0anything
@@ -71,14 +75,17 @@ TEST(JsonReader, SyntaxErrorsSayWhereInTheParsersWordsAndQuoteLittle) {
   const JsonDocument doc = parse_json_bounded("{\n  \"a\": tru\n}");
   EXPECT_EQ(doc.problem, JsonProblem::kSyntax);
   EXPECT_EQ(doc.where, "2:11");
-  EXPECT_EQ(doc.message, "syntax error while parsing value - invalid literal; last read: '\"a\": tru<U+000A>'");
+  EXPECT_EQ(doc.message,
+            "syntax error while parsing value - invalid literal; last read: '\"a\": tru<U+000A>'");
   // The parser quotes the token it stopped at: here a string of a megabyte that never ends.
   const JsonDocument open = parse_json_bounded("{\"a\": \"" + std::string(1 << 20, 'x'));
   EXPECT_EQ(open.problem, JsonProblem::kSyntax);
-  EXPECT_LT(open.message.size(), 250u) << open.message.size();  // the words, and 120 characters of what follows
+  EXPECT_LT(open.message.size(), 250u)
+      << open.message.size();  // the words, and 120 characters of what follows
   EXPECT_NE(open.message.find("xxx..."), std::string::npos) << open.message;
   // Found by fuzz_config: a token holding the words that follow it ("'; expected ") was cut there.
-  const JsonDocument lookalike = parse_json_bounded("{\"ter'; expected " + std::string(100000, '[') + "}}");
+  const JsonDocument lookalike =
+      parse_json_bounded("{\"ter'; expected " + std::string(100000, '[') + "}}");
   EXPECT_EQ(lookalike.problem, JsonProblem::kSyntax);
   EXPECT_LT(lookalike.message.size(), 250u) << lookalike.message.size();
   const JsonDocument unclosed = parse_json_bounded("[\"a'; expected " + std::string(100000, '0'));
@@ -105,7 +112,8 @@ TEST(JsonReader, AnExcerptOfADeepValueIsShortAndCostsNoRecursion) {
 }
 
 TEST(JsonReader, AnExcerptIsTheJsonTextWhenItIsShort) {
-  EXPECT_EQ(json_excerpt(json::parse(R"({"a": [1, "x", null], "b": {}})")), R"({"a":[1,"x",null],"b":{}})");
+  EXPECT_EQ(json_excerpt(json::parse(R"({"a": [1, "x", null], "b": {}})")),
+            R"({"a":[1,"x",null],"b":{}})");
   EXPECT_EQ(json_excerpt(12), "12");
   EXPECT_EQ(json_excerpt("20 ms"), "\"20 ms\"");
   const std::string long_string = json_excerpt(std::string(1 << 20, 'y'));

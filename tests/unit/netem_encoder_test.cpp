@@ -57,13 +57,14 @@ T as(const Tlv& tlv) {
 struct Encoded {
   nlmsghdr header;
   tcmsg tcm;
-  std::vector<Tlv> top;                 // TCA_KIND, TCA_OPTIONS
+  std::vector<Tlv> top;  // TCA_KIND, TCA_OPTIONS
   tc_netem_qopt qopt;
-  std::vector<Tlv> options;             // netem attributes after the qopt
+  std::vector<Tlv> options;  // netem attributes after the qopt
   std::vector<std::uint8_t> options_payload;
 };
 
-Encoded encode(const NetemSpec& spec, const NetemEncodePlan& plan, int flags = NLM_F_CREATE | NLM_F_EXCL) {
+Encoded encode(const NetemSpec& spec, const NetemEncodePlan& plan,
+               int flags = NLM_F_CREATE | NLM_F_EXCL) {
   NlMsgPtr msg = build_netem_message(7, 0x1a7e0000, TC_H_ROOT, flags, spec, plan);
   const nlmsghdr* hdr = nlmsg_hdr(msg.get());
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(hdr);
@@ -75,7 +76,8 @@ Encoded encode(const NetemSpec& spec, const NetemEncodePlan& plan, int flags = N
   if (e.top.size() == 2) {
     e.options_payload = e.top[1].payload;
     std::memcpy(&e.qopt, e.options_payload.data(), sizeof e.qopt);
-    e.options = walk(e.options_payload.data() + 24, e.options_payload.data() + e.options_payload.size());
+    e.options =
+        walk(e.options_payload.data() + 24, e.options_payload.data() + e.options_payload.size());
   }
   return e;
 }
@@ -98,7 +100,8 @@ NetemSpec rich_spec() {
   spec.corrupt = {Probability::checked(0.003), Probability::checked(0.1)};
   spec.reorder = {Probability::checked(0.2), Probability::checked(0.05), 4};
   spec.rate = {BytesPerSecond{12'500'000'000ull}, -4, 48, 5};
-  spec.slot = SlotSpec{1ms, 3ms, SlotDistribution{2ms, 500us, DistributionTable{-8192, 8191}}, 12, 30000};
+  spec.slot =
+      SlotSpec{1ms, 3ms, SlotDistribution{2ms, 500us, DistributionTable{-8192, 8191}}, 12, 30000};
   spec.limit = 20000;
   spec.ecn = true;
   spec.prng_seed = 0x1122334455667788ull;
@@ -130,9 +133,10 @@ TEST(NetemEncoder, MinimalSpecSendsTheFullFixedState) {
   EXPECT_EQ(e.qopt.gap, 0u);
   EXPECT_EQ(e.qopt.duplicate, 0u);
   EXPECT_EQ(e.qopt.jitter, 0u);
-  EXPECT_EQ(types_of(e.options),
-            (std::vector<int>{TCA_NETEM_LATENCY64, TCA_NETEM_JITTER64, TCA_NETEM_CORR, TCA_NETEM_REORDER,
-                              TCA_NETEM_CORRUPT, TCA_NETEM_RATE, TCA_NETEM_ECN, TCA_NETEM_SLOT}));
+  EXPECT_EQ(
+      types_of(e.options),
+      (std::vector<int>{TCA_NETEM_LATENCY64, TCA_NETEM_JITTER64, TCA_NETEM_CORR, TCA_NETEM_REORDER,
+                        TCA_NETEM_CORRUPT, TCA_NETEM_RATE, TCA_NETEM_ECN, TCA_NETEM_SLOT}));
   // Golden sizes: 24 B qopt + 12 + 12 + 16 + 12 + 12 + 20 + 8 + 44 = 160 B of payload.
   EXPECT_EQ(e.options_payload.size(), 160u);
   EXPECT_EQ(as<std::int64_t>(e.options[0]), 0);
@@ -151,10 +155,10 @@ TEST(NetemEncoder, RichSpecGoldenLayout) {
   EXPECT_EQ(e.qopt.duplicate, kernel_units::probability(Probability::checked(0.02)));
   EXPECT_EQ(e.qopt.loss, 0u);  // GE carries the loss, not the random-loss field
   ASSERT_EQ(types_of(e.options),
-            (std::vector<int>{TCA_NETEM_LATENCY64, TCA_NETEM_JITTER64, TCA_NETEM_CORR, TCA_NETEM_REORDER,
-                              TCA_NETEM_CORRUPT, TCA_NETEM_RATE, TCA_NETEM_RATE64, TCA_NETEM_ECN,
-                              TCA_NETEM_SLOT, TCA_NETEM_LOSS, TCA_NETEM_DELAY_DIST, TCA_NETEM_SLOT_DIST,
-                              kTcaNetemPrngSeed}));
+            (std::vector<int>{TCA_NETEM_LATENCY64, TCA_NETEM_JITTER64, TCA_NETEM_CORR,
+                              TCA_NETEM_REORDER, TCA_NETEM_CORRUPT, TCA_NETEM_RATE,
+                              TCA_NETEM_RATE64, TCA_NETEM_ECN, TCA_NETEM_SLOT, TCA_NETEM_LOSS,
+                              TCA_NETEM_DELAY_DIST, TCA_NETEM_SLOT_DIST, kTcaNetemPrngSeed}));
   EXPECT_EQ(as<std::int64_t>(e.options[0]), 120007936);
   EXPECT_EQ(as<std::int64_t>(e.options[1]), 25001984);
   const auto corr = as<tc_netem_corr>(e.options[2]);
@@ -181,12 +185,14 @@ TEST(NetemEncoder, RichSpecGoldenLayout) {
   EXPECT_EQ(slot.dist_delay, 2'000'000);
   EXPECT_EQ(slot.dist_jitter, 500'000);
   // LOSS is a nest holding exactly one GE model of four u32.
-  const auto loss = walk(e.options[9].payload.data(), e.options[9].payload.data() + e.options[9].payload.size());
+  const auto loss =
+      walk(e.options[9].payload.data(), e.options[9].payload.data() + e.options[9].payload.size());
   ASSERT_EQ(types_of(loss), (std::vector<int>{NETEM_LOSS_GE}));
   const auto ge = as<tc_netem_gemodel>(loss[0]);
   EXPECT_EQ(ge.p, kernel_units::probability(Probability::checked(0.01)));
   EXPECT_EQ(ge.r, kernel_units::probability(Probability::checked(0.3)));
-  EXPECT_EQ(ge.h, 0xffffffffu - kernel_units::probability(Probability::checked(0.9)));  // 1 - loss_bad
+  EXPECT_EQ(ge.h,
+            0xffffffffu - kernel_units::probability(Probability::checked(0.9)));  // 1 - loss_bad
   EXPECT_EQ(ge.k1, kernel_units::probability(Probability::checked(0.001)));
   // Tables: raw host-endian s16, no header, no padding inside.
   ASSERT_EQ(e.options[10].payload.size(), 10u);
@@ -199,8 +205,9 @@ TEST(NetemEncoder, RichSpecGoldenLayout) {
 
 TEST(NetemEncoder, FourStateModelUsesTheKernelStructOrder) {
   NetemSpec spec;
-  spec.loss = FourStateLoss{Probability::checked(0.13), Probability::checked(0.31), Probability::checked(0.32),
-                            Probability::checked(0.23), Probability::checked(0.14)};
+  spec.loss = FourStateLoss{Probability::checked(0.13), Probability::checked(0.31),
+                            Probability::checked(0.32), Probability::checked(0.23),
+                            Probability::checked(0.14)};
   const auto e = encode(spec, {});
   const auto& nest = e.options.back();
   EXPECT_EQ(nest.type & NLA_TYPE_MASK, TCA_NETEM_LOSS);
@@ -228,7 +235,8 @@ TEST(NetemEncoder, KeepRunningSendsAnEmptyLossNestAndOmittedTables) {
   EXPECT_EQ(std::count(types.begin(), types.end(), TCA_NETEM_SLOT_DIST), 0);
   auto loss = std::find(types.begin(), types.end(), TCA_NETEM_LOSS);
   ASSERT_NE(loss, types.end());
-  EXPECT_TRUE(e.options[static_cast<std::size_t>(loss - types.begin())].payload.empty());  // nla_len 4
+  EXPECT_TRUE(
+      e.options[static_cast<std::size_t>(loss - types.begin())].payload.empty());  // nla_len 4
 }
 
 TEST(NetemEncoder, RandomLossUsesQoptAndCorr) {
@@ -267,17 +275,21 @@ TEST(NetemDecoder, RoundTripsEveryFieldInKernelUnits) {
   const auto e = encode(spec, {});
   std::string error;
   const auto decoded = decode_netem_options(
-      {reinterpret_cast<const std::byte*>(e.options_payload.data()), e.options_payload.size()}, &error);
+      {reinterpret_cast<const std::byte*>(e.options_payload.data()), e.options_payload.size()},
+      &error);
   ASSERT_TRUE(decoded) << error;
   // Tables are never dumped by the kernel, so the decoder has none; compare the rest after putting
   // the user's doubles through the kernel's u32 grid.
   NetemSpec expected = spec;
   expected.delay.distribution.reset();
   expected.slot->distribution->table.clear();
-  auto grid = [](Probability p) { return kernel_units::probability_from(kernel_units::probability(p)); };
+  auto grid = [](Probability p) {
+    return kernel_units::probability_from(kernel_units::probability(p));
+  };
   expected.delay.correlation = grid(expected.delay.correlation);
   auto& ge = std::get<GilbertElliottLoss>(expected.loss);
-  ge = {grid(ge.p), grid(ge.r), kernel_units::loss_bad_from_ge_h(kernel_units::ge_h_from_loss_bad(ge.loss_bad)),
+  ge = {grid(ge.p), grid(ge.r),
+        kernel_units::loss_bad_from_ge_h(kernel_units::ge_h_from_loss_bad(ge.loss_bad)),
         grid(ge.loss_good)};
   expected.duplicate = {grid(expected.duplicate.probability), grid(expected.duplicate.correlation)};
   expected.corrupt = {grid(expected.corrupt.probability), grid(expected.corrupt.correlation)};

@@ -97,8 +97,14 @@ TEST(Profile, WrittenFormReadsBackEqualWithTheSameDigest) {
   ASSERT_TRUE(load.profile);
   Profile p = *load.profile;
   p.description = "round trip";
-  p.provenance = Provenance{"capture.txt", "ping", 1764520081500000000ns, 1764520181000000000ns, 1000,
-                            std::string(64, 'a'), 12300us, true};
+  p.provenance = Provenance{"capture.txt",
+                            "ping",
+                            1764520081500000000ns,
+                            1764520181000000000ns,
+                            1000,
+                            std::string(64, 'a'),
+                            12300us,
+                            true};
   Phase custom;
   custom.name = "custom";
   custom.spec.delay = {10ms, 8192ns * 3, Probability::zero(), DistributionTable{-32768, 0, 32767}};
@@ -106,13 +112,15 @@ TEST(Profile, WrittenFormReadsBackEqualWithTheSameDigest) {
   custom.spec.slot = SlotSpec{1ms, 3ms, std::nullopt, 5, 0};
   custom.spec.rate = {BytesPerSecond{12'500'000'000ull}, -4, 48, 5};
   custom.spec.reorder = {Probability::checked(0.1), Probability::zero(), 3};
-  custom.spec.loss = FourStateLoss{Probability::checked(0.1), Probability::checked(0.2), Probability::checked(0.3),
-                                   Probability::checked(0.4), Probability::checked(0.05)};
+  custom.spec.loss =
+      FourStateLoss{Probability::checked(0.1), Probability::checked(0.2), Probability::checked(0.3),
+                    Probability::checked(0.4), Probability::checked(0.05)};
   custom.spec.ecn = true;
   custom.spec.prng_seed = 7;
   p.phases.insert(p.phases.begin(), custom);
   // Phases are kept in canonical (name) order.
-  std::sort(p.phases.begin(), p.phases.end(), [](const Phase& a, const Phase& b) { return a.name < b.name; });
+  std::sort(p.phases.begin(), p.phases.end(),
+            [](const Phase& a, const Phase& b) { return a.name < b.name; });
   const std::string text = profile_to_json(p);
   const auto again = parse_profile(text);
   ASSERT_TRUE(again.profile) << to_string(again.diagnostics) << "\n" << text;
@@ -140,7 +148,8 @@ TEST(Profile, AValueNestedAHundredThousandDeepIsRefusedNotACrash) {
   EXPECT_EQ(load.diagnostics[0].where.rfind("/phases/storm/delay/latency/0/0/", 0), 0u);
   EXPECT_EQ(load.diagnostics[0].message, "nests deeper than 64 levels; it was not read");
   // 64 levels are read, and the error quotes an excerpt of the value.
-  const auto at_limit = parse_profile(replace(kMinimal, "\"80ms\"", std::string(60, '[') + std::string(60, ']')));
+  const auto at_limit =
+      parse_profile(replace(kMinimal, "\"80ms\"", std::string(60, '[') + std::string(60, ']')));
   EXPECT_EQ(only_message(at_limit, "/phases/storm/delay/latency"),
             "expected a duration such as \"20ms\", \"1.5s\", \"250us\" or \"100ns\", found " +
                 std::string(kExcerptChars, '[') + "...");
@@ -148,12 +157,14 @@ TEST(Profile, AValueNestedAHundredThousandDeepIsRefusedNotACrash) {
 
 // A 6.9 MB error line was seen: the error path quoted the whole value.
 TEST(Profile, ErrorsQuoteAnExcerptOfALargeValue) {
-  const auto load = parse_profile(replace(kMinimal, "\"80ms\"", "\"" + std::string(7 << 20, '8') + "\""));
+  const auto load =
+      parse_profile(replace(kMinimal, "\"80ms\"", "\"" + std::string(7 << 20, '8') + "\""));
   ASSERT_EQ(load.diagnostics.size(), 1u);
   EXPECT_LT(load.diagnostics[0].message.size(), 200u);
 }
 
-// Keys are quoted in pointers too: a phase name or an unknown key of megabytes made megabyte wheres.
+// Keys are quoted in pointers too: a phase name or an unknown key of megabytes made megabyte
+// wheres.
 TEST(Profile, LongKeysAreCutInPointersAndMessages) {
   const std::string name(1 << 20, 'p');
   const auto phase = parse_profile(replace(kMinimal, "\"calm\": {", "\"" + name + "\": {"));
@@ -161,55 +172,72 @@ TEST(Profile, LongKeysAreCutInPointersAndMessages) {
   for (const auto& d : phase.diagnostics) {
     EXPECT_LT(d.where.size() + d.message.size(), 400u) << d.where.substr(0, 100);
   }
-  EXPECT_EQ(phase.diagnostics.at(0).message, "a phase name of 1048576 characters; at most 64 are allowed");
-  const auto key = parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"" + name + "\": 0,"));
+  EXPECT_EQ(phase.diagnostics.at(0).message,
+            "a phase name of 1048576 characters; at most 64 are allowed");
+  const auto key =
+      parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"" + name + "\": 0,"));
   ASSERT_EQ(key.diagnostics.size(), 1u);
   EXPECT_EQ(key.diagnostics[0].where, "/" + std::string(kExcerptChars, 'p') + "...");
 }
 
 TEST(Profile, ADigestThatIsNotAStringIsAWrongTypeNotAMismatch) {
-  const auto load = parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"digest\": 12,"));
+  const auto load =
+      parse_profile(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"digest\": 12,"));
   const std::string message = only_message(load, "/digest");
-  EXPECT_EQ(message.rfind("expected a string such as \"sha256:<64 hex digits>\", found 12", 0), 0u) << message;
+  EXPECT_EQ(message.rfind("expected a string such as \"sha256:<64 hex digits>\", found 12", 0), 0u)
+      << message;
   // Reported with the other problems, not after them.
-  const auto both = parse_profile(
-      replace(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"digest\": 12,"), "\"p\": 0.01", "\"p\": 2"));
-  EXPECT_EQ(wheres(both.diagnostics), (std::vector<std::string>{"/phases/storm/loss/p", "/digest"}));
+  const auto both =
+      parse_profile(replace(replace(kMinimal, "\"version\": 1,", "\"version\": 1, \"digest\": 12,"),
+                            "\"p\": 0.01", "\"p\": 2"));
+  EXPECT_EQ(wheres(both.diagnostics),
+            (std::vector<std::string>{"/phases/storm/loss/p", "/digest"}));
 }
 
 TEST(Profile, ErrorsNameTheJsonPointerAndTheAllowedRange) {
-  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"p\": 0.01", "\"p\": 1.7")), "/phases/storm/loss/p"),
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"p\": 0.01", "\"p\": 1.7")),
+                         "/phases/storm/loss/p"),
             "1.7 is not a probability; expected 0 to 1 (0.01 is 1%)");
-  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"jitter\": \"2ms\"", "\"jiter\": \"2ms\"")),
-                         "/phases/calm/delay/jiter"),
-            "unknown key; expected one of: latency, jitter, correlation, distribution");
-  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"80ms\"", "80")), "/phases/storm/delay/latency"),
+  EXPECT_EQ(
+      only_message(parse_profile(replace(kMinimal, "\"jitter\": \"2ms\"", "\"jiter\": \"2ms\"")),
+                   "/phases/calm/delay/jiter"),
+      "unknown key; expected one of: latency, jitter, correlation, distribution");
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"80ms\"", "80")),
+                         "/phases/storm/delay/latency"),
             "expected a duration such as \"20ms\", \"1.5s\", \"250us\" or \"100ns\", found 80");
-  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"phase\": \"storm\"", "\"phase\": \"stomr\"")),
-                         "/schedule/steps/1/phase"),
-            "\"stomr\" is not a phase of this profile");
+  EXPECT_EQ(
+      only_message(parse_profile(replace(kMinimal, "\"phase\": \"storm\"", "\"phase\": \"stomr\"")),
+                   "/schedule/steps/1/phase"),
+      "\"stomr\" is not a phase of this profile");
   EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"gilbert-elliott\"", "\"gilbert\"")),
                          "/phases/storm/loss/model"),
             "expected \"random\", \"gilbert-elliott\" or \"4-state\", found \"gilbert\"");
-  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"version\": 1", "\"version\": 2")), "/version"),
+  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"version\": 1", "\"version\": 2")),
+                         "/version"),
             "2 is not supported; this jitterd reads version 1");
-  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"name\": \"wan\"", "\"name\": \"w a n\"")), "/name"),
-            "\"w a n\" is not a valid name: use 1 to 64 letters, digits, '.', '_' or '-'");
+  EXPECT_EQ(
+      only_message(parse_profile(replace(kMinimal, "\"name\": \"wan\"", "\"name\": \"w a n\"")),
+                   "/name"),
+      "\"w a n\" is not a valid name: use 1 to 64 letters, digits, '.', '_' or '-'");
   // Spec rules come through validate(NetemSpec), re-rooted at the phase.
-  EXPECT_EQ(only_message(parse_profile(replace(kMinimal, "\"latency\": \"80ms\"}",
-                                               "\"latency\": \"80ms\"}, \"ecn\": true, \"limit\": 0")),
-                         "/phases/storm/limit"),
-            "0 is out of range; expected 1 to 4294967295");
+  EXPECT_EQ(
+      only_message(parse_profile(replace(kMinimal, "\"latency\": \"80ms\"}",
+                                         "\"latency\": \"80ms\"}, \"ecn\": true, \"limit\": 0")),
+                   "/phases/storm/limit"),
+      "0 is out of range; expected 1 to 4294967295");
   const auto table_without_jitter = parse_profile(replace(kMinimal, "\"jitter\": \"2ms\", ", ""));
-  EXPECT_NE(only_message(table_without_jitter, "/phases/calm/delay/distribution").find("ignores the table"),
+  EXPECT_NE(only_message(table_without_jitter, "/phases/calm/delay/distribution")
+                .find("ignores the table"),
             std::string::npos);
 }
 
 TEST(Profile, TimestampsOutsideTheNanosecondRangeAreRefusedNotOverflowed) {
   // Found by fuzz_profile: a year of 1013 overflowed the int64 nanosecond count.
-  const std::string with_start = replace(kMinimal, "\"name\": \"wan\",",
-                                         "\"name\": \"wan\", \"provenance\": {\"capture\": \"c\", \"format\": "
-                                         "\"ping\", \"sha256\": \"" + std::string(64, 'a') + "\", \"start\": \"1013-11-30T16:28:01Z\"},");
+  const std::string with_start =
+      replace(kMinimal, "\"name\": \"wan\",",
+              "\"name\": \"wan\", \"provenance\": {\"capture\": \"c\", \"format\": "
+              "\"ping\", \"sha256\": \"" +
+                  std::string(64, 'a') + "\", \"start\": \"1013-11-30T16:28:01Z\"},");
   EXPECT_EQ(only_message(parse_profile(with_start), "/provenance/start"),
             "expected an RFC 3339 UTC time from 1970 to 2261, such as 2026-11-30T16:28:01.5Z");
 }
@@ -218,18 +246,21 @@ TEST(Profile, NumbersBeyondDoubleAreAnErrorNotACrash) {
   // Found by fuzz_profile: nlohmann throws out_of_range, not parse_error, for 1e999.
   const auto load = parse_profile(replace(kMinimal, "\"p\": 0.01", "\"p\": 1e999"));
   ASSERT_EQ(load.diagnostics.size(), 1u);
-  EXPECT_EQ(load.diagnostics[0].message.rfind("invalid JSON: ", 0), 0u) << load.diagnostics[0].message;
+  EXPECT_EQ(load.diagnostics[0].message.rfind("invalid JSON: ", 0), 0u)
+      << load.diagnostics[0].message;
 }
 
 TEST(Profile, SyntaxErrorsGiveLineAndColumn) {
   const auto load = parse_profile("{\n  \"version\": 1,\n  \"name\": \"x\",,\n}");
   ASSERT_EQ(load.diagnostics.size(), 1u);
   EXPECT_EQ(load.diagnostics[0].where, "3:15");
-  EXPECT_EQ(load.diagnostics[0].message.rfind("invalid JSON: ", 0), 0u) << load.diagnostics[0].message;
+  EXPECT_EQ(load.diagnostics[0].message.rfind("invalid JSON: ", 0), 0u)
+      << load.diagnostics[0].message;
 }
 
 TEST(Profile, RejectsDuplicateKeysAndOversizedInput) {
-  const auto dup = parse_profile(replace(kMinimal, "\"name\": \"wan\"", "\"name\": \"wan\", \"name\": \"lan\""));
+  const auto dup =
+      parse_profile(replace(kMinimal, "\"name\": \"wan\"", "\"name\": \"wan\", \"name\": \"lan\""));
   EXPECT_FALSE(dup.profile);
   ASSERT_EQ(dup.diagnostics.size(), 1u);
   EXPECT_EQ(dup.diagnostics[0].where, "/name");
@@ -251,7 +282,8 @@ TEST(Profile, ReportsEveryProblemNotJustTheFirst) {
   const auto load = parse_profile(text);
   EXPECT_FALSE(load.profile);
   const auto w = wheres(load.diagnostics);
-  EXPECT_NE(std::find(w.begin(), w.end(), "/phases/storm/loss/p"), w.end()) << to_string(load.diagnostics);
+  EXPECT_NE(std::find(w.begin(), w.end(), "/phases/storm/loss/p"), w.end())
+      << to_string(load.diagnostics);
   EXPECT_NE(std::find(w.begin(), w.end(), "/phases/calm/delay/distribution"), w.end());
 }
 
@@ -299,7 +331,8 @@ TEST(Profile, AReplayScheduleKeepsItsWindowThroughJson) {
   a.name = "replay-01";
   a.spec.delay.latency = std::chrono::milliseconds(5);
   p.phases.push_back(a);
-  p.schedule = Schedule{{{"replay-01", std::chrono::seconds(1)}}, true, std::chrono::milliseconds(400)};
+  p.schedule =
+      Schedule{{{"replay-01", std::chrono::seconds(1)}}, true, std::chrono::milliseconds(400)};
   const ProfileLoad back = parse_profile(profile_to_json(p));
   ASSERT_TRUE(back.profile) << to_string(back.diagnostics);
   EXPECT_EQ(back.profile->schedule->replay_window, std::chrono::milliseconds(400));
@@ -314,13 +347,16 @@ TEST(Profile, AReplayScheduleKeepsItsWindowThroughJson) {
 
 // Issue 21: timegm read 2026-02-31 as 2026-03-03.
 TEST(UtcTimestamp, ImpossibleDatesAreRefused) {
-  for (const char* text : {"2026-02-31T00:00:00Z", "2026-02-29T00:00:00Z", "2100-02-29T00:00:00Z",
-                           "2026-04-31T12:00:00Z", "2026-11-31T00:00:00Z", "2026-00-10T00:00:00Z"}) {
+  for (const char* text :
+       {"2026-02-31T00:00:00Z", "2026-02-29T00:00:00Z", "2100-02-29T00:00:00Z",
+        "2026-04-31T12:00:00Z", "2026-11-31T00:00:00Z", "2026-00-10T00:00:00Z"}) {
     EXPECT_EQ(shaper::parse_utc_timestamp(text), std::nullopt) << text;
   }
   // Leap days that exist, and the last day of each month.
-  EXPECT_EQ(shaper::format_utc_timestamp(*shaper::parse_utc_timestamp("2028-02-29T00:00:00Z")), "2028-02-29T00:00:00Z");
-  EXPECT_EQ(shaper::format_utc_timestamp(*shaper::parse_utc_timestamp("2000-02-29T00:00:00Z")), "2000-02-29T00:00:00Z");
+  EXPECT_EQ(shaper::format_utc_timestamp(*shaper::parse_utc_timestamp("2028-02-29T00:00:00Z")),
+            "2028-02-29T00:00:00Z");
+  EXPECT_EQ(shaper::format_utc_timestamp(*shaper::parse_utc_timestamp("2000-02-29T00:00:00Z")),
+            "2000-02-29T00:00:00Z");
   for (const char* text : {"2026-01-31T00:00:00Z", "2026-02-28T00:00:00Z", "2026-04-30T00:00:00Z",
                            "2026-12-31T23:59:59Z"}) {
     const auto t = shaper::parse_utc_timestamp(text);

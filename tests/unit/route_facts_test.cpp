@@ -129,12 +129,14 @@ TEST(SshProtection, NamedConnectionIsKeptInBothOrientations) {
   EXPECT_FALSE(matches(rules, ipv6("::1", "::2", kProtoTcp, 51234, 2200)));
 }
 
-// --- sshd's listening ports, from /proc ------------------------------------------------------------
+// --- sshd's listening ports, from /proc
+// ------------------------------------------------------------
 
 namespace {
 
 constexpr const char* kTcpHeader =
-    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+    "inode\n";
 
 // A folder laid out like /proc: processes with comm and fd links, and the net tables.
 class FakeProc {
@@ -154,11 +156,15 @@ class FakeProc {
       std::filesystem::create_symlink(fd_targets[i], dir / "fd" / std::to_string(i + 3));
     }
   }
-  void table(const std::string& name, const std::string& rows) { write(root_ / "net" / name, kTcpHeader + rows); }
+  void table(const std::string& name, const std::string& rows) {
+    write(root_ / "net" / name, kTcpHeader + rows);
+  }
   std::string path() const { return root_.string(); }
 
  private:
-  static void write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+  static void write(const std::filesystem::path& p, const std::string& text) {
+    std::ofstream(p) << text;
+  }
   std::filesystem::path root_;
 };
 
@@ -166,11 +172,14 @@ class FakeProc {
 
 TEST(ProcNetTcp, ReadsPortStateAndInodeOfBothFamilies) {
   const std::string text = std::string(kTcpHeader) +
-      "   0: 00000000:08AE 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0000 100 0 0 10 0\n"
-      "   1: 0100007F:0016 0200007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 556 1 0000 20 4 30 10 -1\n"
-      "   0: 00000000000000000000000000000000:0016 00000000000000000000000000000000:0000 0A 00000000:00000000 "
-      "00:00000000 00000000     0        0 557 1 0000 100 0 0 10 0\n"
-      "   garbage line\n";
+                           "   0: 00000000:08AE 00000000:0000 0A 00000000:00000000 00:00000000 "
+                           "00000000     0        0 555 1 0000 100 0 0 10 0\n"
+                           "   1: 0100007F:0016 0200007F:C350 01 00000000:00000000 00:00000000 "
+                           "00000000     0        0 556 1 0000 20 4 30 10 -1\n"
+                           "   0: 00000000000000000000000000000000:0016 "
+                           "00000000000000000000000000000000:0000 0A 00000000:00000000 "
+                           "00:00000000 00000000     0        0 557 1 0000 100 0 0 10 0\n"
+                           "   garbage line\n";
   const auto rows = parse_proc_net_tcp(text);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0], (ProcTcpSocket{2222, kTcpListen, 555}));
@@ -183,11 +192,15 @@ TEST(SshdPorts, ListeningSocketsOfSshdProcessesOnly) {
   proc.process(100, "sshd", {"socket:[555]", "/dev/null", "socket:[560]"});
   proc.process(200, "nginx", {"socket:[777]"});
   proc.table("tcp",
-             "   0: 00000000:08AE 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0 0 0 0 0 0\n"
-             "   1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0 0 0 0 0 0\n"
-             "   2: 0100007F:08AF 0200007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 560 1 0 0 0 0 0 0\n");
+             "   0: 00000000:08AE 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0    "
+             "    0 555 1 0 0 0 0 0 0\n"
+             "   1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0    "
+             "    0 777 1 0 0 0 0 0 0\n"
+             "   2: 0100007F:08AF 0200007F:C350 01 00000000:00000000 00:00000000 00000000     0    "
+             "    0 560 1 0 0 0 0 0 0\n");
   proc.table("tcp6",
-             "   0: 00000000000000000000000000000000:08AE 00000000000000000000000000000000:0000 0A 00000000:00000000 "
+             "   0: 00000000000000000000000000000000:08AE 00000000000000000000000000000000:0000 0A "
+             "00000000:00000000 "
              "00:00000000 00000000     0        0 555 1 0 0 0 0 0 0\n");
   // 2222 (v4 and v6, once); not nginx's 80; not sshd's established socket on 2223.
   EXPECT_EQ(sshd_listening_ports(proc.path()), std::vector<std::uint16_t>{2222});
@@ -198,8 +211,9 @@ TEST(SshdPorts, ConfiguredPortsFromSshdConfigAndItsDropIns) {
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::filesystem::path etc(dir);
   std::filesystem::create_directories(etc / "sshd_config.d");
-  std::ofstream(etc / "sshd_config") << "# Port 1\nInclude /etc/ssh/sshd_config.d/*.conf\nPort 2222\n  port\t22\n"
-                                        "Port 99999\nPort x\nPortable 7\nListenAddress 0.0.0.0\n";
+  std::ofstream(etc / "sshd_config")
+      << "# Port 1\nInclude /etc/ssh/sshd_config.d/*.conf\nPort 2222\n  port\t22\n"
+         "Port 99999\nPort x\nPortable 7\nListenAddress 0.0.0.0\n";
   std::ofstream(etc / "sshd_config.d" / "local.conf") << "PORT 2200\nPort 2222\n";
   std::ofstream(etc / "sshd_config.d" / "ignored.disabled") << "Port 4444\n";
   EXPECT_EQ(sshd_config_ports(etc.string()), (std::vector<std::uint16_t>{22, 2200, 2222}));
@@ -210,7 +224,9 @@ TEST(SshdPorts, ConfiguredPortsFromSshdConfigAndItsDropIns) {
 TEST(SshdPorts, NoSshdOrNoProcMeansNoPorts) {
   FakeProc proc;
   proc.process(200, "nginx", {"socket:[777]"});
-  proc.table("tcp", "   1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 777 1 0 0 0 0 0 0\n");
+  proc.table("tcp",
+             "   1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 777 "
+             "1 0 0 0 0 0 0\n");
   EXPECT_TRUE(sshd_listening_ports(proc.path()).empty());
   EXPECT_TRUE(sshd_listening_ports("/nonexistent/proc").empty());
 }

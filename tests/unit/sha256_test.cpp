@@ -1,4 +1,5 @@
-// SHA-256 against FIPS 180-4 / NIST example vectors and the coreutils sha256sum of a generated text.
+// SHA-256 against FIPS 180-4 / NIST example vectors and the coreutils sha256sum of a generated
+// text.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,21 +1,24 @@
-// The profiles shipped in profiles/: each loads cleanly, says where it came from (and that capture is
-// committed, byte for byte the one compiled), and simulates (the offline netem simulator, seeded) to
-// the figures profiles/README.md states for it.
+// The profiles shipped in profiles/: each loads cleanly, says where it came from (and that capture
+// is committed, byte for byte the one compiled), and simulates (the offline netem simulator,
+// seeded) to the figures profiles/README.md states for it.
 //
 // How a stated figure is checked. The figures in profiles/README.md are rounded. A stated delay
 // quantile must be what the phase's table gives, to half a unit of its last printed digit (Stated
 // below), and, like every other figure, lie in the simulated run's confidence interval for the true
 // value, widened by that half unit. The intervals are two-sided at z = 4 (a correct profile lands
-// outside with probability 6e-5 per figure; the runs are seeded, so a pass is reproducible and this is
-// how unlucky a seed would have had to be for a correct profile to fail):
+// outside with probability 6e-5 per figure; the runs are seeded, so a pass is reproducible and this
+// is how unlucky a seed would have had to be for a correct profile to fail):
 //   - a quantile of iid delays (a held phase draws every delay independently from its table): the
-//     number of simulated delays below the true p-quantile is Binomial(n, p), so the true quantile lies
-//     between the order statistics of ranks n p -/+ z sqrt(n p (1 - p)) (distribution-free);
-//   - a fraction of packets (a delay level, the spikes): Binomial(n, f), f -/+ z sqrt(f (1 - f) / n);
-//   - a loss rate: losses come in bursts, so a binomial interval would be too narrow. Batch means: the
-//     run is cut into 100 batches of n / 100 packets (10 000, thousands of mean burst lengths, so the
-//     batches are nearly independent); the rate lies in mean -/+ z sd(batch rates) / sqrt(100);
-//   - a mean burst length: in a Gilbert model a burst's length does not depend on earlier bursts, in
+//     number of simulated delays below the true p-quantile is Binomial(n, p), so the true quantile
+//     lies between the order statistics of ranks n p -/+ z sqrt(n p (1 - p)) (distribution-free);
+//   - a fraction of packets (a delay level, the spikes): Binomial(n, f), f -/+ z sqrt(f (1 - f) /
+//   n);
+//   - a loss rate: losses come in bursts, so a binomial interval would be too narrow. Batch means:
+//   the
+//     run is cut into 100 batches of n / 100 packets (10 000, thousands of mean burst lengths, so
+//     the batches are nearly independent); the rate lies in mean -/+ z sd(batch rates) / sqrt(100);
+//   - a mean burst length: in a Gilbert model a burst's length does not depend on earlier bursts,
+//   in
 //     the 4-state model only through its burst state, which the gaps of hundreds of packets between
 //     bursts mostly leave; taken as iid: mean -/+ z sd(lengths) / sqrt(bursts).
 #include <gtest/gtest.h>
@@ -74,13 +77,17 @@ DelaySeries run(const Profile& profile, const std::string& phase, std::size_t co
   return simulate_profile(*one, probes(count, 10ms), 10ms, seed);
 }
 
-double ms(Nanoseconds d) { return static_cast<double>(d.count()) / 1e6; }
+double ms(Nanoseconds d) {
+  return static_cast<double>(d.count()) / 1e6;
+}
 
-// A figure as profiles/README.md prints it: "3.45" is 3.45 give or take half a unit of its last digit.
+// A figure as profiles/README.md prints it: "3.45" is 3.45 give or take half a unit of its last
+// digit.
 struct Stated {
   double value = 0;
   double half_unit = 0;
-  Stated(const char* text) : value(std::stod(text)) {  // NOLINT: implicit on purpose, Stated s = "3.45"
+  Stated(const char* text)
+      : value(std::stod(text)) {  // NOLINT: implicit on purpose, Stated s = "3.45"
     const std::string s(text);
     const auto dot = s.find('.');
     const auto decimals = dot == std::string::npos ? 0 : static_cast<int>(s.size() - dot - 1);
@@ -93,12 +100,14 @@ struct Interval {
 };
 
 // `stated` (rounded) is consistent with the interval of the true value.
-::testing::AssertionResult consistent(const std::string& what, const Stated& stated, const Interval& ci) {
+::testing::AssertionResult consistent(const std::string& what, const Stated& stated,
+                                      const Interval& ci) {
   if (stated.value + stated.half_unit >= ci.lo && stated.value - stated.half_unit <= ci.hi) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure() << what << ": stated " << stated.value << " (+/- " << stated.half_unit
-                                       << ") is outside the simulated interval [" << ci.lo << ", " << ci.hi << "]";
+  return ::testing::AssertionFailure()
+         << what << ": stated " << stated.value << " (+/- " << stated.half_unit
+         << ") is outside the simulated interval [" << ci.lo << ", " << ci.hi << "]";
 }
 
 // The distribution-free interval of the p-quantile of the delivered delays, in ms.
@@ -124,9 +133,10 @@ Interval loss_rate_interval(const std::vector<bool>& lost) {
   const std::size_t size = lost.size() / kBatches;
   std::vector<double> rates;
   for (std::size_t b = 0; b < kBatches; ++b) {
-    rates.push_back(100.0 * static_cast<double>(std::count(lost.begin() + static_cast<std::ptrdiff_t>(b * size),
-                                                            lost.begin() + static_cast<std::ptrdiff_t>((b + 1) * size),
-                                                            true)) /
+    rates.push_back(100.0 *
+                    static_cast<double>(std::count(
+                        lost.begin() + static_cast<std::ptrdiff_t>(b * size),
+                        lost.begin() + static_cast<std::ptrdiff_t>((b + 1) * size), true)) /
                     static_cast<double>(size));
   }
   double mean = 0, var = 0;
@@ -158,8 +168,8 @@ std::vector<Nanoseconds> table_entries(const NetemSpec& spec) {
   if (!spec.delay.distribution || spec.delay.jitter.count() == 0) return {spec.delay.latency};
   std::vector<Nanoseconds> out;
   for (auto entry : *spec.delay.distribution) {
-    out.push_back(Nanoseconds(netem_table_delay_ns(spec.delay.latency.count(),
-                                                   static_cast<std::int32_t>(spec.delay.jitter.count()), entry)));
+    out.push_back(Nanoseconds(netem_table_delay_ns(
+        spec.delay.latency.count(), static_cast<std::int32_t>(spec.delay.jitter.count()), entry)));
   }
   return out;
 }
@@ -174,10 +184,10 @@ struct Figures {
 };
 
 // A stated quantile is checked twice: against the phase's own distribution (its table's quantile,
-// exact, must round to the stated figure) and against the simulated run (the stated figure must lie in
-// its interval: the simulator draws what the table says).
-void expect_quantile(const std::string& what, const Stated& stated, double p, const SortedSamples& table,
-                     const SortedSamples& simulated) {
+// exact, must round to the stated figure) and against the simulated run (the stated figure must lie
+// in its interval: the simulator draws what the table says).
+void expect_quantile(const std::string& what, const Stated& stated, double p,
+                     const SortedSamples& table, const SortedSamples& simulated) {
   const double exact = ms(*quantile_inverse_ecdf(table, p));
   EXPECT_LE(std::fabs(exact - stated.value), stated.half_unit + 1e-9)
       << what << ": the table's own quantile is " << exact << ", stated " << stated.value;
@@ -226,8 +236,8 @@ std::set<Nanoseconds> table_delays(const NetemSpec& spec) {
   std::set<Nanoseconds> out;
   if (!spec.delay.distribution) return {spec.delay.latency};
   for (auto entry : *spec.delay.distribution) {
-    out.insert(Nanoseconds(netem_table_delay_ns(spec.delay.latency.count(),
-                                                static_cast<std::int32_t>(spec.delay.jitter.count()), entry)));
+    out.insert(Nanoseconds(netem_table_delay_ns(
+        spec.delay.latency.count(), static_cast<std::int32_t>(spec.delay.jitter.count()), entry)));
   }
   return out;
 }
@@ -288,16 +298,18 @@ TEST(ShippedProfiles, EveryCaptureIsCommittedAndIsTheOneCompiled) {
 TEST(ShippedProfiles, LabRegimesSimulatesToItsStatedFigures) {
   const Profile p = load("lab-regimes");
   ASSERT_EQ(phase_names(p), (std::vector<std::string>{"regime-1", "regime-2"}));
-  // profiles/README.md: regime-1 (calm) p50 1.3 ms, p99 6.6 ms, loss 0.12 %; regime-2 (storm) p50 21 ms,
-  // p99 73 ms, loss 6.1 % in bursts of 3.0 (the capture was made with 0.1 % and 6 %).
+  // profiles/README.md: regime-1 (calm) p50 1.3 ms, p99 6.6 ms, loss 0.12 %; regime-2 (storm) p50
+  // 21 ms, p99 73 ms, loss 6.1 % in bursts of 3.0 (the capture was made with 0.1 % and 6 %).
   expect_figures(p, "regime-1", {.p50_ms = "1.3", .p99_ms = "6.6", .loss_percent = "0.12"});
-  expect_figures(p, "regime-2", {.p50_ms = "21", .p99_ms = "73", .loss_percent = "6.1", .mean_burst = "3.0"});
+  expect_figures(p, "regime-2",
+                 {.p50_ms = "21", .p99_ms = "73", .loss_percent = "6.1", .mean_burst = "3.0"});
   // The capture's regimes lasted 10 s each; the replayed changes are where the capture changed, not
   // on the 10 s windows' edges (which were 0.3 s late): every inner step within 30 ms of 10 s.
   ASSERT_TRUE(p.schedule.has_value());
   ASSERT_EQ(p.schedule->steps.size(), 15u);
   for (std::size_t i = 1; i + 1 < p.schedule->steps.size(); ++i) {
-    EXPECT_LE(std::chrono::abs(p.schedule->steps[i].duration - std::chrono::seconds(10)), std::chrono::milliseconds(30))
+    EXPECT_LE(std::chrono::abs(p.schedule->steps[i].duration - std::chrono::seconds(10)),
+              std::chrono::milliseconds(30))
         << i;
   }
 }
@@ -317,9 +329,10 @@ TEST(ShippedProfiles, CrossAzSwingsBetween2And5MsInThreeRegimesHeld10sEach) {
   // The capture's sixteen 10 s windows (L L M H H M L M H M L L M H M L), as a looped schedule.
   ASSERT_TRUE(p.schedule.has_value());
   EXPECT_TRUE(p.schedule->loop);
-  EXPECT_EQ(schedule_text(p),
-            "regime-1:20s regime-2:10s regime-3:20s regime-2:10s regime-1:10s regime-2:10s regime-3:10s "
-            "regime-2:10s regime-1:20s regime-2:10s regime-3:10s regime-2:10s regime-1:10s");
+  EXPECT_EQ(
+      schedule_text(p),
+      "regime-1:20s regime-2:10s regime-3:20s regime-2:10s regime-1:10s regime-2:10s regime-3:10s "
+      "regime-2:10s regime-1:20s regime-2:10s regime-3:10s regime-2:10s regime-1:10s");
 }
 
 TEST(ShippedProfiles, WanSpikesJitters1To12MsWith20MsSpikes) {
@@ -329,8 +342,10 @@ TEST(ShippedProfiles, WanSpikesJitters1To12MsWith20MsSpikes) {
   const auto delays = table_delays(p.phases.front().spec);
   EXPECT_GE(*delays.begin(), 1ms);
   EXPECT_LE(*delays.rbegin(), 31ms);
-  EXPECT_EQ(delays.lower_bound(12001us), delays.lower_bound(21ms)) << "a delay between 12 and 21 ms";
-  expect_figures(p, "capture", {.p50_ms = "3.55", .p99_ms = "22.6", .p999_ms = "28", .loss_percent = "0.075"});
+  EXPECT_EQ(delays.lower_bound(12001us), delays.lower_bound(21ms))
+      << "a delay between 12 and 21 ms";
+  expect_figures(p, "capture",
+                 {.p50_ms = "3.55", .p99_ms = "22.6", .p999_ms = "28", .loss_percent = "0.075"});
   // Spikes: the delays of 21 ms and more.
   const DelaySeries s = run(p, "capture");
   const auto delivered = s.delivered();
@@ -344,14 +359,19 @@ TEST(ShippedProfiles, TransatlanticSitsAbove70MsWithModestJitter) {
   const Profile p = load("transatlantic");
   ASSERT_EQ(phase_names(p), (std::vector<std::string>{"capture"}));
   EXPECT_GE(*table_delays(p.phases.front().spec).begin(), 70ms);
-  expect_figures(p, "capture", {.p50_ms = "71.2", .p99_ms = "75.6", .p999_ms = "78.3", .loss_percent = "0.075"});
+  expect_figures(p, "capture",
+                 {.p50_ms = "71.2", .p99_ms = "75.6", .p999_ms = "78.3", .loss_percent = "0.075"});
 }
 
 TEST(ShippedProfiles, OfficeWifiHasAHeavyTailAndBurstyLoss) {
   const Profile p = load("office-wifi");
   ASSERT_EQ(phase_names(p), (std::vector<std::string>{"capture"}));
   expect_figures(p, "capture",
-                 {.p50_ms = "3.65", .p99_ms = "19", .p999_ms = "116", .loss_percent = "1.05", .mean_burst = "2.15"});
+                 {.p50_ms = "3.65",
+                  .p99_ms = "19",
+                  .p999_ms = "116",
+                  .loss_percent = "1.05",
+                  .mean_burst = "2.15"});
 }
 
 TEST(ShippedProfiles, LteHasThreeRadioRegimesReplayedInTheCapturesOrder) {
@@ -359,15 +379,17 @@ TEST(ShippedProfiles, LteHasThreeRadioRegimesReplayedInTheCapturesOrder) {
   ASSERT_EQ(phase_names(p), (std::vector<std::string>{"regime-1", "regime-2", "regime-3"}));
   expect_figures(p, "regime-1", {.p50_ms = "31.9", .p99_ms = "51.6", .loss_percent = "0.067"});
   expect_figures(p, "regime-2", {.p50_ms = "55.3", .p99_ms = "101.2", .loss_percent = "0.48"});
-  expect_figures(p, "regime-3", {.p50_ms = "121", .p99_ms = "369", .loss_percent = "2.3", .mean_burst = "4.2"});
-  // The capture's 32 windows of 10 s, good (G, regime-1), fair (F, regime-2) and poor (P, regime-3):
-  // GGG F GG FF P F GGGG FF G PP F GGG F GGG FF P GG.
+  expect_figures(p, "regime-3",
+                 {.p50_ms = "121", .p99_ms = "369", .loss_percent = "2.3", .mean_burst = "4.2"});
+  // The capture's 32 windows of 10 s, good (G, regime-1), fair (F, regime-2) and poor (P,
+  // regime-3): GGG F GG FF P F GGGG FF G PP F GGG F GGG FF P GG.
   ASSERT_TRUE(p.schedule.has_value());
   EXPECT_TRUE(p.schedule->loop);
-  EXPECT_EQ(schedule_text(p),
-            "regime-1:30s regime-2:10s regime-1:20s regime-2:20s regime-3:10s regime-2:10s regime-1:40s "
-            "regime-2:20s regime-1:10s regime-3:20s regime-2:10s regime-1:30s regime-2:10s regime-1:30s "
-            "regime-2:20s regime-3:10s regime-1:20s");
+  EXPECT_EQ(
+      schedule_text(p),
+      "regime-1:30s regime-2:10s regime-1:20s regime-2:20s regime-3:10s regime-2:10s regime-1:40s "
+      "regime-2:20s regime-1:10s regime-3:20s regime-2:10s regime-1:30s regime-2:10s regime-1:30s "
+      "regime-2:20s regime-3:10s regime-1:20s");
 }
 
 TEST(ShippedProfiles, SatelliteIsAGeoLinkHalvedForBothDirections) {
@@ -378,7 +400,11 @@ TEST(ShippedProfiles, SatelliteIsAGeoLinkHalvedForBothDirections) {
   // One way: half of the capture's 560 ms RTT floor at least.
   EXPECT_GE(*table_delays(p.phases.front().spec).begin(), 280ms);
   expect_figures(p, "capture",
-                 {.p50_ms = "288.7", .p99_ms = "328", .p999_ms = "402", .loss_percent = "0.65", .mean_burst = "3.5"});
+                 {.p50_ms = "288.7",
+                  .p99_ms = "328",
+                  .p999_ms = "402",
+                  .loss_percent = "0.65",
+                  .mean_burst = "3.5"});
 }
 
 TEST(ShippedProfiles, SwitchBufferBimodalDrawsFiveExactDelaysWithExactMasses) {
@@ -392,24 +418,28 @@ TEST(ShippedProfiles, SwitchBufferBimodalDrawsFiveExactDelaysWithExactMasses) {
   ASSERT_EQ(spec.delay.distribution->size(), 100u);
   for (const auto& [delay, entries] : levels) {
     const std::int64_t want = delay.count();  // (clang 14 cannot capture a structured binding)
-    const auto n = std::count_if(spec.delay.distribution->begin(), spec.delay.distribution->end(), [&](auto t) {
-      return netem_table_delay_ns(spec.delay.latency.count(), static_cast<std::int32_t>(spec.delay.jitter.count()),
-                                  t) == want;
-    });
+    const auto n = std::count_if(
+        spec.delay.distribution->begin(), spec.delay.distribution->end(), [&](auto t) {
+          return netem_table_delay_ns(spec.delay.latency.count(),
+                                      static_cast<std::int32_t>(spec.delay.jitter.count()),
+                                      t) == want;
+        });
     EXPECT_EQ(static_cast<std::size_t>(n), entries) << ms(delay) << " ms";
   }
   // Simulated: every delay is one of the five, to the nanosecond, and each level's share is
-  // Binomial(n, mass / 100) (netem picks entry rnd % 100; the modulo's bias, under 1e-9, is far below
-  // the interval): within z sqrt(mass (1 - mass) / n) of the exact mass.
+  // Binomial(n, mass / 100) (netem picks entry rnd % 100; the modulo's bias, under 1e-9, is far
+  // below the interval): within z sqrt(mass (1 - mass) / n) of the exact mass.
   const DelaySeries s = run(p, "capture");
   const auto delivered = s.delivered();
   ASSERT_EQ(delivered.size(), kProbes);
   std::size_t accounted = 0;
   for (const auto& [delay, entries] : levels) {
-    const auto hits = static_cast<std::size_t>(std::count(delivered.begin(), delivered.end(), delay));
+    const auto hits =
+        static_cast<std::size_t>(std::count(delivered.begin(), delivered.end(), delay));
     accounted += hits;
     const double mass = static_cast<double>(entries) / 100.0;
-    EXPECT_NEAR(static_cast<double>(hits) / kProbes, mass, kZ * std::sqrt(mass * (1 - mass) / kProbes))
+    EXPECT_NEAR(static_cast<double>(hits) / kProbes, mass,
+                kZ * std::sqrt(mass * (1 - mass) / kProbes))
         << ms(delay) << " ms";
   }
   EXPECT_EQ(accounted, kProbes) << "a delay that is none of the five levels";
@@ -421,11 +451,12 @@ TEST(ShippedProfiles, BurstyLossLoses08PercentInBurstsAndAddsNoDelay) {
   const NetemSpec& spec = p.phases.front().spec;
   EXPECT_EQ(spec.delay.latency, 0ns);
   EXPECT_EQ(spec.delay.jitter, 0ns);
-  EXPECT_TRUE(std::holds_alternative<GilbertElliottLoss>(spec.loss) || std::holds_alternative<FourStateLoss>(spec.loss))
+  EXPECT_TRUE(std::holds_alternative<GilbertElliottLoss>(spec.loss) ||
+              std::holds_alternative<FourStateLoss>(spec.loss))
       << "a Markov loss model (Bernoulli loss has no bursts)";
   expect_figures(p, "capture", {.loss_percent = "0.80", .mean_burst = "2.6"});
-  // Bursty, not Bernoulli: at this rate independent losses come in runs of 1 / (1 - 0.008) = 1.008 on
-  // average; the whole burst interval lies well above that.
+  // Bursty, not Bernoulli: at this rate independent losses come in runs of 1 / (1 - 0.008) = 1.008
+  // on average; the whole burst interval lies well above that.
   const Interval burst = mean_burst_interval(run(p, "capture").lost());
   EXPECT_GT(burst.lo, 1.5);
 }
@@ -444,9 +475,9 @@ TEST(ShippedProfiles, PeriodicMicroburstsAdd100MsFor2PacketsEvery30s) {
   ASSERT_TRUE(p.schedule.has_value());
   EXPECT_TRUE(p.schedule->loop);
   EXPECT_EQ(schedule_text(p), "capture:29980ms spike:20ms");
-  // Five minutes of probes 10 ms apart with the schedule: exactly probes 2998 and 2999 of every 3000
-  // (29.98 s and 29.99 s into each 30 s) are 100 ms late, and every other one is not (the base phase's
-  // delays are 2 to 5 ms).
+  // Five minutes of probes 10 ms apart with the schedule: exactly probes 2998 and 2999 of every
+  // 3000 (29.98 s and 29.99 s into each 30 s) are 100 ms late, and every other one is not (the base
+  // phase's delays are 2 to 5 ms).
   const DelaySeries s = run(p, "", 30000);
   std::vector<std::size_t> late;
   for (std::size_t i = 0; i < s.delay.size(); ++i) {
@@ -489,15 +520,16 @@ TEST(ShippedProfiles, PercentileRegimesHoldTheCapturesP50P95AndP999For30sEach) {
     const NetemSpec& spec = p.find_phase(name)->spec;
     EXPECT_EQ(spec.delay.latency, *quantile_inverse_ecdf(sorted, level)) << name;
     EXPECT_EQ(spec.delay.jitter, 0ns) << name;
-    EXPECT_EQ(spec.loss, p.find_phase("p50")->spec.loss) << name << ": one loss model for all three";
+    EXPECT_EQ(spec.loss, p.find_phase("p50")->spec.loss)
+        << name << ": one loss model for all three";
   }
   // profiles/README.md's figures, exact (fixed delays print exactly).
   EXPECT_EQ(p.find_phase("p50")->spec.delay.latency, 3547us);
   EXPECT_EQ(p.find_phase("p95")->spec.delay.latency, 8418us);
   EXPECT_EQ(p.find_phase("p99.9")->spec.delay.latency, 27914us);
   expect_figures(p, "p50", {.loss_percent = "0.075"});
-  // Simulated with the schedule for 9 minutes (54 000 probes 10 ms apart): every delivered probe has
-  // exactly the delay of the step its send time falls in.
+  // Simulated with the schedule for 9 minutes (54 000 probes 10 ms apart): every delivered probe
+  // has exactly the delay of the step its send time falls in.
   const DelaySeries s = run(p, "", 54000);
   for (std::size_t i = 0; i < s.delay.size(); ++i) {
     const char* step = levels[(i / 3000) % 3].first;

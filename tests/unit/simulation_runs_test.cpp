@@ -52,7 +52,8 @@ TEST(SimulationRuns, EveryProbeOfManyRunsMeetsThePhaseItsSendTimeFallsIn) {
     ASSERT_EQ(sim.sent[i], like.sent[i % 300] + 4s * static_cast<std::int64_t>(copy)) << i;
     const bool b = sim.sent[i] % 2s >= 1s;
     in_b += b;
-    ASSERT_EQ(sim.phase[i], b ? "b" : "a") << "probe " << i << " sent at " << sim.sent[i].count() << " ns";
+    ASSERT_EQ(sim.phase[i], b ? "b" : "a")
+        << "probe " << i << " sent at " << sim.sent[i].count() << " ns";
     ASSERT_TRUE(sim.delay[i]) << i;
     ASSERT_EQ(*sim.delay[i], b ? 5ms : 1ms) << i;
   }
@@ -85,10 +86,12 @@ TEST(SimulationRuns, TheSameSeedGivesTheSameSeriesAndAnotherSeedAnother) {
   EXPECT_EQ(one.delay, again.delay);
   EXPECT_NE(one.delay, other.delay);
   // The runs after the first are not the first one's draws again.
-  const std::vector<std::optional<Nanoseconds>> first_run(one.delay.begin(), one.delay.begin() + 50);
+  const std::vector<std::optional<Nanoseconds>> first_run(one.delay.begin(),
+                                                          one.delay.begin() + 50);
   std::size_t repeats = 0;
   for (std::size_t copy = 1; copy < 2000; ++copy) {
-    repeats += std::equal(first_run.begin(), first_run.end(), one.delay.begin() + static_cast<std::ptrdiff_t>(copy * 50));
+    repeats += std::equal(first_run.begin(), first_run.end(),
+                          one.delay.begin() + static_cast<std::ptrdiff_t>(copy * 50));
   }
   EXPECT_EQ(repeats, 0u);
 }

@@ -131,9 +131,8 @@ TEST(Iperf3Trace, IntervalsAreBoundedByTheLongestRun) {
 }
 
 TEST(Iperf3Trace, ALongErrorIsQuotedInPart) {
-  const Trace t =
-      parse_trace_text("{\"error\": \"" + std::string(4000, 'e') + "\"}", "run.json",
-                       trace_test::with_format(TraceFormat::kIperf3Json));
+  const Trace t = parse_trace_text("{\"error\": \"" + std::string(4000, 'e') + "\"}", "run.json",
+                                   trace_test::with_format(TraceFormat::kIperf3Json));
   ASSERT_FALSE(t.diagnostics.empty());
   EXPECT_EQ(t.diagnostics[0].to_string(),
             "run.json#/error: iperf3 reported: " + std::string(512, 'e') + "...");

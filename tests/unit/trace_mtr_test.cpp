@@ -208,11 +208,12 @@ TEST(MtrJson, OlderStringValuesAndBadFields) {
   EXPECT_EQ(t.hops[0].loss, percent(10.0));
   EXPECT_EQ(t.hops[0].avg, 2250us);
   EXPECT_FALSE(t.hops[0].best.has_value());
-  EXPECT_EQ(diagnostics_of(t),
-            (std::vector<std::string>{
-                "old.json#/report/hubs/0/Best: expected a time in ms up to 24 h; left out of this "
-                "hop",
-                "old.json: 1 hop has values that could not be read; they are left out of the hop"}));
+  EXPECT_EQ(
+      diagnostics_of(t),
+      (std::vector<std::string>{
+          "old.json#/report/hubs/0/Best: expected a time in ms up to 24 h; left out of this "
+          "hop",
+          "old.json: 1 hop has values that could not be read; they are left out of the hop"}));
 }
 
 TEST(MtrJson, SyntaxErrorHasLineAndColumn) {
@@ -252,8 +253,8 @@ TEST(MtrJson, AHugeStringIsRefusedInBoundedMemory) {
   ParseOptions options;
   options.format = TraceFormat::kMtrJson;
   const auto outcome = trace_test::parse_streamed_in_child(
-      "{\"report\": {\"mtr\": {\"dst\": \"10.0.0.9\"},\n \"hubs\": [{\"count\": 1, \"host\": \"", 'a',
-      kStringBytes, "\"}]}}\n", options, [](const Trace& t) {
+      "{\"report\": {\"mtr\": {\"dst\": \"10.0.0.9\"},\n \"hubs\": [{\"count\": 1, \"host\": \"",
+      'a', kStringBytes, "\"}]}}\n", options, [](const Trace& t) {
         return t.diagnostics.size() == 1 &&
                t.diagnostics[0].to_string().ends_with(
                    ":2:32: a JSON string or number longer than 65536 bytes; not an mtr or iperf3 "
@@ -267,7 +268,8 @@ TEST(MtrJson, AHugeStringIsRefusedInBoundedMemory) {
 }
 
 TEST(MtrJson, LongNumbersAreRefusedToo) {
-  const std::string json = "{\"report\": {\"hubs\": [{\"count\": " + std::string(70000, '7') + "}]}}";
+  const std::string json =
+      "{\"report\": {\"hubs\": [{\"count\": " + std::string(70000, '7') + "}]}}";
   const Trace t = parse_trace_text(json, "long.json");
   EXPECT_EQ(diagnostics_of(t),
             (std::vector<std::string>{"long.json:1:32: a JSON string or number longer than 65536 "

@@ -339,8 +339,8 @@ namespace {
 // One iputils reply to 192.0.2.7, as printed: the fields the tests vary are the sequence number and
 // what follows time=.
 std::string reply(std::string_view seq, std::string_view time, std::string_view suffix = "") {
-  return "64 bytes from 192.0.2.7: icmp_seq=" + std::string(seq) + " ttl=57 time=" +
-         std::string(time) + " ms" + std::string(suffix) + "\n";
+  return "64 bytes from 192.0.2.7: icmp_seq=" + std::string(seq) +
+         " ttl=57 time=" + std::string(time) + " ms" + std::string(suffix) + "\n";
 }
 
 }  // namespace
@@ -392,9 +392,8 @@ TEST(PingTrace, TheCountOfUnreadableRepliesOutlivesTheDiagnosticsLimit) {
 
 TEST(PingTrace, DecimalCommaOfALocaleIsRead) {
   // ping under a locale whose decimal mark is a comma (de_DE): "time=1,5 ms".
-  const Trace t = parse_trace_text(
-      reply("1", "1,5") + reply("2", "12,25") + reply("3", "100"),
-      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  const Trace t = parse_trace_text(reply("1", "1,5") + reply("2", "12,25") + reply("3", "100"),
+                                   "capture.txt", trace_test::with_format(TraceFormat::kPing));
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{1500, 12250, 100000}));
   EXPECT_TRUE(t.diagnostics.empty()) << to_string(t.diagnostics);
 }
@@ -415,9 +414,9 @@ TEST(PingTrace, AReplyWithoutTimeIsNotALoss) {
 
 TEST(PingTrace, AReplyWithoutAReadableSequenceTakesTheNextMissingProbe) {
   // The line after icmp_seq=1 is a reply whose number is garbled; then 3 follows: 2 was that reply.
-  const Trace first = parse_trace_text(
-      reply("1", "12.3") + reply("??", "12.4") + reply("3", "12.5"),
-      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  const Trace first =
+      parse_trace_text(reply("1", "12.3") + reply("??", "12.4") + reply("3", "12.5"), "capture.txt",
+                       trace_test::with_format(TraceFormat::kPing));
   EXPECT_EQ(first.lost(), 0u);
   EXPECT_EQ(rtts_us(first), (std::vector<long long>{12300, 12500}));
   EXPECT_EQ(first.samples[1].seq, 2u);
@@ -435,8 +434,9 @@ TEST(PingTrace, UnreadableRepliesDoNotBecomeALossModel) {
   std::string text = "PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.\n";
   for (int seq = 1; seq <= 400; ++seq) {
     const std::string time = seq % 10 == 0 ? "9999999999999.5" : std::to_string(20 + seq % 7);
-    text += "[" + std::to_string(1732971234 + seq) + ".000000] 64 bytes from 192.0.2.7: icmp_seq=" +
-            std::to_string(seq) + " ttl=57 time=" + time + " ms\n";
+    text += "[" + std::to_string(1732971234 + seq) +
+            ".000000] 64 bytes from 192.0.2.7: icmp_seq=" + std::to_string(seq) +
+            " ttl=57 time=" + time + " ms\n";
   }
   CaptureInput capture{"capture.txt", "", parse_trace_text(text, "capture.txt")};
   EXPECT_EQ(capture.trace.lost(), 0u);
@@ -450,11 +450,11 @@ TEST(PingTrace, UnreadableRepliesDoNotBecomeALossModel) {
 }
 
 TEST(PingTrace, AnUnreadableDuplicateOfAnUnansweredProbeIsNotALoss) {
-  // Found by the fuzz oracle's reasoning: DUP! on a reply whose RTT cannot be read, for a probe with
-  // no other reply, left that probe lost.
-  const Trace t = parse_trace_text(
-      reply("1", "12.3") + reply("2", "x", " (DUP!)") + reply("3", "12.5"),
-      "capture.txt", trace_test::with_format(TraceFormat::kPing));
+  // Found by the fuzz oracle's reasoning: DUP! on a reply whose RTT cannot be read, for a probe
+  // with no other reply, left that probe lost.
+  const Trace t =
+      parse_trace_text(reply("1", "12.3") + reply("2", "x", " (DUP!)") + reply("3", "12.5"),
+                       "capture.txt", trace_test::with_format(TraceFormat::kPing));
   EXPECT_EQ(t.lost(), 0u);
   EXPECT_EQ(rtts_us(t), (std::vector<long long>{12300, 12500}));
 }

@@ -83,10 +83,9 @@ struct StreamedParse {
 // from a pipe through parse_trace_file (so the capture is never whole in this process or on disk),
 // and measures the child's peak RSS. The child exits 0 when `check(trace)` holds. Writing stops
 // when the child stops reading.
-inline StreamedParse parse_streamed_in_child(const std::string& head, char filler,
-                                             std::size_t filler_bytes, const std::string& tail,
-                                             const shaper::ParseOptions& options,
-                                             const std::function<bool(const shaper::Trace&)>& check) {
+inline StreamedParse parse_streamed_in_child(
+    const std::string& head, char filler, std::size_t filler_bytes, const std::string& tail,
+    const shaper::ParseOptions& options, const std::function<bool(const shaper::Trace&)>& check) {
   StreamedParse result;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return result;

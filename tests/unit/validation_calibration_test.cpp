@@ -38,7 +38,9 @@ Profile lab_regimes(const std::string& phase) {
   return *held;
 }
 
-Profile regime2() { return lab_regimes("regime-2"); }
+Profile regime2() {
+  return lab_regimes("regime-2");
+}
 
 DelaySeries probes(std::size_t count) {
   DelaySeries like;
@@ -151,7 +153,8 @@ TEST(ValidationCalibration, SlowALossOrDelayOffFailsMostTrialsOf10000Probes) {
   }
 }
 
-// ---- Through a link with noise of its own, as ping prints it --------------------------------------
+// ---- Through a link with noise of its own, as ping prints it
+// --------------------------------------
 //
 // What the demo judges: ping's RTTs through a veth whose own noise (timers, softirqs) adds to the
 // profile's delay, printed at ping's resolution, and the link's noise measured by a calibration run
@@ -214,8 +217,8 @@ class LinkModel {
 };
 
 // `trials` runs of the demo's procedure on a faithful link: a calibration of 1000 probes through a
-// constant `calibration_delay`, then `count` probes through `profile` (the link draws them with seeds
-// 1000 on), judged as `jitterctl validate --shaped --link-calibration` judges them.
+// constant `calibration_delay`, then `count` probes through `profile` (the link draws them with
+// seeds 1000 on), judged as `jitterctl validate --shaped --link-calibration` judges them.
 Outcome calibrate_through_link(const Profile& profile, Nanoseconds calibration_delay,
                                std::size_t count, std::size_t trials) {
   const DelaySeries like = probes(count);
@@ -230,7 +233,8 @@ Outcome calibrate_through_link(const Profile& profile, Nanoseconds calibration_d
     auto measured = link_calibration(calibration, calibration_delay, &problem);
     if (!measured) throw std::runtime_error(problem);
     const LinkNoise noise = with_link_noise(std::move(*measured), reference, false);
-    const Trace shaped_trace = link.ping(simulate_profile(profile, like, kInterval, 1000 + t).delay);
+    const Trace shaped_trace =
+        link.ping(simulate_profile(profile, like, kInterval, 1000 + t).delay);
     const DelaySeries shaped = shaped_series(shaped_trace, reference, false, &noise);
     const ValidationReport report = validate_shaped_only(shaped, reference, &noise);
     ++out.trials;

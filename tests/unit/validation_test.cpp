@@ -1,5 +1,5 @@
-// Validation against a shaped link: the link's own noise, measured through a constant-delay netem, is
-// added to what the shaped link is compared with.
+// Validation against a shaped link: the link's own noise, measured through a constant-delay netem,
+// is added to what the shaped link is compared with.
 #include "shaper/validation.hpp"
 
 #include <gtest/gtest.h>
@@ -59,8 +59,8 @@ DelaySeries series(const std::string& label, std::size_t n, Nanoseconds (*delay)
   return s;
 }
 
-// A capture that probed 10x faster in its first 10 s than in its next 10 s: 1000 probes 10 ms apart,
-// then 100 probes 100 ms apart (19.9 s in all).
+// A capture that probed 10x faster in its first 10 s than in its next 10 s: 1000 probes 10 ms
+// apart, then 100 probes 100 ms apart (19.9 s in all).
 DelaySeries two_rate_capture() {
   DelaySeries capture;
   Nanoseconds t{0};
@@ -89,7 +89,8 @@ Profile two_rate_profile() {
 
 TEST(LinkCalibration, TheNoiseIsWhatLiesAboveTheCalibrationsMinimum) {
   std::string problem;
-  const auto calibration = link_calibration(calibration_trace(200, 10300us), std::nullopt, &problem);
+  const auto calibration =
+      link_calibration(calibration_trace(200, 10300us), std::nullopt, &problem);
   ASSERT_TRUE(calibration) << problem;
   const auto& noise = calibration->noise;
   ASSERT_EQ(noise.size(), 200u);  // the lost probe carries no noise
@@ -133,15 +134,18 @@ TEST(CalibrationInverseSize, CountsTheCalibrationOnlyWhereTheNoiseShapesTheSerie
   for (int k = 0; k < 1000; ++k) noise.push_back(std::chrono::microseconds((k * 7919) % 100));
   // A constant delay: the noised series is the noise itself, known only to the calibration's own
   // precision (ratio 1 at every percentile).
-  const DelaySeries constant = series("profile", 10000, [](std::size_t) { return Nanoseconds(5ms); });
+  const DelaySeries constant =
+      series("profile", 10000, [](std::size_t) { return Nanoseconds(5ms); });
   EXPECT_NEAR(calibration_inverse_size(constant, noise, false, 1000), 1.0 / 1000, 0.02 / 1000);
   // Delays spread over 100 ms: 100 µs of noise hardly moves its CDF, nor an error in that noise.
   const DelaySeries wide = series("profile", 10000, [](std::size_t i) {
-    return Nanoseconds(std::chrono::microseconds(10) * static_cast<std::int64_t>((i * 7919) % 10000));
+    return Nanoseconds(std::chrono::microseconds(10) *
+                       static_cast<std::int64_t>((i * 7919) % 10000));
   });
   EXPECT_LT(calibration_inverse_size(wide, noise, false, 1000), 0.01 / 1000);
   // A noise of one value is known exactly, and a calibration worth nothing adds nothing.
-  EXPECT_EQ(calibration_inverse_size(constant, std::vector<Nanoseconds>(1000, 50us), false, 1000), 0);
+  EXPECT_EQ(calibration_inverse_size(constant, std::vector<Nanoseconds>(1000, 50us), false, 1000),
+            0);
   EXPECT_EQ(calibration_inverse_size(constant, noise, false, 0), 0);
   // Halved: the mean of two draws varies less than one, and the ratio stays near 1.
   const double halved = calibration_inverse_size(constant, noise, true, 1000);
@@ -167,12 +171,16 @@ TEST(AddLinkNoise, AddsADrawToEveryDeliveredProbeAndKeepsLossesAndSeeds) {
   EXPECT_NEAR(static_cast<double>(raised), 499.5, 64);
   // Halved: the mean of two draws, so 5.5 ms appears too.
   const DelaySeries h = add_link_noise(s, noise, true, 3);
-  EXPECT_TRUE(std::any_of(h.delay.begin(), h.delay.end(), [](auto d) { return d && *d == 5500us; }));
+  EXPECT_TRUE(
+      std::any_of(h.delay.begin(), h.delay.end(), [](auto d) { return d && *d == 5500us; }));
 }
 
 TEST(ValidateSeries, ANoisyLinkPassesOnlyOnceItsNoiseIsAccountedFor) {
   // The profile: 2 to 12 ms. The shaped link: the same delays plus the link's 0-2 ms of noise.
-  auto base = [](std::size_t i) { return Nanoseconds(2ms + std::chrono::microseconds(10) * static_cast<std::int64_t>((i * 7919) % 1000)); };
+  auto base = [](std::size_t i) {
+    return Nanoseconds(2ms + std::chrono::microseconds(10) *
+                                 static_cast<std::int64_t>((i * 7919) % 1000));
+  };
   const DelaySeries capture = series("capture", 20000, base);
   const DelaySeries profile = series("profile", 20000, base);
   std::vector<Nanoseconds> noise;
@@ -183,17 +191,22 @@ TEST(ValidateSeries, ANoisyLinkPassesOnlyOnceItsNoiseIsAccountedFor) {
   const ValidationReport raw = validate_series(capture, profile, &shaped);
   ASSERT_EQ(raw.comparisons.size(), 3u);
   EXPECT_FALSE(raw.comparisons[2].pass()) << "a 1 ms mean shift must fail KS";
-  const LinkNoise link = with_link_noise(LinkCalibration{noise, std::nullopt, 0, 0ns}, profile, false);
+  const LinkNoise link =
+      with_link_noise(LinkCalibration{noise, std::nullopt, 0, 0ns}, profile, false);
   const ValidationReport calibrated = validate_series(capture, profile, &shaped, &link);
   for (const auto& c : calibrated.comparisons) {
     EXPECT_TRUE(c.pass()) << c.a << " vs " << c.b << ": KS " << c.ks;
   }
   ASSERT_FALSE(calibrated.notes.empty());
-  EXPECT_NE(calibrated.notes.back().find("201 calibration probes"), std::string::npos) << calibrated.notes.back();
+  EXPECT_NE(calibrated.notes.back().find("201 calibration probes"), std::string::npos)
+      << calibrated.notes.back();
 }
 
 TEST(ValidateShapedOnly, OneComparisonAtTheShapedLinksThresholdsWithTheNoiseAdded) {
-  auto base = [](std::size_t i) { return Nanoseconds(2ms + std::chrono::microseconds(10) * static_cast<std::int64_t>((i * 7919) % 1000)); };
+  auto base = [](std::size_t i) {
+    return Nanoseconds(2ms + std::chrono::microseconds(10) *
+                                 static_cast<std::int64_t>((i * 7919) % 1000));
+  };
   const DelaySeries profile = series("profile", 20000, base);
   std::vector<Nanoseconds> noise;
   for (int k = 0; k <= 200; ++k) noise.push_back(std::chrono::microseconds(10) * k);
@@ -207,13 +220,15 @@ TEST(ValidateShapedOnly, OneComparisonAtTheShapedLinksThresholdsWithTheNoiseAdde
   EXPECT_EQ(raw.capture.samples, 20000u);
   EXPECT_FALSE(raw.shaped.has_value());
 
-  const LinkNoise link = with_link_noise(LinkCalibration{noise, std::nullopt, 0, 0ns}, profile, false);
+  const LinkNoise link =
+      with_link_noise(LinkCalibration{noise, std::nullopt, 0, 0ns}, profile, false);
   const ValidationReport calibrated = validate_shaped_only(shaped, profile, &link);
   EXPECT_TRUE(calibrated.pass) << "KS " << calibrated.comparisons[0].ks;
   // The shaped link's KS floor (0.05), not the profile's (0.02).
   EXPECT_DOUBLE_EQ(calibrated.comparisons[0].ks_limit, 0.05);
   ASSERT_FALSE(calibrated.notes.empty());
-  EXPECT_NE(calibrated.notes[0].find("added to the profile"), std::string::npos) << calibrated.notes[0];
+  EXPECT_NE(calibrated.notes[0].find("added to the profile"), std::string::npos)
+      << calibrated.notes[0];
 }
 
 TEST(SimulateProfile, SendsEachProbeWhenTheCaptureSentItSoRegimesGetTheCapturesShareOfProbes) {
@@ -241,9 +256,9 @@ TEST(SimulateProfile, SendsEachProbeWhenTheCaptureSentItSoRegimesGetTheCapturesS
 }
 
 TEST(SimulateProfile, CopiesRepeatTheCapturesSendTimesEachFromTheScheduleStart) {
-  // The two-rate capture again (1000 calm probes 10 ms apart, 100 storm probes 100 ms apart, 19.9 s),
-  // under a looped 20 s schedule. Three copies: each starts where the schedule starts again (0, 20 s,
-  // 40 s), so each meets the storm with the capture's 100 probes.
+  // The two-rate capture again (1000 calm probes 10 ms apart, 100 storm probes 100 ms apart, 19.9
+  // s), under a looped 20 s schedule. Three copies: each starts where the schedule starts again (0,
+  // 20 s, 40 s), so each meets the storm with the capture's 100 probes.
   const DelaySeries capture = two_rate_capture();
   const Profile profile = two_rate_profile();
 
@@ -252,7 +267,8 @@ TEST(SimulateProfile, CopiesRepeatTheCapturesSendTimesEachFromTheScheduleStart) 
   ASSERT_EQ(sim.delay.size(), 3300u);
   for (std::size_t copy = 0; copy < 3; ++copy) {
     for (std::size_t i = 0; i < capture.sent.size(); ++i) {
-      ASSERT_EQ(sim.sent[copy * 1100 + i], capture.sent[i] + 20s * static_cast<std::int64_t>(copy)) << copy << ' ' << i;
+      ASSERT_EQ(sim.sent[copy * 1100 + i], capture.sent[i] + 20s * static_cast<std::int64_t>(copy))
+          << copy << ' ' << i;
     }
   }
   EXPECT_EQ(std::count(sim.phase.begin(), sim.phase.end(), "storm"), 300);
@@ -278,15 +294,16 @@ TEST(SimulationCopies, ReachTheAskedProbesAndNeverFewerThanOneCopy) {
 }
 
 TEST(ShapedSeries, TheLinksBaseIsReadAtTheLowEndNotAtAMinimumTheShapedRunNeverDrew) {
-  // A profile whose smallest delay is a lone 0 ms among 10 000 between 1 and 2 ms, and a shaped run of
-  // 4000 probes over a 0.5 ms link that never drew the 0 ms. Read at the minima, the link would be
-  // taken as 1.5 ms and the whole shaped series shifted 1 ms low; read at the 1st percentiles, it is
-  // the shaped series that the profile describes.
+  // A profile whose smallest delay is a lone 0 ms among 10 000 between 1 and 2 ms, and a shaped run
+  // of 4000 probes over a 0.5 ms link that never drew the 0 ms. Read at the minima, the link would
+  // be taken as 1.5 ms and the whole shaped series shifted 1 ms low; read at the 1st percentiles,
+  // it is the shaped series that the profile describes.
   DelaySeries profile;
   profile.delay.push_back(0ms);
   for (int i = 0; i < 10000; ++i) profile.delay.push_back(1ms + std::chrono::microseconds(i / 10));
-  const Trace shaped = ping_trace(
-      4000, [](std::size_t i) { return 500us + 1ms + std::chrono::microseconds((i * 7919) % 1000); });
+  const Trace shaped = ping_trace(4000, [](std::size_t i) {
+    return 500us + 1ms + std::chrono::microseconds((i * 7919) % 1000);
+  });
   const DelaySeries s = shaped_series(shaped, profile, false);
   auto median = [](std::vector<Nanoseconds> v) {
     std::sort(v.begin(), v.end());
@@ -304,11 +321,12 @@ TEST(ShapedSeries, TheLinksBaseIsReadAtTheLowEndNotAtAMinimumTheShapedRunNeverDr
 
 TEST(ShapedSeries, AMeasuredBaseIsTakenAsItIsNotEstimated) {
   // The shaped RTTs: 1.5 to 2.5 ms. The profile: 1 to 2 ms. Estimated, the base would be 0.5 ms;
-  // measured by the calibration as 0.3 ms, every delay is its RTT less 0.3 ms, whatever the profile.
+  // measured by the calibration as 0.3 ms, every delay is its RTT less 0.3 ms, whatever the
+  // profile.
   DelaySeries profile;
   for (int i = 0; i < 10000; ++i) profile.delay.push_back(1ms + std::chrono::microseconds(i / 10));
-  const Trace shaped =
-      ping_trace(1000, [](std::size_t i) { return 1500us + std::chrono::microseconds((i * 7919) % 1000); });
+  const Trace shaped = ping_trace(
+      1000, [](std::size_t i) { return 1500us + std::chrono::microseconds((i * 7919) % 1000); });
   LinkNoise link = with_link_noise(LinkCalibration{{0ns}, 300us, 0, 0ns}, profile, false);
   const DelaySeries s = shaped_series(shaped, profile, false, &link);
   for (std::size_t i = 0; i < shaped.samples.size(); ++i) {
@@ -327,7 +345,9 @@ TEST(ValidateShapedOnly, TailQuantilesAreJudgedWithinWhatTheShapedProbesCanResol
   // coprime with n, a bijection whose neighbours lie far apart), as a real trace visits them: in
   // ascending order, the series' lag-1 autocorrelation would be 1 and the samples worth almost
   // nothing.
-  auto pareto = [](double u) { return Nanoseconds(static_cast<std::int64_t>(1e6 / std::pow(1 - u, 1 / 1.5))); };
+  auto pareto = [](double u) {
+    return Nanoseconds(static_cast<std::int64_t>(1e6 / std::pow(1 - u, 1 / 1.5)));
+  };
   DelaySeries profile;
   profile.label = "profile";
   for (int i = 0; i < 200000; ++i) {
@@ -345,8 +365,10 @@ TEST(ValidateShapedOnly, TailQuantilesAreJudgedWithinWhatTheShapedProbesCanResol
   }
   const ValidationReport exact = validate_shaped_only(shaped, profile);
   ASSERT_EQ(exact.comparisons.size(), 1u);
-  EXPECT_GT(std::fabs(exact.comparisons[0].p999_error), 0.05);  // off by more than the tolerance ...
-  EXPECT_TRUE(exact.pass) << testing::PrintToString(exact.comparisons[0].failures);  // ... and within the sample's reach
+  EXPECT_GT(std::fabs(exact.comparisons[0].p999_error),
+            0.05);  // off by more than the tolerance ...
+  EXPECT_TRUE(exact.pass) << testing::PrintToString(
+      exact.comparisons[0].failures);  // ... and within the sample's reach
 
   const ValidationReport cut = validate_shaped_only(clipped, profile);
   EXPECT_LT(cut.comparisons[0].ks, cut.comparisons[0].ks_limit);  // the body is right

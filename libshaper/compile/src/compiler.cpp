@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <future>
 #include <limits>
 #include <map>
@@ -20,7 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// One probe of the merged capture: when it was sent (on the merged time line) and its one-way delay.
+// One probe of the merged capture: when it was sent (on the merged time line) and its one-way
+// delay.
 struct Probe {
   Nanoseconds sent{0};
   std::optional<Nanoseconds> delay;  // nullopt = lost
@@ -31,7 +32,8 @@ struct Probe {
 constexpr Nanoseconds kEpochThreshold{100'000'000'000'000'000};
 
 // Used when `reorder` is false: 100 Gbit/s adds 120 ns per 1500-byte packet, far below any delay we
-// replay, yet makes netem compute departures in order (reference §4: rate is the only in-kernel way).
+// replay, yet makes netem compute departures in order (reference §4: rate is the only in-kernel
+// way).
 constexpr BytesPerSecond kOrderKeepingRate{12'500'000'000};
 
 struct Segment {
@@ -54,8 +56,9 @@ std::vector<Segment> overlay(const std::vector<Segment>& segments, const std::ve
     return it == segments.begin() ? segments.front().phase : std::prev(it)->phase;
   };
   auto in_span = [&](Nanoseconds t) {
-    const auto it = std::upper_bound(spans.begin(), spans.end(), t,
-                                     [](Nanoseconds v, const Span& span) { return v < span.start; });
+    const auto it =
+        std::upper_bound(spans.begin(), spans.end(), t,
+                         [](Nanoseconds v, const Span& span) { return v < span.start; });
     return it != spans.begin() && t < std::prev(it)->end;
   };
   // Every boundary of either time line, in order; each gets the phase in force from it on.
@@ -89,9 +92,10 @@ struct BuiltPhase {
 };
 
 // What a table's resolution costs: the KS distance between the delays its entries stand for (every
-// sample when there are no more than entries, else the sample quantile at each entry's midpoint level,
-// as build_exact_delay_table picks them) and the delays those entries decode to. A quantile table's
-// own coarseness (1/entries of probability per entry) is not counted: no step could remove it.
+// sample when there are no more than entries, else the sample quantile at each entry's midpoint
+// level, as build_exact_delay_table picks them) and the delays those entries decode to. A quantile
+// table's own coarseness (1/entries of probability per entry) is not counted: no step could remove
+// it.
 double rounding_ks(std::span<const Nanoseconds> sorted, const ExactDelayTable& table) {
   std::vector<Nanoseconds> intended, decoded;
   const std::size_t n = sorted.size(), entries = table.table.size();
@@ -106,14 +110,15 @@ double rounding_ks(std::span<const Nanoseconds> sorted, const ExactDelayTable& t
     decoded.push_back(Nanoseconds(netem_table_delay_ns(
         table.latency.count(), static_cast<std::int32_t>(table.jitter.count()), table.table[i])));
   }
-  return ks_distance(SortedSamples(std::move(intended)), SortedSamples(std::move(decoded))).value_or(0.0);
+  return ks_distance(SortedSamples(std::move(intended)), SortedSamples(std::move(decoded)))
+      .value_or(0.0);
 }
 
-// One int16 table has one step for its whole range: a tight body under a tail of stalls gets the step
-// the stalls need (a 1 ms body under a 13.4 s tail: 204 us steps, 5 for the whole body). The table may
-// move the delays' law by at most this much (KS) before the rarest delays are split off into a tail
-// phase with its own table and step: a quarter of validate's KS limit of 0.02, so that what is left
-// of it covers the sampling noise of the capture itself.
+// One int16 table has one step for its whole range: a tight body under a tail of stalls gets the
+// step the stalls need (a 1 ms body under a 13.4 s tail: 204 us steps, 5 for the whole body). The
+// table may move the delays' law by at most this much (KS) before the rarest delays are split off
+// into a tail phase with its own table and step: a quarter of validate's KS limit of 0.02, so that
+// what is left of it covers the sampling noise of the capture itself.
 constexpr double kTableKsBudget = 0.005;
 
 // The largest delay the body table keeps: all of `sorted` when one table over them keeps within the
@@ -134,12 +139,12 @@ Nanoseconds body_cut(std::span<const Nanoseconds> sorted, std::size_t entries) {
   return sorted[good - 1];
 }
 
-// How a phase's losses are modelled: the fitted model that best keeps the capture's bursts, or plain
-// Bernoulli at the phase's loss rate. The replay uses Bernoulli: its phases change every few windows,
-// and netem restarts a Gilbert or 4-state chain in its good state at each change (docs/simulator.md,
-// "Changes"), which would cut every burst at a window edge; the replay's bursts come from the order
-// of its lossy windows instead.
-// kElsewhere: the phase loses nothing; its probes' losses are replayed by another phase.
+// How a phase's losses are modelled: the fitted model that best keeps the capture's bursts, or
+// plain Bernoulli at the phase's loss rate. The replay uses Bernoulli: its phases change every few
+// windows, and netem restarts a Gilbert or 4-state chain in its good state at each change
+// (docs/simulator.md, "Changes"), which would cut every burst at a window edge; the replay's bursts
+// come from the order of its lossy windows instead. kElsewhere: the phase loses nothing; its
+// probes' losses are replayed by another phase.
 enum class LossModelling { kFitted, kBernoulli, kElsewhere };
 
 LossFit bernoulli_fit(const std::vector<bool>& lost) {
@@ -156,8 +161,8 @@ LossFit bernoulli_fit(const std::vector<bool>& lost) {
 
 // build_phase's delay part: the table of `delays` (of `probes`), and the tail it cannot hold.
 std::optional<BuiltPhase> build_delays(BuiltPhase out, std::vector<Nanoseconds>& delays,
-                                       const std::vector<const Probe*>& probes, const CompileOptions& options,
-                                       Diagnostics& diagnostics) {
+                                       const std::vector<const Probe*>& probes,
+                                       const CompileOptions& options, Diagnostics& diagnostics) {
   const std::string& name = out.phase.name;
   if (delays.empty()) return out;
   sort_samples(delays);
@@ -170,7 +175,8 @@ std::optional<BuiltPhase> build_delays(BuiltPhase out, std::vector<Nanoseconds>&
   }
   Nanoseconds cut = delays.back();
   if (options.tail_phases) cut = body_cut(delays, options.table_entries);
-  const std::span<const Nanoseconds> body(delays.begin(), std::upper_bound(delays.begin(), delays.end(), cut));
+  const std::span<const Nanoseconds> body(delays.begin(),
+                                          std::upper_bound(delays.begin(), delays.end(), cut));
   ExactTableResult table = build_exact_delay_table(body, options.table_entries);
   if (!table.table) {
     for (auto& d : table.diagnostics) diagnostics.push_back({"phase " + name, d.to_string()});
@@ -189,7 +195,8 @@ std::optional<BuiltPhase> build_delays(BuiltPhase out, std::vector<Nanoseconds>&
   out.report.table_entries = table.table->table.size();
   out.report.table_ks = rounding_ks(body, *table.table);
   if (options.tail_phases && body.size() > options.table_entries) {
-    // A quantile table's top entry is the quantile at 1 - 1/(2 entries): rarer delays are not in it.
+    // A quantile table's top entry is the quantile at 1 - 1/(2 entries): rarer delays are not in
+    // it.
     const auto top = *std::max_element(table.table->table.begin(), table.table->table.end());
     const std::int64_t top_delay = netem_table_delay_ns(
         table.table->latency.count(), static_cast<std::int32_t>(table.table->jitter.count()), top);
@@ -202,9 +209,11 @@ std::optional<BuiltPhase> build_delays(BuiltPhase out, std::vector<Nanoseconds>&
   return out;
 }
 
-// An exact-table phase for `probes` (delays and losses in send order). With options.tail_phases, the
-// delays its table cannot hold (above its top entry, or beyond the body cut) are returned as `tail`.
-std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector<const Probe*>& probes,
+// An exact-table phase for `probes` (delays and losses in send order). With options.tail_phases,
+// the delays its table cannot hold (above its top entry, or beyond the body cut) are returned as
+// `tail`.
+std::optional<BuiltPhase> build_phase(const std::string& name,
+                                      const std::vector<const Probe*>& probes,
                                       const CompileOptions& options, Diagnostics& diagnostics,
                                       LossModelling loss = LossModelling::kFitted) {
   BuiltPhase out;
@@ -214,15 +223,20 @@ std::optional<BuiltPhase> build_phase(const std::string& name, const std::vector
   std::vector<bool> lost;
   lost.reserve(probes.size());
   for (const Probe* p : probes) lost.push_back(!p->delay.has_value());
-  // The loss fit (Baum–Welch over up to 250 000 packets, twice) needs nothing of the delay table, so
-  // it runs on a second thread while this one builds the table; `fitted` is joined on every return.
+  // The loss fit (Baum–Welch over up to 250 000 packets, twice) needs nothing of the delay table,
+  // so it runs on a second thread while this one builds the table; `fitted` is joined on every
+  // return.
   std::future<LossFit> fitted;
   switch (loss) {
     case LossModelling::kFitted:
-      fitted = std::async(std::launch::async, [&lost, seed = options.seed] { return fit_loss_model(lost, seed); });
+      fitted = std::async(std::launch::async,
+                          [&lost, seed = options.seed] { return fit_loss_model(lost, seed); });
       break;
-    case LossModelling::kBernoulli: out.report.loss = bernoulli_fit(lost); break;
-    case LossModelling::kElsewhere: break;
+    case LossModelling::kBernoulli:
+      out.report.loss = bernoulli_fit(lost);
+      break;
+    case LossModelling::kElsewhere:
+      break;
   }
   std::vector<Nanoseconds> delays;
   delays.reserve(probes.size());
@@ -294,15 +308,17 @@ Clustering lloyd(const std::vector<Features>& features, std::vector<Features> ce
 // k-means on window features, deterministic. Two starts, and the one that ends with the smaller
 // within-cluster sum of squares wins (the quantile start on a tie):
 //  - centres at evenly spaced quantiles of the first feature (the median delay);
-//  - farthest-first: the calmest window, then each next centre the window farthest from those chosen.
-// The quantile start alone fails when one regime holds most of the windows: two of its centres land in
-// that regime, which is then split in two while two rarer regimes are merged (found on an LTE-like
-// capture with 18 good, 10 fair and 4 poor windows: profiles/lte.json).
+//  - farthest-first: the calmest window, then each next centre the window farthest from those
+//  chosen.
+// The quantile start alone fails when one regime holds most of the windows: two of its centres land
+// in that regime, which is then split in two while two rarer regimes are merged (found on an
+// LTE-like capture with 18 good, 10 fair and 4 poor windows: profiles/lte.json).
 std::vector<std::size_t> cluster(const std::vector<Features>& features, std::size_t k) {
   const std::size_t n = features.size();
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return features[a][0] < features[b][0]; });
+  std::sort(order.begin(), order.end(),
+            [&](auto a, auto b) { return features[a][0] < features[b][0]; });
   std::vector<Features> quantiles(k);
   for (std::size_t c = 0; c < k; ++c) quantiles[c] = features[order[(2 * c + 1) * n / (2 * k)]];
   std::vector<Features> farthest = {features[order.front()]};
@@ -326,22 +342,25 @@ std::vector<std::size_t> cluster(const std::vector<Features>& features, std::siz
 }
 
 // Window labels put every change of regime on a window's edge, but a capture's regimes change where
-// they change: a window that straddles a change goes whole to one regime, so the other regime's probes
-// land in the wrong table and the replayed change moves by up to a window. Each change between two
-// adjacent windows is moved to the probe that best separates the two regimes' laws, as the window
-// assignment estimated them: a histogram of log delay and a loss rate per regime (each count plus one
-// half, so no probe is impossible under either), when that gains more than chance would (below).
-// Changes stay as many as the windows gave and in their order; each moves within its two windows only,
-// and the later window keeps at least its last probe.
-// `label[j]` is the regime of the j-th probe of `order`; `begin[i]` is where window i starts in it and
-// `contiguous[i]` whether window i+1 follows it without an empty window between.
+// they change: a window that straddles a change goes whole to one regime, so the other regime's
+// probes land in the wrong table and the replayed change moves by up to a window. Each change
+// between two adjacent windows is moved to the probe that best separates the two regimes' laws, as
+// the window assignment estimated them: a histogram of log delay and a loss rate per regime (each
+// count plus one half, so no probe is impossible under either), when that gains more than chance
+// would (below). Changes stay as many as the windows gave and in their order; each moves within its
+// two windows only, and the later window keeps at least its last probe. `label[j]` is the regime of
+// the j-th probe of `order`; `begin[i]` is where window i starts in it and `contiguous[i]` whether
+// window i+1 follows it without an empty window between.
 struct Refinement {
   std::size_t moved = 0;  // changes not left on their window's edge
   Nanoseconds largest_move{0};
 };
-Refinement refine_changes(const std::vector<const Probe*>& order, const std::vector<std::size_t>& begin,
-                          const std::vector<bool>& contiguous, std::size_t regimes, std::vector<std::size_t>& label) {
-  constexpr std::size_t kBins = 32;  // enough to tell a calm regime from a stormy one; few enough to fill
+Refinement refine_changes(const std::vector<const Probe*>& order,
+                          const std::vector<std::size_t>& begin,
+                          const std::vector<bool>& contiguous, std::size_t regimes,
+                          std::vector<std::size_t>& label) {
+  constexpr std::size_t kBins =
+      32;  // enough to tell a calm regime from a stormy one; few enough to fill
   auto x = [](Nanoseconds d) { return std::log1p(static_cast<double>(d.count()) / 1e6); };
   double lo = INFINITY, hi = -INFINITY;
   for (const Probe* p : order) {
@@ -351,7 +370,8 @@ Refinement refine_changes(const std::vector<const Probe*>& order, const std::vec
   }
   const double width = hi > lo ? (hi - lo) / kBins : 1.0;
   auto bin = [&](Nanoseconds d) {
-    return std::min<std::size_t>(kBins - 1, static_cast<std::size_t>(std::max(0.0, (x(d) - lo) / width)));
+    return std::min<std::size_t>(kBins - 1,
+                                 static_cast<std::size_t>(std::max(0.0, (x(d) - lo) / width)));
   };
   std::vector<std::array<double, kBins>> counts(regimes);
   std::vector<double> delivered(regimes, 0.0), lost(regimes, 0.0);
@@ -381,12 +401,14 @@ Refinement refine_changes(const std::vector<const Probe*>& order, const std::vec
       continue;
     }
     const std::size_t from = std::max(floor, begin[i]);
-    // score(s) = log-likelihood of [from, s) under a and [s, end) under b; start at the windows' edge.
+    // score(s) = log-likelihood of [from, s) under a and [s, end) under b; start at the windows'
+    // edge.
     double score = 0;
     for (std::size_t j = from; j < begin[i + 1]; ++j) score += log_likelihood(a, order[j]);
     for (std::size_t j = begin[i + 1]; j < end; ++j) score += log_likelihood(b, order[j]);
     // Moving the change must gain more than chance would among this many places to put it (a change
-    // that is on the window's edge is otherwise nudged by a probe or two wherever the laws overlap).
+    // that is on the window's edge is otherwise nudged by a probe or two wherever the laws
+    // overlap).
     double best_score = score + std::log(static_cast<double>(end - from));
     std::size_t best = begin[i + 1];
     double running = score;
@@ -411,24 +433,24 @@ Refinement refine_changes(const std::vector<const Probe*>& order, const std::vec
 }
 
 // ---- Replay (RegimeMode::kReplay) ----
-// The capture's time line cut into windows; each window gets the phase of its delay level (its median
-// delay on a grid that is linear below `scale` and logarithmic above) and of its loss band. Every
-// phase's table holds the delays of the windows it stands for, so the replay keeps the capture's law
-// exactly while following its time line window by window.
+// The capture's time line cut into windows; each window gets the phase of its delay level (its
+// median delay on a grid that is linear below `scale` and logarithmic above) and of its loss band.
+// Every phase's table holds the delays of the windows it stands for, so the replay keeps the
+// capture's law exactly while following its time line window by window.
 
 // Each level may need a tail phase beside it, and the loss bursts one more: 31 + 31 + 1 phases stay
 // under the profile's 64.
 constexpr std::size_t kMaxReplayPhases = 31;
-// The replay is judged on its lag-1 autocorrelation within 0.1 of the capture's; the window is chosen
-// to be within half of that, so that a simulation's own noise fits in the rest.
+// The replay is judged on its lag-1 autocorrelation within 0.1 of the capture's; the window is
+// chosen to be within half of that, so that a simulation's own noise fits in the rest.
 constexpr double kLag1Tolerance = 0.05;
 
 struct ReplayPlan {
   Nanoseconds window{0};
-  std::vector<std::size_t> phase_of_window;       // index into members
+  std::vector<std::size_t> phase_of_window;        // index into members
   std::vector<std::vector<const Probe*>> members;  // per phase, in send order
-  std::vector<Nanoseconds> level;                  // per phase: the grid value of its windows' medians
-  std::vector<int> loss_band;                      // per phase
+  std::vector<Nanoseconds> level;  // per phase: the grid value of its windows' medians
+  std::vector<int> loss_band;      // per phase
   double predicted_lag1 = 0;
 };
 
@@ -440,7 +462,8 @@ int loss_band(std::size_t lost, std::size_t total) {
   return rate <= 0.1 ? 1 : rate <= 0.5 ? 2 : 3;
 }
 
-ReplayPlan plan_replay(const std::vector<Probe>& probes, Nanoseconds window, Nanoseconds scale, bool loss_bands) {
+ReplayPlan plan_replay(const std::vector<Probe>& probes, Nanoseconds window, Nanoseconds scale,
+                       bool loss_bands) {
   ReplayPlan plan;
   plan.window = window;
   const Nanoseconds t0 = probes.front().sent;
@@ -450,7 +473,9 @@ ReplayPlan plan_replay(const std::vector<Probe>& probes, Nanoseconds window, Nan
     if (index >= windows.size()) windows.resize(index + 1);
     windows[index].push_back(&p);
   }
-  const auto grid = [&](double median) { return std::log1p(median / static_cast<double>(scale.count())); };
+  const auto grid = [&](double median) {
+    return std::log1p(median / static_cast<double>(scale.count()));
+  };
   std::vector<double> y(windows.size(), -1.0);
   std::vector<int> band(windows.size(), 0);
   for (std::size_t w = 0; w < windows.size(); ++w) {
@@ -473,13 +498,15 @@ ReplayPlan plan_replay(const std::vector<Probe>& probes, Nanoseconds window, Nan
   double delta = 0.05;
   for (;; delta *= 1.25) {
     keys.clear();
-    for (std::size_t w = 0; w < windows.size(); ++w) keys.emplace(std::pair{std::lround(y[w] / delta), band[w]}, 0);
+    for (std::size_t w = 0; w < windows.size(); ++w)
+      keys.emplace(std::pair{std::lround(y[w] / delta), band[w]}, 0);
     if (keys.size() <= kMaxReplayPhases) break;
   }
   std::size_t next = 0;
   for (auto& [key, index] : keys) {
     index = next++;
-    const double median = std::expm1(static_cast<double>(key.first) * delta) * static_cast<double>(scale.count());
+    const double median =
+        std::expm1(static_cast<double>(key.first) * delta) * static_cast<double>(scale.count());
     plan.level.push_back(Nanoseconds(std::llround(median)));
     plan.loss_band.push_back(key.second);
   }
@@ -489,10 +516,10 @@ ReplayPlan plan_replay(const std::vector<Probe>& probes, Nanoseconds window, Nan
     plan.phase_of_window.push_back(k);
     plan.members[k].insert(plan.members[k].end(), windows[w].begin(), windows[w].end());
   }
-  // Predicted lag-1 autocorrelation: each probe's delay is drawn afresh from its phase's table, so two
-  // consecutive delivered probes covary only through their phases' means (the same phase or not):
-  // r1 = sum (m_t - mean)(m_t+1 - mean) / sum (d_t - mean)^2, the estimator of statistics.hpp with
-  // the expected cross products put in.
+  // Predicted lag-1 autocorrelation: each probe's delay is drawn afresh from its phase's table, so
+  // two consecutive delivered probes covary only through their phases' means (the same phase or
+  // not): r1 = sum (m_t - mean)(m_t+1 - mean) / sum (d_t - mean)^2, the estimator of statistics.hpp
+  // with the expected cross products put in.
   std::vector<double> sum(keys.size(), 0.0), count(keys.size(), 0.0);
   double total = 0, n = 0;
   std::vector<std::pair<double, std::size_t>> series;  // delay, phase
@@ -523,10 +550,12 @@ ReplayPlan plan_replay(const std::vector<Probe>& probes, Nanoseconds window, Nan
 
 // The window: options.replay_window, or else the longest of interval x 2^k whose predicted lag-1
 // autocorrelation is within kLag1Tolerance of the capture's (the one closest to it when none is),
-// among those that keep the schedule within its 10 000 steps and cut the capture into two windows at
-// least. Longer windows mean fewer changes for the daemon to make and more probes behind each table.
-ReplayPlan choose_replay(const std::vector<Probe>& probes, const CompileOptions& options, Nanoseconds interval,
-                         double capture_lag1, Nanoseconds scale, bool loss_bands) {
+// among those that keep the schedule within its 10 000 steps and cut the capture into two windows
+// at least. Longer windows mean fewer changes for the daemon to make and more probes behind each
+// table.
+ReplayPlan choose_replay(const std::vector<Probe>& probes, const CompileOptions& options,
+                         Nanoseconds interval, double capture_lag1, Nanoseconds scale,
+                         bool loss_bands) {
   if (options.replay_window) return plan_replay(probes, *options.replay_window, scale, loss_bands);
   const Nanoseconds span = probes.back().sent - probes.front().sent + interval;
   Nanoseconds window = interval;
@@ -536,7 +565,8 @@ ReplayPlan choose_replay(const std::vector<Probe>& probes, const CompileOptions&
     ReplayPlan plan = plan_replay(probes, window, scale, loss_bands);
     const double miss = std::fabs(plan.predicted_lag1 - capture_lag1);
     if (miss <= kLag1Tolerance) longest_within = plan;
-    if (!closest || miss < std::fabs(closest->predicted_lag1 - capture_lag1)) closest = std::move(plan);
+    if (!closest || miss < std::fabs(closest->predicted_lag1 - capture_lag1))
+      closest = std::move(plan);
   }
   return longest_within ? std::move(*longest_within) : std::move(*closest);
 }
@@ -556,8 +586,8 @@ std::vector<Span> loss_spans(const std::vector<Probe>& probes, Nanoseconds inter
   return out;
 }
 
-// More loss bursts than this are not replayed one by one (each costs two schedule steps of the 10 000):
-// the replay's windows then carry loss bands instead (ReplayPlan::loss_band).
+// More loss bursts than this are not replayed one by one (each costs two schedule steps of the 10
+// 000): the replay's windows then carry loss bands instead (ReplayPlan::loss_band).
 constexpr std::size_t kMaxReplayedLossBursts = 2500;
 
 std::vector<Probe> merge(const std::vector<CaptureInput>& captures, CompileReport& report) {
@@ -575,18 +605,22 @@ std::vector<Probe> merge(const std::vector<CaptureInput>& captures, CompileRepor
     Nanoseconds last{0};
     const std::size_t first = probes.size();
     for (const auto& s : t.samples) {
-      Nanoseconds sent = s.send_time.value_or(Nanoseconds(static_cast<std::int64_t>(s.seq) * t.interval.count()));
+      Nanoseconds sent =
+          s.send_time.value_or(Nanoseconds(static_cast<std::int64_t>(s.seq) * t.interval.count()));
       // Relative times of a later capture continue after the previous one.
       if (sent < kEpochThreshold) sent += offset;
       probes.push_back({sent, s.rtt});
       last = std::max(last, sent);
     }
     // A probe whose send time was not printed (a lost one) has it from a neighbour and the median
-    // interval. Where probes were sent unevenly that can put it after later deliveries, and sorting by
-    // it would move it out of its loss burst, splitting the burst (ping's 3-15 ms spacing split 3 of
-    // the 105 bursts of tests/fixtures/captures/bursty-loss.txt). Inferred times are held between
-    // their neighbours in the capture's own (sequence) order, so the sort below keeps that order.
-    const auto inferred = [&](std::size_t i) { return t.samples[i - first].send_time_inferred || !t.samples[i - first].send_time; };
+    // interval. Where probes were sent unevenly that can put it after later deliveries, and sorting
+    // by it would move it out of its loss burst, splitting the burst (ping's 3-15 ms spacing split
+    // 3 of the 105 bursts of tests/fixtures/captures/bursty-loss.txt). Inferred times are held
+    // between their neighbours in the capture's own (sequence) order, so the sort below keeps that
+    // order.
+    const auto inferred = [&](std::size_t i) {
+      return t.samples[i - first].send_time_inferred || !t.samples[i - first].send_time;
+    };
     for (std::size_t i = probes.size(); i-- > first + 1;) {
       if (inferred(i - 1)) probes[i - 1].sent = std::min(probes[i - 1].sent, probes[i].sent);
     }
@@ -608,14 +642,16 @@ std::vector<Probe> merge(const std::vector<CaptureInput>& captures, CompileRepor
 
 Nanoseconds max_phase_delay(const NetemSpec& spec) {
   if (spec.delay.distribution && !spec.delay.distribution->empty() && spec.delay.jitter.count()) {
-    const auto top = *std::max_element(spec.delay.distribution->begin(), spec.delay.distribution->end());
-    return Nanoseconds(netem_table_delay_ns(spec.delay.latency.count(),
-                                            static_cast<std::int32_t>(spec.delay.jitter.count()), top));
+    const auto top =
+        *std::max_element(spec.delay.distribution->begin(), spec.delay.distribution->end());
+    return Nanoseconds(netem_table_delay_ns(
+        spec.delay.latency.count(), static_cast<std::int32_t>(spec.delay.jitter.count()), top));
   }
   return spec.delay.latency + spec.delay.jitter;
 }
 
-CompileResult compile_profile(const std::vector<CaptureInput>& captures, const CompileOptions& options) {
+CompileResult compile_profile(const std::vector<CaptureInput>& captures,
+                              const CompileOptions& options) {
   CompileResult result;
   CompileReport& report = result.report;
   Diagnostics& diagnostics = result.diagnostics;
@@ -652,24 +688,32 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     if (!smallest || *p.delay < *smallest) smallest = p.delay;
   }
   if (!smallest) {
-    diagnostics.push_back({captures.front().name, "no delivered probe with an RTT: nothing to build a delay model from"});
+    diagnostics.push_back({captures.front().name,
+                           "no delivered probe with an RTT: nothing to build a delay model from"});
     return result;
   }
 
   // Baseline and one-way delays.
   switch (options.baseline.kind) {
-    case BaselineKind::kMinimum: report.baseline = *smallest; break;
+    case BaselineKind::kMinimum:
+      report.baseline = *smallest;
+      break;
     case BaselineKind::kPercentile: {
       std::vector<Nanoseconds> rtts;
       rtts.reserve(report.delivered);
       for (const auto& p : probes) {
         if (p.delay) rtts.push_back(*p.delay);
       }
-      report.baseline = *quantile_inverse_ecdf(SortedSamples(std::move(rtts)), options.baseline.percentile / 100.0);
+      report.baseline = *quantile_inverse_ecdf(SortedSamples(std::move(rtts)),
+                                               options.baseline.percentile / 100.0);
       break;
     }
-    case BaselineKind::kFixed: report.baseline = options.baseline.value; break;
-    case BaselineKind::kNone: report.baseline = 0ns; break;
+    case BaselineKind::kFixed:
+      report.baseline = options.baseline.value;
+      break;
+    case BaselineKind::kNone:
+      report.baseline = 0ns;
+      break;
   }
   for (auto& p : probes) {
     if (!p.delay) continue;
@@ -693,7 +737,8 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
   Provenance prov;
   for (const auto& c : captures) {
     const auto slash = c.name.find_last_of('/');
-    prov.capture += (prov.capture.empty() ? "" : "+") + (slash == std::string::npos ? c.name : c.name.substr(slash + 1));
+    prov.capture += (prov.capture.empty() ? "" : "+") +
+                    (slash == std::string::npos ? c.name : c.name.substr(slash + 1));
     prov.samples += c.trace.samples.size();
   }
   prov.format = std::string(to_string(captures.front().trace.format));
@@ -763,8 +808,8 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     }
     const double capture_lag1 = autocorrelation(in_order, 1).value_or(0.0);
     const SortedSamples sorted(std::move(in_order));
-    // Where the level grid turns from linear to logarithmic: the body's width (its interquartile range),
-    // so that the body gets levels as fine as the stalls get relative to their size.
+    // Where the level grid turns from linear to logarithmic: the body's width (its interquartile
+    // range), so that the body gets levels as fine as the stalls get relative to their size.
     const Nanoseconds scale = std::max<Nanoseconds>(
         *quantile_inverse_ecdf(sorted, 0.75) - *quantile_inverse_ecdf(sorted, 0.25), 1us);
     const Nanoseconds interval = std::max<Nanoseconds>(report.interval, 1ms);
@@ -773,21 +818,25 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     // as the capture lost its probes; so a burst keeps its length and place, which a loss model
     // restarted at every window could not keep (LossModelling).
     const bool burst_by_burst = bursts.size() <= kMaxReplayedLossBursts;
-    const ReplayPlan plan = choose_replay(probes, options, interval, capture_lag1, scale, !burst_by_burst);
+    const ReplayPlan plan =
+        choose_replay(probes, options, interval, capture_lag1, scale, !burst_by_burst);
     std::vector<std::string> names;
     for (std::size_t k = 0; k < plan.members.size(); ++k) {
       char name[32];
       std::snprintf(name, sizeof name, "replay-%02zu", k + 1);
       names.emplace_back(name);
-      // A window that holds the start or the end of a stall has the level of most of its probes; the
-      // others' delays would widen that level's table for every window that uses it, so they go to the
-      // level's tail phase, replayed at their own times, as in the single-phase mode.
-      auto built = build_phase(names.back(), plan.members[k], options, diagnostics,
-                               burst_by_burst ? LossModelling::kElsewhere : LossModelling::kBernoulli);
+      // A window that holds the start or the end of a stall has the level of most of its probes;
+      // the others' delays would widen that level's table for every window that uses it, so they go
+      // to the level's tail phase, replayed at their own times, as in the single-phase mode.
+      auto built =
+          build_phase(names.back(), plan.members[k], options, diagnostics,
+                      burst_by_burst ? LossModelling::kElsewhere : LossModelling::kBernoulli);
       if (!built) return result;
-      static constexpr const char* kBands[] = {"no loss", "loss up to 10 %", "loss up to 50 %", "loss above 50 %"};
-      built->phase.description = "windows whose median delay is near " + duration_to_string(plan.level[k]) +
-                                 ", " + kBands[plan.loss_band[k]];
+      static constexpr const char* kBands[] = {"no loss", "loss up to 10 %", "loss up to 50 %",
+                                               "loss above 50 %"};
+      built->phase.description = "windows whose median delay is near " +
+                                 duration_to_string(plan.level[k]) + ", " +
+                                 kBands[plan.loss_band[k]];
       add_phase(std::move(built));
     }
     const Nanoseconds t0 = probes.front().sent;
@@ -810,14 +859,16 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       profile.phases.push_back(std::move(lost));
       segments = overlay(segments, bursts, "replay-lost");
     }
-    report.replay = ReplayReport{plan.window, capture_lag1, plan.predicted_lag1, plan.phase_of_window.size(),
+    report.replay = ReplayReport{plan.window,         capture_lag1,
+                                 plan.predicted_lag1, plan.phase_of_window.size(),
                                  plan.members.size(), burst_by_burst ? bursts.size() : 0};
     char lag[96];
-    std::snprintf(lag, sizeof lag, "(capture lag-1 autocorrelation %.3f, replay's predicted %.3f)", capture_lag1,
-                  plan.predicted_lag1);
-    report.notes.push_back("replay: " + std::to_string(plan.phase_of_window.size()) + " windows of " +
-                           duration_to_string(plan.window) + " on " + std::to_string(plan.members.size()) +
-                           " delay levels and loss bands " + lag);
+    std::snprintf(lag, sizeof lag, "(capture lag-1 autocorrelation %.3f, replay's predicted %.3f)",
+                  capture_lag1, plan.predicted_lag1);
+    report.notes.push_back("replay: " + std::to_string(plan.phase_of_window.size()) +
+                           " windows of " + duration_to_string(plan.window) + " on " +
+                           std::to_string(plan.members.size()) + " delay levels and loss bands " +
+                           lag);
   } else {
     // Windows of the time line, clustered on (log median delay, log p95 delay, loss rate).
     const Nanoseconds t0 = probes.front().sent;
@@ -888,20 +939,25 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       // A change at a window's first probe starts where the window does (as before refinement, and
       // across an empty window); one inside a window, at the probe.
       const Nanoseconds start =
-          window_start ? t0 + options.window * static_cast<std::int64_t>(used[window - 1]) : order[j]->sent;
+          window_start ? t0 + options.window * static_cast<std::int64_t>(used[window - 1])
+                       : order[j]->sent;
       segments.push_back({start, "regime-" + std::to_string(rank[label[j]] + 1)});
     }
     for (std::size_t c = 0; c < k; ++c) {
       if (members[c].empty()) continue;
-      if (!add_phase(build_phase("regime-" + std::to_string(rank[c] + 1), members[c], options, diagnostics))) {
+      if (!add_phase(build_phase("regime-" + std::to_string(rank[c] + 1), members[c], options,
+                                 diagnostics))) {
         return result;
       }
     }
-    report.notes.push_back(std::to_string(used.size()) + " windows of " + duration_to_string(options.window) +
-                           " clustered into " + std::to_string(k) + " regimes");
+    report.notes.push_back(std::to_string(used.size()) + " windows of " +
+                           duration_to_string(options.window) + " clustered into " +
+                           std::to_string(k) + " regimes");
     if (refined.moved) {
-      report.notes.push_back(std::to_string(refined.moved) + " regime changes moved off window edges to where the capture changed (by up to " +
-                             duration_to_string(refined.largest_move) + ")");
+      report.notes.push_back(
+          std::to_string(refined.moved) +
+          " regime changes moved off window edges to where the capture changed (by up to " +
+          duration_to_string(refined.largest_move) + ")");
     }
   }
 
@@ -913,8 +969,10 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     tail_options.tail_phases = false;
     auto built = build_phase(name, tail_probes, tail_options, diagnostics);
     if (!built) return result;
-    built->phase.spec.loss = std::monostate{};  // the tail phase replays delays; loss stays with the base
-    built->phase.description = "delays rarer than the table of " + base + " can hold, replayed when they happened";
+    built->phase.spec.loss =
+        std::monostate{};  // the tail phase replays delays; loss stays with the base
+    built->phase.description =
+        "delays rarer than the table of " + base + " can hold, replayed when they happened";
     built->report.loss = LossFit{};
     add_phase(std::move(built));
     // Split the time line: tail phase at each event, back to the phase in force after it. An event
@@ -937,20 +995,23 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       events.push_back({start, end});
     }
     segments = overlay(segments, events, name);
-    const auto base_report = std::find_if(report.phases.begin(), report.phases.end(),
-                                          [&base = base](const PhaseReport& r) { return r.name == base; });
+    const auto base_report =
+        std::find_if(report.phases.begin(), report.phases.end(),
+                     [&base = base](const PhaseReport& r) { return r.name == base; });
     std::string why = "above the top entry of " + base + "'s table";
     if (base_report != report.phases.end() && base_report->whole_table_resolution > 0ns) {
       // The body cut (build_phase): say what one table would have done, and what each part got.
       char ks[32];
       std::snprintf(ks, sizeof ks, "%.3f", base_report->whole_table_ks);
-      why = "beyond what " + base + "'s table can hold at its resolution (one table for all would have had a " +
-            duration_to_string(base_report->whole_table_resolution) + " step and moved the law by KS " + ks +
-            "; " + base + " keeps " + duration_to_string(base_report->resolution) + ", " + name + " has " +
+      why = "beyond what " + base +
+            "'s table can hold at its resolution (one table for all would have had a " +
+            duration_to_string(base_report->whole_table_resolution) +
+            " step and moved the law by KS " + ks + "; " + base + " keeps " +
+            duration_to_string(base_report->resolution) + ", " + name + " has " +
             duration_to_string(report.phases.back().resolution) + ")";
     }
-    report.notes.push_back(std::to_string(tail_probes.size()) + " delays " + why + " kept as phase " + name +
-                           ", replayed when they happened");
+    report.notes.push_back(std::to_string(tail_probes.size()) + " delays " + why +
+                           " kept as phase " + name + ", replayed when they happened");
   }
 
   if (options.spikes && options.regimes == RegimeMode::kSingle) {
@@ -960,8 +1021,8 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
                         std::to_string(options.spikes->packets) + " packets every " +
                         duration_to_string(options.spikes->every);
     spike.spec.delay.latency += options.spikes->extra;
-    const Nanoseconds spike_length =
-        std::max<Nanoseconds>(report.interval * static_cast<std::int64_t>(options.spikes->packets), 1ms);
+    const Nanoseconds spike_length = std::max<Nanoseconds>(
+        report.interval * static_cast<std::int64_t>(options.spikes->packets), 1ms);
     if (spike_length >= options.spikes->every) {
       diagnostics.push_back({"spikes", "a spike of " + duration_to_string(spike_length) +
                                            " does not fit in its period of " +
@@ -973,19 +1034,25 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
     r.name = "spike";
     report.phases.push_back(r);
     if (segments.size() <= 1) {
-      profile.schedule = Schedule{{{"capture", options.spikes->every - spike_length}, {"spike", spike_length}}, true, std::nullopt};
+      profile.schedule =
+          Schedule{{{"capture", options.spikes->every - spike_length}, {"spike", spike_length}},
+                   true,
+                   std::nullopt};
       segments.clear();
     } else {
-      // Tail events made a time line: the spikes go on it, at the same places in each period as in the
-      // plain schedule (the last spike_length of every period), over whatever phase is in force then.
+      // Tail events made a time line: the spikes go on it, at the same places in each period as in
+      // the plain schedule (the last spike_length of every period), over whatever phase is in force
+      // then.
       const Nanoseconds origin = segments.front().start;
       const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
       std::vector<Span> spikes;
-      for (Nanoseconds t = origin + options.spikes->every - spike_length; t < end; t += options.spikes->every) {
+      for (Nanoseconds t = origin + options.spikes->every - spike_length; t < end;
+           t += options.spikes->every) {
         spikes.push_back({t, t + spike_length});
       }
       segments = overlay(segments, spikes, "spike");
-      report.notes.push_back(std::to_string(spikes.size()) + " spikes placed on the capture's time line");
+      report.notes.push_back(std::to_string(spikes.size()) +
+                             " spikes placed on the capture's time line");
     }
   }
 
@@ -1022,20 +1089,23 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures, const C
       schedule.replay_window = report.replay->window;
     }
     if (schedule.steps.size() > kMaxScheduleSteps) {
-      diagnostics.push_back({"schedule", std::to_string(schedule.steps.size()) +
-                                             " steps exceed the profile limit of 10000; use longer windows or "
-                                             "fewer regimes"});
+      diagnostics.push_back(
+          {"schedule", std::to_string(schedule.steps.size()) +
+                           " steps exceed the profile limit of 10000; use longer windows or "
+                           "fewer regimes"});
       return result;
     }
     profile.schedule = std::move(schedule);
   }
 
   for (auto& phase : profile.phases) {
-    if (!options.reorder && phase.spec.rate.rate.value == 0) phase.spec.rate.rate = kOrderKeepingRate;
+    if (!options.reorder && phase.spec.rate.rate.value == 0)
+      phase.spec.rate.rate = kOrderKeepingRate;
     phase.spec.limit = queue_limit(max_phase_delay(phase.spec), options.packet_rate);
     if (std::holds_alternative<std::monostate>(phase.spec.loss)) phase.spec.ecn = false;
   }
-  std::sort(profile.phases.begin(), profile.phases.end(), [](const Phase& a, const Phase& b) { return a.name < b.name; });
+  std::sort(profile.phases.begin(), profile.phases.end(),
+            [](const Phase& a, const Phase& b) { return a.name < b.name; });
   for (auto& d : validate(profile)) diagnostics.push_back(std::move(d));
   if (!diagnostics.empty()) return result;
   result.profile = std::move(profile);

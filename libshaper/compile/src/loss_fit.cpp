@@ -18,11 +18,14 @@ namespace shaper {
 
 namespace {
 
-Probability clamp_probability(double p) { return Probability::checked(std::clamp(p, 0.0, 1.0)); }
+Probability clamp_probability(double p) {
+  return Probability::checked(std::clamp(p, 0.0, 1.0));
+}
 
-// A hidden Markov model with binary emissions (lost / delivered), fitted by Baum–Welch with scaling.
-// Transitions fixed at zero stay zero, which is how netem's 4-state structure is imposed; emissions can
-// be fixed (4-state: states 3 and 4 always lose, 1 and 2 never) or free (Gilbert–Elliott).
+// A hidden Markov model with binary emissions (lost / delivered), fitted by Baum–Welch with
+// scaling. Transitions fixed at zero stay zero, which is how netem's 4-state structure is imposed;
+// emissions can be fixed (4-state: states 3 and 4 always lose, 1 and 2 never) or free
+// (Gilbert–Elliott).
 template <std::size_t N>
 struct Hmm {
   std::array<std::array<double, N>, N> a{};  // a[i][j] = P(next = j | now = i)
@@ -31,10 +34,10 @@ struct Hmm {
   bool fit_emissions = true;
 };
 
-// Which products of a Baum–Welch pass can be non-zero, known when the model is built: the transitions
-// not fixed at zero, and for each observation (0 = delivered, 1 = lost) the states whose emission is
-// not exactly zero. A transition fixed at zero stays exactly zero through every pass (its expected
-// count is a sum of zeros), and fixed emissions do not change.
+// Which products of a Baum–Welch pass can be non-zero, known when the model is built: the
+// transitions not fixed at zero, and for each observation (0 = delivered, 1 = lost) the states
+// whose emission is not exactly zero. A transition fixed at zero stays exactly zero through every
+// pass (its expected count is a sum of zeros), and fixed emissions do not change.
 template <std::size_t N>
 struct Structure {
   std::array<std::array<bool, N>, N> transition;
@@ -49,26 +52,29 @@ constexpr Structure<N> dense() {
   return s;
 }
 
-// netem's 4-state chain as fit_four_state builds it (states 0 and 1 deliver, 2 and 3 lose; 0 → 1 and
-// 3 → anything but 0 never happen, among others): 5 of the 16 products remain for a delivered packet,
-// 4 for a lost one.
+// netem's 4-state chain as fit_four_state builds it (states 0 and 1 deliver, 2 and 3 lose; 0 → 1
+// and 3 → anything but 0 never happen, among others): 5 of the 16 products remain for a delivered
+// packet, 4 for a lost one.
 constexpr Structure<4> kFourStateStructure{
-    {{{true, false, true, true}, {false, true, true, false}, {true, true, true, false}, {true, false, false, false}}},
+    {{{true, false, true, true},
+      {false, true, true, false},
+      {true, true, true, false},
+      {true, false, false, false}}},
     {{{true, true, false, false}, {false, false, true, true}}}};
 
 // The work of one pass, which dominates compiling a long capture (up to 60 passes over 250 000
-// packets for each of two models), cut without changing a single bit of the result: the observations
-// as bytes rather than std::vector<bool>'s bits, the forward variables' memory reused between passes,
-// and the products that `S` says are zero skipped at compile time. Skipping is exact because every
-// quantity is finite and non-negative (a finite value times +0.0 is +0.0, and adding +0.0 to a
-// non-negative sum leaves it unchanged), and the products that remain are computed in the same order
-// and association as the dense loops did. The profiles compiled from the fixture captures and from
-// the benchmark's capture kept their digests (docs/benchmarks.md).
+// packets for each of two models), cut without changing a single bit of the result: the
+// observations as bytes rather than std::vector<bool>'s bits, the forward variables' memory reused
+// between passes, and the products that `S` says are zero skipped at compile time. Skipping is
+// exact because every quantity is finite and non-negative (a finite value times +0.0 is +0.0, and
+// adding +0.0 to a non-negative sum leaves it unchanged), and the products that remain are computed
+// in the same order and association as the dense loops did. The profiles compiled from the fixture
+// captures and from the benchmark's capture kept their digests (docs/benchmarks.md).
 template <std::size_t N>
 struct BaumWelchWork {
-  std::vector<std::uint8_t> lost;             // the observations, 1 = lost
+  std::vector<std::uint8_t> lost;            // the observations, 1 = lost
   std::vector<std::array<double, N>> alpha;  // scaled forward variables, N per packet
-  std::vector<double> scale;                  // their scale factor per packet
+  std::vector<double> scale;                 // their scale factor per packet
 };
 
 template <std::size_t N>
@@ -85,13 +91,14 @@ template <std::size_t N, class F>
 void for_each_index(F&& f) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (f(std::integral_constant<std::size_t, I>{}), ...);
-  }(std::make_index_sequence<N>{});
+  }
+  (std::make_index_sequence<N>{});
 }
 
 // The forward variables at t > 0 for observation `kLost`; returns their sum before scaling.
 template <std::size_t N, Structure<N> S, bool kLost>
-double forward(const Hmm<N>& m, const std::array<double, N>& emission, const std::array<double, N>& previous,
-               std::array<double, N>& alpha) {
+double forward(const Hmm<N>& m, const std::array<double, N>& emission,
+               const std::array<double, N>& previous, std::array<double, N>& alpha) {
   double sum = 0;
   for_each_index<N>([&](auto j) {
     if constexpr (!S.emits[kLost][j]) {
@@ -113,8 +120,9 @@ double forward(const Hmm<N>& m, const std::array<double, N>& emission, const std
 // alpha[t-1][i] a[i][j] e_j(obs[t]) beta[j] into xi_sum and moves beta to t - 1. `weight` holds
 // a[i][j] × e_j(kLost), as the dense code computed it.
 template <std::size_t N, Structure<N> S, bool kLost>
-void backward(const std::array<std::array<double, N>, N>& weight, const std::array<double, N>& alpha_before,
-              double scale, std::array<double, N>& beta, std::array<std::array<double, N>, N>& xi_sum) {
+void backward(const std::array<std::array<double, N>, N>& weight,
+              const std::array<double, N>& alpha_before, double scale, std::array<double, N>& beta,
+              std::array<std::array<double, N>, N>& xi_sum) {
   std::array<double, N> next_beta{};
   double xi_norm = 0;
   std::array<std::array<double, N>, N> xi{};
@@ -138,8 +146,8 @@ void backward(const std::array<std::array<double, N>, N>& weight, const std::arr
   for (std::size_t i = 0; i < N; ++i) beta[i] = next_beta[i] / scale;
 }
 
-// One Baum–Welch iteration; returns the log-likelihood of the sequence under the model before the update.
-// Memory: the scaled forward variables, N doubles per packet, in `work`.
+// One Baum–Welch iteration; returns the log-likelihood of the sequence under the model before the
+// update. Memory: the scaled forward variables, N doubles per packet, in `work`.
 template <std::size_t N, Structure<N> S>
 double baum_welch_step(Hmm<N>& m, BaumWelchWork<N>& work) {
   const std::vector<std::uint8_t>& obs = work.lost;
@@ -212,7 +220,8 @@ double baum_welch_step(Hmm<N>& m, BaumWelchWork<N>& work) {
     if (row > 0) {
       for (std::size_t j = 0; j < N; ++j) m.a[i][j] = xi_sum[i][j] / row;
     }
-    if (m.fit_emissions && gamma_sum[i] > 0) m.loss[i] = std::clamp(gamma_lost[i] / gamma_sum[i], 0.0, 1.0);
+    if (m.fit_emissions && gamma_sum[i] > 0)
+      m.loss[i] = std::clamp(gamma_lost[i] / gamma_sum[i], 0.0, 1.0);
   }
   return log_likelihood;
 }
@@ -225,8 +234,9 @@ void baum_welch(Hmm<N>& m, const std::vector<bool>& obs, int iterations) {
     for (std::size_t j = 0; j < N; ++j) {
       if (!S.transition[i][j] && m.a[i][j] != 0) std::abort();
     }
-    if (m.fit_emissions ? !(S.emits[0][i] && S.emits[1][i])
-                        : (!S.emits[0][i] && m.loss[i] != 1) || (!S.emits[1][i] && m.loss[i] != 0)) {
+    if (m.fit_emissions
+            ? !(S.emits[0][i] && S.emits[1][i])
+            : (!S.emits[0][i] && m.loss[i] != 1) || (!S.emits[1][i] && m.loss[i] != 0)) {
       std::abort();
     }
   }
@@ -241,10 +251,10 @@ void baum_welch(Hmm<N>& m, const std::vector<bool>& obs, int iterations) {
   }
 }
 
-// Baum–Welch needs one forward variable per state and packet, and dozens of passes; beyond this many
-// packets (about 7 hours at 10 Hz) the fit runs
-// on the longest stretch that holds the most losses, which keeps memory and time bounded (the
-// transition counts of the simple Gilbert fit always use the whole sequence).
+// Baum–Welch needs one forward variable per state and packet, and dozens of passes; beyond this
+// many packets (about 7 hours at 10 Hz) the fit runs on the longest stretch that holds the most
+// losses, which keeps memory and time bounded (the transition counts of the simple Gilbert fit
+// always use the whole sequence).
 constexpr std::size_t kMaxBaumWelchPackets = 250'000;
 
 std::vector<bool> fitting_window(const std::vector<bool>& lost) {
@@ -262,10 +272,13 @@ std::vector<bool> fitting_window(const std::vector<bool>& lost) {
                            lost.begin() + static_cast<std::ptrdiff_t>(best + kMaxBaumWelchPackets));
 }
 
-double relative(double a, double b) { return b > 0 ? std::fabs(a - b) / b : std::fabs(a - b); }
+double relative(double a, double b) {
+  return b > 0 ? std::fabs(a - b) / b : std::fabs(a - b);
+}
 
 // W1 between two run-length histograms (index = length), divided by the reference's mean.
-double histogram_w1(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b, double mean_b) {
+double histogram_w1(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b,
+                    double mean_b) {
   double total_a = 0, total_b = 0;
   for (auto v : a) total_a += static_cast<double>(v);
   for (auto v : b) total_b += static_cast<double>(v);
@@ -284,11 +297,16 @@ double histogram_w1(const std::vector<std::uint64_t>& a, const std::vector<std::
 
 std::string to_string(LossModelKind kind) {
   switch (kind) {
-    case LossModelKind::kNone: return "none";
-    case LossModelKind::kBernoulli: return "bernoulli";
-    case LossModelKind::kGilbert: return "gilbert";
-    case LossModelKind::kGilbertElliott: return "gilbert-elliott";
-    case LossModelKind::kFourState: return "4-state";
+    case LossModelKind::kNone:
+      return "none";
+    case LossModelKind::kBernoulli:
+      return "bernoulli";
+    case LossModelKind::kGilbert:
+      return "gilbert";
+    case LossModelKind::kGilbertElliott:
+      return "gilbert-elliott";
+    case LossModelKind::kFourState:
+      return "4-state";
   }
   return "?";
 }
@@ -314,7 +332,8 @@ GilbertElliottLoss simple_gilbert(const LossStatistics& s) {
   return out;
 }
 
-GilbertElliottLoss gilbert_elliott(const GilbertElliottLoss& start, const std::vector<bool>& obs, int iterations) {
+GilbertElliottLoss gilbert_elliott(const GilbertElliottLoss& start, const std::vector<bool>& obs,
+                                   int iterations) {
   Hmm<2> m;
   // State 0 = Good, 1 = Bad; started from the simple Gilbert fit, with a little loss in Good and a
   // little delivery in Bad so that EM can move them.
@@ -342,16 +361,20 @@ FourStateLoss four_state(const LossStatistics& s, const std::vector<bool>& obs, 
   // 2 = lost in burst (3), 3 = isolated loss in gap (4). A packet's fate is that of the state it
   // moves into; 4 always returns to 1.
   const double rate = s.loss_rate.value_or(0);
-  const double isolated = s.burst_lengths.size() > 1 && s.packets
-                              ? static_cast<double>(s.burst_lengths[1]) / static_cast<double>(s.packets)
-                              : 0.0;
+  const double isolated =
+      s.burst_lengths.size() > 1 && s.packets
+          ? static_cast<double>(s.burst_lengths[1]) / static_cast<double>(s.packets)
+          : 0.0;
   const double p13 = std::clamp(rate * 0.5, 1e-4, 0.3);
   const double p14 = std::clamp(isolated * 0.5, 1e-4, 0.3);
   const double p31 = std::clamp(s.mean_burst ? 1.0 / *s.mean_burst : 0.5, 0.01, 0.9);
   const double p32 = std::min(0.1, (1 - p31) / 2);
   const double p23 = 0.3;
   Hmm<4> m;
-  m.a = {{{1 - p13 - p14, 0, p13, p14}, {0, 1 - p23, p23, 0}, {p31, p32, 1 - p31 - p32, 0}, {1, 0, 0, 0}}};
+  m.a = {{{1 - p13 - p14, 0, p13, p14},
+          {0, 1 - p23, p23, 0},
+          {p31, p32, 1 - p31 - p32, 0},
+          {1, 0, 0, 0}}};
   m.loss = {0, 0, 1, 1};
   m.fit_emissions = false;
   // Before its first packet netem is in state 1 and the first packet already moves the chain.
@@ -368,7 +391,9 @@ FourStateLoss four_state(const LossStatistics& s, const std::vector<bool>& obs, 
 
 }  // namespace
 
-GilbertElliottLoss fit_simple_gilbert(const std::vector<bool>& lost) { return simple_gilbert(loss_statistics(lost)); }
+GilbertElliottLoss fit_simple_gilbert(const std::vector<bool>& lost) {
+  return simple_gilbert(loss_statistics(lost));
+}
 
 GilbertElliottLoss fit_gilbert_elliott(const std::vector<bool>& lost, int iterations) {
   return gilbert_elliott(fit_simple_gilbert(lost), fitting_window(lost), iterations);
@@ -403,7 +428,8 @@ std::vector<bool> simulate_loss(const LossModel& model, std::size_t packets, std
     chain.p32 = kernel_units::probability(gi->p32);
     chain.p14 = kernel_units::probability(gi->p14);
     chain.p23 = kernel_units::probability(gi->p23);
-    for (std::size_t i = 0; i < packets; ++i) out[i] = loss_4state(chain, rng(), FourStateComparisons::kStrictGaps);
+    for (std::size_t i = 0; i < packets; ++i)
+      out[i] = loss_4state(chain, rng(), FourStateComparisons::kStrictGaps);
   }
   return out;
 }
@@ -418,8 +444,8 @@ LossFit fit_loss_model(const std::vector<bool>& lost, std::uint64_t seed) {
     fit.candidates = {fit.chosen};
     return fit;
   }
-  // Score on at least 200 000 simulated packets, so that the model's own sampling noise is small next
-  // to the differences being judged. Every model is simulated from the same seed.
+  // Score on at least 200 000 simulated packets, so that the model's own sampling noise is small
+  // next to the differences being judged. Every model is simulated from the same seed.
   const std::size_t packets = std::max<std::size_t>(lost.size(), 200'000);
   const auto scored = [&](LossModelKind kind, LossModel model, std::size_t parameters) {
     const LossStatistics sim = loss_statistics(simulate_loss(model, packets, seed));
@@ -442,16 +468,18 @@ LossFit fit_loss_model(const std::vector<bool>& lost, std::uint64_t seed) {
   if (capture.lost >= 10) {
     window = fitting_window(lost);
     fitted_four_state = std::async(std::launch::async, [&] {
-      return scored(LossModelKind::kFourState, four_state(capture, window, kBaumWelchIterations), 5);
+      return scored(LossModelKind::kFourState, four_state(capture, window, kBaumWelchIterations),
+                    5);
     });
   }
   const GilbertElliottLoss gilbert = simple_gilbert(capture);
-  fit.candidates.push_back(scored(LossModelKind::kBernoulli,
-                                  RandomLoss{clamp_probability(fit.capture_loss_rate), Probability::zero()}, 1));
+  fit.candidates.push_back(
+      scored(LossModelKind::kBernoulli,
+             RandomLoss{clamp_probability(fit.capture_loss_rate), Probability::zero()}, 1));
   fit.candidates.push_back(scored(LossModelKind::kGilbert, gilbert, 2));
   if (fitted_four_state.valid()) {
-    fit.candidates.push_back(
-        scored(LossModelKind::kGilbertElliott, gilbert_elliott(gilbert, window, kBaumWelchIterations), 4));
+    fit.candidates.push_back(scored(LossModelKind::kGilbertElliott,
+                                    gilbert_elliott(gilbert, window, kBaumWelchIterations), 4));
     fit.candidates.push_back(fitted_four_state.get());
   }
   std::sort(fit.candidates.begin(), fit.candidates.end(),

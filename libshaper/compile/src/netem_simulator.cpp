@@ -6,9 +6,9 @@
 #include <optional>
 #include <set>
 
+#include "shaper/change_plan.hpp"
 #include "shaper/distribution_tables.hpp"
 #include "shaper/kernel_units.hpp"
-#include "shaper/change_plan.hpp"
 
 namespace shaper {
 

@@ -50,7 +50,9 @@ constexpr std::size_t kMinSamplesForP999 = 1000;
 constexpr std::uint64_t kMinBurstsToJudge = 10;
 constexpr std::uint64_t kMinStallsToJudge = 10;
 
-double ms(FractionalNanoseconds d) { return d.count() / 1e6; }
+double ms(FractionalNanoseconds d) {
+  return d.count() / 1e6;
+}
 
 }  // namespace
 
@@ -75,9 +77,11 @@ DelaySeries capture_series(const Trace& capture, const Profile& profile) {
   out.label = "capture";
   const Nanoseconds baseline = profile.provenance ? profile.provenance->baseline : 0ns;
   const bool halved = profile.provenance && profile.provenance->halved;
-  const Nanoseconds t0 = capture.samples.empty() ? 0ns : capture.samples.front().send_time.value_or(0ns);
+  const Nanoseconds t0 =
+      capture.samples.empty() ? 0ns : capture.samples.front().send_time.value_or(0ns);
   for (const auto& s : capture.samples) {
-    out.sent.push_back(s.send_time.value_or(capture.interval * static_cast<std::int64_t>(s.seq)) - t0);
+    out.sent.push_back(s.send_time.value_or(capture.interval * static_cast<std::int64_t>(s.seq)) -
+                       t0);
     if (s.rtt) {
       Nanoseconds d = std::max(*s.rtt - baseline, 0ns);
       out.delay.push_back(halved ? d / 2 : d);
@@ -183,7 +187,8 @@ DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Na
     }
   } else {
     offsets.reserve(like.delay.size() * copies);
-    for (std::size_t i = 0; i < like.delay.size() * copies; ++i) offsets.push_back(interval * static_cast<std::int64_t>(i));
+    for (std::size_t i = 0; i < like.delay.size() * copies; ++i)
+      offsets.push_back(interval * static_cast<std::int64_t>(i));
     copies = 1;
   }
   // Each copy starts an interval after the previous one's last probe or, with a looped schedule,
@@ -203,8 +208,8 @@ DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Na
   // other: memory follows the probes compared, not the copies times the schedule's length.
   std::vector<SimPhase> schedule;
   std::vector<SimPacket> packets;
-  std::size_t first = 0;       // the run's first probe, as an index into `out`
-  Nanoseconds origin{0};       // the run's start on the simulator's clock
+  std::size_t first = 0;  // the run's first probe, as an index into `out`
+  Nanoseconds origin{0};  // the run's start on the simulator's clock
   std::uint64_t runs = 0;
   auto flush = [&] {
     if (packets.empty()) return;
@@ -273,12 +278,13 @@ DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool 
     if (s.rtt) rtts.push_back(*s.rtt);
   }
   // The link's own round trip: what is left of the shaped RTTs' low end after the profile's, both
-  // read at kLinkAnchor. Not at the minima: a few thousand probes rarely draw the profile's smallest
-  // delay, so min(shaped) - min(profile) overstates the link by the gap between the two (0.1 ms on
-  // multimodal.txt with 4000 probes) and shifts the whole shaped series by it.
+  // read at kLinkAnchor. Not at the minima: a few thousand probes rarely draw the profile's
+  // smallest delay, so min(shaped) - min(profile) overstates the link by the gap between the two
+  // (0.1 ms on multimodal.txt with 4000 probes) and shifts the whole shaped series by it.
   std::optional<Nanoseconds> rtt_anchor, profile_anchor;
   if (!(noise && noise->base)) {
-    if (!rtts.empty()) rtt_anchor = quantile_inverse_ecdf(SortedSamples(std::move(rtts)), kLinkAnchor);
+    if (!rtts.empty())
+      rtt_anchor = quantile_inverse_ecdf(SortedSamples(std::move(rtts)), kLinkAnchor);
     const auto delays = (noise ? noise->profile : profile).delivered();
     if (!delays.empty()) {
       profile_anchor = quantile_inverse_ecdf(SortedSamples(delays), kLinkAnchor);
@@ -289,9 +295,11 @@ DelaySeries shaped_series(const Trace& shaped, const DelaySeries& profile, bool 
       noise && noise->base ? *noise->base
       : rtt_anchor         ? std::max(*rtt_anchor - (halved ? 2 * profile_low : profile_low), 0ns)
                            : 0ns;
-  const Nanoseconds t0 = shaped.samples.empty() ? 0ns : shaped.samples.front().send_time.value_or(0ns);
+  const Nanoseconds t0 =
+      shaped.samples.empty() ? 0ns : shaped.samples.front().send_time.value_or(0ns);
   for (const auto& s : shaped.samples) {
-    out.sent.push_back(s.send_time.value_or(shaped.interval * static_cast<std::int64_t>(s.seq)) - t0);
+    out.sent.push_back(s.send_time.value_or(shaped.interval * static_cast<std::int64_t>(s.seq)) -
+                       t0);
     if (s.rtt) {
       const Nanoseconds d = std::max(*s.rtt - link, 0ns);
       out.delay.push_back(halved ? d / 2 : d);
@@ -359,10 +367,13 @@ std::pair<double, double> quantile_interval_ms(const SortedSamples& sorted, doub
                                                double n_eff) {
   const double n = static_cast<double>(sorted.size());
   const double half = z * std::sqrt(n * p * (1 - p) * n / std::max(n_eff, 1.0));
-  const double lo_rank = std::floor(n * p - half), hi_rank = std::ceil(n * p + half) + 1;  // 1-based
+  const double lo_rank = std::floor(n * p - half),
+               hi_rank = std::ceil(n * p + half) + 1;  // 1-based
   const auto& v = sorted.values();
-  const double lo = lo_rank < 1 ? -HUGE_VAL : ms(FractionalNanoseconds(v[static_cast<std::size_t>(lo_rank) - 1]));
-  const double hi = hi_rank > n ? HUGE_VAL : ms(FractionalNanoseconds(v[static_cast<std::size_t>(hi_rank) - 1]));
+  const double lo =
+      lo_rank < 1 ? -HUGE_VAL : ms(FractionalNanoseconds(v[static_cast<std::size_t>(lo_rank) - 1]));
+  const double hi =
+      hi_rank > n ? HUGE_VAL : ms(FractionalNanoseconds(v[static_cast<std::size_t>(hi_rank) - 1]));
   return {lo, hi};
 }
 
@@ -440,7 +451,9 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
   const double ks_b = 1 / (1 / neff_b + pb.extra_inverse_size);
   c.ks = ks_distance(da, db).value_or(1.0);
   c.w1_ms = ms(wasserstein1(da, db).value_or(FractionalNanoseconds(0)));
-  auto relative = [](double x, double reference) { return reference != 0 ? (x - reference) / reference : x; };
+  auto relative = [](double x, double reference) {
+    return reference != 0 ? (x - reference) / reference : x;
+  };
   c.p99_error = relative(sb.p99_ms, sa.p99_ms);
   c.p999_error = relative(sb.p999_ms, sa.p999_ms);
   const double slack_ms = static_cast<double>(t.quantile_slack.count()) / 1e6;
@@ -493,9 +506,10 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
       f.low = 0;
       f.high = c.ks_limit;
       auto calibrated = [&](const char* which, double extra, double neff, double size) {
-        return extra > 0 ? format("; the %s's %.0f counts the link calibration's sampling too "
-                                  "(%s added to 1 / %.0f)",
-                                  which, size, number(extra).c_str(), neff)
+        return extra > 0 ? format(
+                               "; the %s's %.0f counts the link calibration's sampling too "
+                               "(%s added to 1 / %.0f)",
+                               which, size, number(extra).c_str(), neff)
                          : std::string();
       };
       f.basis = format(
@@ -567,11 +581,11 @@ Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thr
         "mean_loss_burst", sa.mean_loss_burst, sb.mean_loss_burst,
         std::max(burst_tolerance, z * burst_se),
         format("%sthe %s interval %s (standard error %s over %llu and %llu bursts)%s",
-               t.burst_error > 0 ? format("the larger of the tolerance %s (%s %% relative) and ",
-                                          number(burst_tolerance).c_str(),
-                                          number(100 * t.burst_error).c_str())
-                                       .c_str()
-                                 : "",
+               t.burst_error > 0
+                   ? format("the larger of the tolerance %s (%s %% relative) and ",
+                            number(burst_tolerance).c_str(), number(100 * t.burst_error).c_str())
+                         .c_str()
+                   : "",
                level_pct.c_str(), number(z * burst_se).c_str(), number(burst_se).c_str(),
                static_cast<unsigned long long>(la.bursts),
                static_cast<unsigned long long>(lb.bursts),
@@ -736,8 +750,9 @@ double calibration_inverse_size(const DelaySeries& series, const std::vector<Nan
   double worst = 0;
   constexpr int kGrid = 200;
   for (int j = 1; j < kGrid; ++j) {
-    const double x = static_cast<double>(at[at.size() * static_cast<std::size_t>(j) / kGrid].count()) +
-                     k * median_noise;
+    const double x =
+        static_cast<double>(at[at.size() * static_cast<std::size_t>(j) / kGrid].count()) +
+        k * median_noise;
     double mean = 0, square = 0;
     for (const auto& [v, w] : values) {
       const double f = cdf(x - k * v);
@@ -751,8 +766,8 @@ double calibration_inverse_size(const DelaySeries& series, const std::vector<Nan
   return worst / effective_probes;
 }
 
-DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise, bool halved,
-                           std::uint64_t seed) {
+DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise,
+                           bool halved, std::uint64_t seed) {
   DelaySeries out = series;
   if (noise.empty()) return out;
   Pcg32 rng(seed, 0x11e0);
@@ -783,9 +798,11 @@ std::string noise_note(const std::vector<Nanoseconds>& noise, const char* what) 
   std::sort(sorted.begin(), sorted.end());
   char note[240];
   std::snprintf(note, sizeof note,
-                "the link's own noise (%zu calibration probes: median %.3f ms, p99 %.3f ms) is added to %s before "
+                "the link's own noise (%zu calibration probes: median %.3f ms, p99 %.3f ms) is "
+                "added to %s before "
                 "being compared with the shaped link",
-                sorted.size(), ms(sorted[sorted.size() / 2]), ms(sorted[sorted.size() * 99 / 100]), what);
+                sorted.size(), ms(sorted[sorted.size() / 2]), ms(sorted[sorted.size() * 99 / 100]),
+                what);
   return note;
 }
 
@@ -805,8 +822,8 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
     if (noise && !noise->samples.empty()) {
       PreparedSeries capture_n(
           add_link_noise(capture, noise->samples, noise->halved, kCaptureNoiseSeed));
-      capture_n.extra_inverse_size = calibration_inverse_size(
-          capture, noise->samples, noise->halved, noise->effective_probes);
+      capture_n.extra_inverse_size =
+          calibration_inverse_size(capture, noise->samples, noise->halved, noise->effective_probes);
       PreparedSeries profile_n(noise->profile);
       profile_n.extra_inverse_size = noise->profile_extra_inverse_size;
       r.comparisons.push_back(compare(capture_n, shaped_p, kShapedThresholds, options));
@@ -817,7 +834,8 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
       r.comparisons.push_back(compare(profile_p, shaped_p, kShapedThresholds, options));
     }
   }
-  r.pass = std::all_of(r.comparisons.begin(), r.comparisons.end(), [](const Comparison& c) { return c.pass(); });
+  r.pass = std::all_of(r.comparisons.begin(), r.comparisons.end(),
+                       [](const Comparison& c) { return c.pass(); });
   if (r.capture.samples < kMinSamplesForP999) {
     r.notes.push_back("fewer than 1000 capture samples: p99.9 is reported but not judged");
   }
@@ -853,9 +871,9 @@ ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeri
 std::string validation_json(const ValidationReport& report) {
   using json = nlohmann::json;
   auto stats = [](const SeriesStats& s) {
-    json j = {{"samples", s.samples},  {"p50_ms", s.p50_ms},   {"p90_ms", s.p90_ms},
-              {"p99_ms", s.p99_ms},    {"p999_ms", s.p999_ms}, {"max_ms", s.max_ms},
-              {"mean_ms", s.mean_ms},  {"stddev_ms", s.stddev_ms}, {"loss_rate", s.loss_rate}};
+    json j = {{"samples", s.samples}, {"p50_ms", s.p50_ms},       {"p90_ms", s.p90_ms},
+              {"p99_ms", s.p99_ms},   {"p999_ms", s.p999_ms},     {"max_ms", s.max_ms},
+              {"mean_ms", s.mean_ms}, {"stddev_ms", s.stddev_ms}, {"loss_rate", s.loss_rate}};
     j["mean_loss_burst"] = s.mean_loss_burst ? json(*s.mean_loss_burst) : json(nullptr);
     j["lag1_autocorr"] = s.lag1_autocorr ? json(*s.lag1_autocorr) : json(nullptr);
     return j;
@@ -866,9 +884,14 @@ std::string validation_json(const ValidationReport& report) {
   if (report.shaped) j["shaped"] = stats(*report.shaped);
   json comparisons = json::object();
   for (const auto& c : report.comparisons) {
-    json e = {{"ks", c.ks}, {"ks_limit", c.ks_limit}, {"w1_ms", c.w1_ms}, {"p99_error", c.p99_error},
-              {"p999_error", c.p999_error}, {"loss_rate_error", c.loss_rate_error},
-              {"pass", c.pass()}, {"failures", c.failures}};
+    json e = {{"ks", c.ks},
+              {"ks_limit", c.ks_limit},
+              {"w1_ms", c.w1_ms},
+              {"p99_error", c.p99_error},
+              {"p999_error", c.p999_error},
+              {"loss_rate_error", c.loss_rate_error},
+              {"pass", c.pass()},
+              {"failures", c.failures}};
     e["burst_error"] = c.burst_error ? json(*c.burst_error) : json(nullptr);
     e["level"] = c.level;
     // +-inf (an interval the sample cannot bound) is null: JSON has no infinity.

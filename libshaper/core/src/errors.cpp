@@ -9,14 +9,16 @@ namespace shaper {
 
 namespace {
 
-std::string what_for(const std::string& operation, const std::string& object, const std::string& cause) {
+std::string what_for(const std::string& operation, const std::string& object,
+                     const std::string& cause) {
   std::string out = operation;
   if (!object.empty()) out += " (" + object + ")";
   return out + ": " + cause;
 }
 
 // "Invalid argument: netem: negative latency. Load sch_netem ..." — one sentence per part.
-std::string netlink_cause(int error_number, const std::string& kernel_message, const std::string& hint) {
+std::string netlink_cause(int error_number, const std::string& kernel_message,
+                          const std::string& hint) {
   std::string out = std::strerror(error_number);
   if (!kernel_message.empty()) out += ": " + kernel_message;
   if (!hint.empty()) {
@@ -29,7 +31,8 @@ std::string netlink_cause(int error_number, const std::string& kernel_message, c
 
 }  // namespace
 
-SystemError::SystemError(std::string operation, std::string object, int error_number, std::string hint)
+SystemError::SystemError(std::string operation, std::string object, int error_number,
+                         std::string hint)
     : std::runtime_error(what_for(operation, object, std::strerror(error_number))),
       operation_(std::move(operation)),
       object_(std::move(object)),
@@ -38,7 +41,8 @@ SystemError::SystemError(std::string operation, std::string object, int error_nu
 
 NetlinkError::NetlinkError(std::string operation, std::string object, int error_number,
                            std::string kernel_message, std::string hint)
-    : std::runtime_error(what_for(operation, object, netlink_cause(error_number, kernel_message, hint))),
+    : std::runtime_error(
+          what_for(operation, object, netlink_cause(error_number, kernel_message, hint))),
       operation_(std::move(operation)),
       object_(std::move(object)),
       errno_(error_number),
@@ -49,17 +53,21 @@ std::string NetlinkError::without_hint() const {
   return what_for(operation_, object_, netlink_cause(errno_, kernel_message_, {}));
 }
 
-NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& part, const std::string& modules) {
+NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& part,
+                                    const std::string& modules) {
   if (!e.hint().empty() || (e.error_number() != ENOENT && e.error_number() != EOPNOTSUPP)) return e;
   const std::string& m = e.kernel_message();
   const bool says_missing = m.empty() || m.find("nknown") != std::string::npos ||
-                            m.find("not found") != std::string::npos || m.find("Failed to load") != std::string::npos;
+                            m.find("not found") != std::string::npos ||
+                            m.find("Failed to load") != std::string::npos;
   if (!says_missing) return e;
   const bool several = modules.find(' ') != std::string::npos;
-  return NetlinkError(e.operation(), e.object(), e.error_number(), e.kernel_message(),
-                      "This kernel lacks " + part + " (" + (several ? "modules " : "module ") + modules +
-                          "): load " + (several ? "them" : "it") + " with `modprobe " + (several ? "-a " : "") +
-                          modules + "` (shaping a whole interface's egress without the SSH guard needs netem alone)");
+  return NetlinkError(
+      e.operation(), e.object(), e.error_number(), e.kernel_message(),
+      "This kernel lacks " + part + " (" + (several ? "modules " : "module ") + modules +
+          "): load " + (several ? "them" : "it") + " with `modprobe " + (several ? "-a " : "") +
+          modules +
+          "` (shaping a whole interface's egress without the SSH guard needs netem alone)");
 }
 
 long check_syscall(long result, const std::string& operation, const std::string& object) {

@@ -27,7 +27,8 @@ UniqueFd::~UniqueFd() {
 }
 
 std::string read_file_bounded(const std::string& path, std::size_t max_bytes) {
-  const UniqueFd fd(static_cast<int>(check_syscall(::open(path.c_str(), O_RDONLY | O_CLOEXEC), "open", path)));
+  const UniqueFd fd(
+      static_cast<int>(check_syscall(::open(path.c_str(), O_RDONLY | O_CLOEXEC), "open", path)));
   // Profiles and configs are kilobytes to a few MiB; 64 KiB reads keep small files cheap.
   constexpr std::size_t kChunk = 64 * 1024;
   std::string text;
@@ -47,11 +48,13 @@ std::string read_file_bounded(const std::string& path, std::size_t max_bytes) {
 
 namespace {
 
-// "dir/.name." + 16 random hex digits + ".tmp": hidden, in the destination's folder (rename(2) does not
-// cross file systems), and not guessable, so another user cannot plant anything at it beforehand.
+// "dir/.name." + 16 random hex digits + ".tmp": hidden, in the destination's folder (rename(2) does
+// not cross file systems), and not guessable, so another user cannot plant anything at it
+// beforehand.
 std::string temporary_name(const std::string& path) {
   std::uint64_t random = 0;
-  check_syscall(::getrandom(&random, sizeof random, 0), "getrandom", "a temporary name for " + path);
+  check_syscall(::getrandom(&random, sizeof random, 0), "getrandom",
+                "a temporary name for " + path);
   const auto slash = path.rfind('/');
   const std::string folder = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -69,7 +72,8 @@ OutputFile::OutputFile(std::string path, mode_t mode) : path_(std::move(path)) {
   constexpr int kAttempts = 8;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     std::string candidate = temporary_name(path_);
-    const int fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    const int fd =
+        ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd >= 0) {
       fd_ = UniqueFd(fd);
       temporary_ = std::move(candidate);
@@ -80,7 +84,9 @@ OutputFile::OutputFile(std::string path, mode_t mode) : path_(std::move(path)) {
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : path_(std::move(other.path_)), temporary_(std::exchange(other.temporary_, {})), fd_(std::move(other.fd_)) {}
+    : path_(std::move(other.path_)),
+      temporary_(std::exchange(other.temporary_, {})),
+      fd_(std::move(other.fd_)) {}
 
 OutputFile::~OutputFile() {
   // Not committed: the partial file goes. On a full disk it holds the room the next attempt needs.

@@ -18,7 +18,8 @@ using json = nlohmann::json;
 void cut(std::string& out, std::size_t max_chars) {
   if (out.size() <= max_chars) return;
   std::size_t end = max_chars;
-  while (end > 0 && (static_cast<unsigned char>(out[end]) & 0xC0) == 0x80) --end;  // a continuation byte
+  while (end > 0 && (static_cast<unsigned char>(out[end]) & 0xC0) == 0x80)
+    --end;  // a continuation byte
   out.resize(end);
   out += "...";
 }
@@ -43,7 +44,8 @@ class BoundedScan final : public nlohmann::json_sax<json> {
     if (!f.keys.insert(k).second) {
       return fail(JsonProblem::kDuplicateKey, pointer(),
                   "the key \"" + text_excerpt(k) +
-                      "\" appears twice in one object; a JSON reader keeps one of them silently, so neither is "
+                      "\" appears twice in one object; a JSON reader keeps one of them silently, "
+                      "so neither is "
                       "read: remove one");
     }
     return true;
@@ -51,7 +53,8 @@ class BoundedScan final : public nlohmann::json_sax<json> {
   bool end_object() override { return close(); }
   bool start_array(std::size_t) override { return open(false); }
   bool end_array() override { return close(); }
-  bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t byte, const std::string&,
+                   const nlohmann::detail::exception& e) override {
     byte_ = byte;
     return fail(JsonProblem::kSyntax, "", json_parser_words(e.what()));
   }
@@ -117,14 +120,16 @@ std::string json_parser_words(std::string what) {
   if (what.starts_with("parse error")) {
     if (const auto p = what.find(": "); p != std::string::npos) what.erase(0, p + 2);
   }
-  // The quoted token and what follows it: "...; last read: 'TOKEN'", "...; last read: 'TOKEN'; expected
+  // The quoted token and what follows it: "...; last read: 'TOKEN'", "...; last read: 'TOKEN';
+  // expected
   // ..." or "number overflow parsing 'TOKEN'". The token may hold anything, "'; expected " included
   // (found by fuzz_config), so the whole rest is cut, not the token by its quotes.
   for (const std::string_view marker : {"last read: '", "parsing '"}) {
     const auto p = what.find(marker);
     if (p == std::string::npos) continue;
     const auto start = p + marker.size();
-    what = what.substr(0, start) + text_excerpt(std::string_view(what).substr(start), 2 * kExcerptChars);
+    what = what.substr(0, start) +
+           text_excerpt(std::string_view(what).substr(start), 2 * kExcerptChars);
     break;
   }
   return what;
@@ -136,7 +141,11 @@ std::string text_excerpt(std::string_view text, std::size_t max_chars) {
   for (; i < text.size() && out.size() < max_chars; ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     // A UTF-8 sequence is copied whole when it is one; a lone or broken byte is shown as \xNN.
-    const std::size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    const std::size_t length = c < 0x80           ? 1
+                               : (c >> 5) == 0x6  ? 2
+                               : (c >> 4) == 0xE  ? 3
+                               : (c >> 3) == 0x1E ? 4
+                                                  : 0;
     bool sequence = length > 1 && i + length <= text.size();
     for (std::size_t k = 1; sequence && k < length; ++k) {
       sequence = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
@@ -180,7 +189,8 @@ std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars) {
       } else if (v.is_string()) {
         // Only the start of a long string is serialised.
         const auto& s = v.get_ref<const std::string&>();
-        out += json(s.substr(0, max_chars + 1)).dump(-1, ' ', false, json::error_handler_t::replace);
+        out +=
+            json(s.substr(0, max_chars + 1)).dump(-1, ' ', false, json::error_handler_t::replace);
         if (s.size() > max_chars + 1) out.pop_back();  // the string goes on: no closing quote
       } else {
         out += v.dump();  // a number, true, false or null
@@ -217,7 +227,8 @@ JsonDocument parse_json_bounded(std::string_view text, std::size_t max_depth) {
   BoundedScan scan(max_depth);
   if (!json::sax_parse(text.begin(), text.end(), &scan) || scan.problem() != JsonProblem::kNone) {
     doc.problem = scan.problem() == JsonProblem::kNone ? JsonProblem::kSyntax : scan.problem();
-    doc.where = scan.problem() == JsonProblem::kSyntax ? json_error_where(text, scan.byte()) : scan.where();
+    doc.where =
+        scan.problem() == JsonProblem::kSyntax ? json_error_where(text, scan.byte()) : scan.where();
     doc.message = scan.message();
     return doc;
   }
@@ -241,7 +252,8 @@ std::string pointer_escape(std::string_view token) {
   return out;
 }
 
-bool JsonReader::object(const json& j, const std::string& pointer, std::initializer_list<std::string_view> allowed) {
+bool JsonReader::object(const json& j, const std::string& pointer,
+                        std::initializer_list<std::string_view> allowed) {
   if (!j.is_object()) {
     error(pointer, "expected an object, found " + std::string(j.type_name()));
     return false;
@@ -250,14 +262,15 @@ bool JsonReader::object(const json& j, const std::string& pointer, std::initiali
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string list;
       for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      error(pointer + "/" + pointer_escape(text_excerpt(key)), "unknown key; expected one of: " + list);
+      error(pointer + "/" + pointer_escape(text_excerpt(key)),
+            "unknown key; expected one of: " + list);
     }
   }
   return true;
 }
 
-const JsonReader::json* JsonReader::member(const json& obj, const std::string& pointer, const char* key,
-                                           bool required) {
+const JsonReader::json* JsonReader::member(const json& obj, const std::string& pointer,
+                                           const char* key, bool required) {
   auto it = obj.find(key);
   if (it == obj.end()) {
     if (required) error(pointer + "/" + key, "missing; this member is required");
@@ -266,32 +279,38 @@ const JsonReader::json* JsonReader::member(const json& obj, const std::string& p
   return &*it;
 }
 
-std::optional<Probability> JsonReader::probability(const json& obj, const std::string& pointer, const char* key) {
+std::optional<Probability> JsonReader::probability(const json& obj, const std::string& pointer,
+                                                   const char* key) {
   const json* v = member(obj, pointer, key, false);
   if (!v) return Probability::zero();
   if (!v->is_number()) {
-    error(pointer + "/" + key, "expected a probability between 0 and 1, found " + std::string(v->type_name()));
+    error(pointer + "/" + key,
+          "expected a probability between 0 and 1, found " + std::string(v->type_name()));
     return std::nullopt;
   }
   const double d = v->get<double>();
   auto p = Probability::make(d);
-  if (!p) error(pointer + "/" + key, json(d).dump() + " is not a probability; expected 0 to 1 (0.01 is 1%)");
+  if (!p)
+    error(pointer + "/" + key,
+          json(d).dump() + " is not a probability; expected 0 to 1 (0.01 is 1%)");
   return p;
 }
 
-std::optional<Nanoseconds> JsonReader::duration(const json& obj, const std::string& pointer, const char* key,
-                                                bool required) {
+std::optional<Nanoseconds> JsonReader::duration(const json& obj, const std::string& pointer,
+                                                const char* key, bool required) {
   const json* v = member(obj, pointer, key, required);
   if (!v) return required ? std::nullopt : std::optional<Nanoseconds>(Nanoseconds(0));
   if (v->is_string()) {
     if (auto d = parse_duration(v->get<std::string>())) return d;
   }
   error(pointer + "/" + key,
-        "expected a duration such as \"20ms\", \"1.5s\", \"250us\" or \"100ns\", found " + json_excerpt(*v));
+        "expected a duration such as \"20ms\", \"1.5s\", \"250us\" or \"100ns\", found " +
+            json_excerpt(*v));
   return std::nullopt;
 }
 
-std::optional<bool> JsonReader::boolean(const json& obj, const std::string& pointer, const char* key, bool fallback) {
+std::optional<bool> JsonReader::boolean(const json& obj, const std::string& pointer,
+                                        const char* key, bool fallback) {
   const json* v = member(obj, pointer, key, false);
   if (!v) return fallback;
   if (!v->is_boolean()) {
@@ -301,8 +320,9 @@ std::optional<bool> JsonReader::boolean(const json& obj, const std::string& poin
   return v->get<bool>();
 }
 
-std::optional<std::string> JsonReader::string(const json& obj, const std::string& pointer, const char* key,
-                                              bool required, std::size_t max_length) {
+std::optional<std::string> JsonReader::string(const json& obj, const std::string& pointer,
+                                              const char* key, bool required,
+                                              std::size_t max_length) {
   const json* v = member(obj, pointer, key, required);
   if (!v) return required ? std::nullopt : std::optional<std::string>("");
   if (!v->is_string()) {

@@ -23,7 +23,8 @@ struct Unit {
 constexpr Unit kUnits[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}};
 // Read but never written, so canonical forms (and digests) do not depend on them: leases and limits
 // are easier to read as "10m" and "24h".
-constexpr Unit kLongUnits[] = {{"m", 60 * std::int64_t{1000000000}}, {"h", 3600 * std::int64_t{1000000000}}};
+constexpr Unit kLongUnits[] = {{"m", 60 * std::int64_t{1000000000}},
+                               {"h", 3600 * std::int64_t{1000000000}}};
 
 }  // namespace
 
@@ -99,10 +100,12 @@ std::optional<Nanoseconds> parse_duration(std::string_view text) {
     if (text.size() <= unit.suffix.size() || !text.ends_with(unit.suffix)) continue;
     std::string_view number = text.substr(0, text.size() - unit.suffix.size());
     // "ms" also ends in "s"; a number part that ends in a letter belongs to a longer suffix.
-    if (!number.empty() && (number.back() < '0' || number.back() > '9') && number.back() != '.') continue;
+    if (!number.empty() && (number.back() < '0' || number.back() > '9') && number.back() != '.')
+      continue;
     const auto dot = number.find('.');
     std::string_view whole = number.substr(0, dot);
-    std::string_view fraction = dot == std::string_view::npos ? std::string_view() : number.substr(dot + 1);
+    std::string_view fraction =
+        dot == std::string_view::npos ? std::string_view() : number.substr(dot + 1);
     if (whole.empty() && fraction.empty()) return std::nullopt;
     std::int64_t w = 0;
     if (!whole.empty()) {

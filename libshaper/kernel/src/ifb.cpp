@@ -145,23 +145,24 @@ std::vector<LinkInfo> dump_links(RouteSocket& socket) {
   ifi.ifi_family = AF_UNSPEC;
   append_ifinfo(msg.get(), ifi, "encode link dump");
   std::vector<LinkInfo> out;
-  socket.dump_parsed(msg.get(), "link dump", "all devices", RTM_NEWLINK, sizeof(ifinfomsg), IFLA_MAX,
-                     [&](const nlmsghdr& hdr, nlattr* const* tb) {
-    const auto* info = static_cast<const ifinfomsg*>(nlmsg_data(&hdr));
-    if (!tb[IFLA_IFNAME]) {
-      throw NetlinkError("link dump", "ifindex " + std::to_string(info->ifi_index), EPROTO,
-                         "RTM_NEWLINK without IFLA_IFNAME");
-    }
-    LinkInfo link{Interface{info->ifi_index, nla_get_string(tb[IFLA_IFNAME])}, {}};
-    if (tb[IFLA_LINKINFO]) {
-      nlattr* li[IFLA_INFO_MAX + 1] = {};
-      if (nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO], nullptr) == 0 &&
-          li[IFLA_INFO_KIND]) {
-        link.kind = nla_get_string(li[IFLA_INFO_KIND]);
-      }
-    }
-    out.push_back(std::move(link));
-  });
+  socket.dump_parsed(
+      msg.get(), "link dump", "all devices", RTM_NEWLINK, sizeof(ifinfomsg), IFLA_MAX,
+      [&](const nlmsghdr& hdr, nlattr* const* tb) {
+        const auto* info = static_cast<const ifinfomsg*>(nlmsg_data(&hdr));
+        if (!tb[IFLA_IFNAME]) {
+          throw NetlinkError("link dump", "ifindex " + std::to_string(info->ifi_index), EPROTO,
+                             "RTM_NEWLINK without IFLA_IFNAME");
+        }
+        LinkInfo link{Interface{info->ifi_index, nla_get_string(tb[IFLA_IFNAME])}, {}};
+        if (tb[IFLA_LINKINFO]) {
+          nlattr* li[IFLA_INFO_MAX + 1] = {};
+          if (nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO], nullptr) == 0 &&
+              li[IFLA_INFO_KIND]) {
+            link.kind = nla_get_string(li[IFLA_INFO_KIND]);
+          }
+        }
+        out.push_back(std::move(link));
+      });
   return out;
 }
 
@@ -251,9 +252,11 @@ IngressRedirect IngressRedirect::install(NetemEngine& engine, const Interface& i
   } else {
     NlMsgPtr ingress = build_ingress_qdisc_message(interface.index);
     try {
-      socket.request(ingress.get(), "ingress qdisc install", "dev " + interface.name + " handle ffff:");
+      socket.request(ingress.get(), "ingress qdisc install",
+                     "dev " + interface.name + " handle ffff:");
     } catch (const NetlinkError& e) {
-      throw with_missing_part_hint(e, "the ingress qdisc, where arrivals are redirected", "sch_ingress");
+      throw with_missing_part_hint(e, "the ingress qdisc, where arrivals are redirected",
+                                   "sch_ingress");
     }
     redirect.created_ingress_ = true;
     redirect.filter_parent_ = kIngressQdiscHandle;
@@ -268,8 +271,9 @@ IngressRedirect IngressRedirect::install(NetemEngine& engine, const Interface& i
     try {
       socket.request(msg.get(), "ingress filter install", "dev " + interface.name + object);
     } catch (const NetlinkError& e) {
-      throw with_missing_part_hint(e, "the u32 classifier or the mirred action, which redirect arrivals to the IFB",
-                                   "cls_u32 act_mirred");
+      throw with_missing_part_hint(
+          e, "the u32 classifier or the mirred action, which redirect arrivals to the IFB",
+          "cls_u32 act_mirred");
     }
     const std::pair<std::uint16_t, std::uint16_t> instance{prio, selector.eth_protocol};
     if (std::find(redirect.filters_.begin(), redirect.filters_.end(), instance) ==

@@ -2,9 +2,9 @@
 
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
-#include <sys/socket.h>
 #include <netlink/attr.h>
 #include <netlink/msg.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
@@ -72,7 +72,8 @@ tc_netem_slot encode_slot(const std::optional<SlotSpec>& slot) {
 
 std::size_t netem_options_size_hint(const NetemSpec& spec, const NetemEncodePlan& plan) {
   std::size_t bytes = 512;
-  if (plan.send_delay_table && spec.delay.distribution) bytes += spec.delay.distribution->size() * 2;
+  if (plan.send_delay_table && spec.delay.distribution)
+    bytes += spec.delay.distribution->size() * 2;
   if (plan.send_slot_table && spec.slot && spec.slot->distribution) {
     bytes += spec.slot->distribution->table.size() * 2;
   }
@@ -90,7 +91,8 @@ void append_netem_options(nl_msg* msg, const NetemSpec& spec, const NetemEncodeP
   qopt.limit = spec.limit;
   qopt.gap = spec.reorder.gap;
   qopt.duplicate = probability(spec.duplicate.probability);
-  if (const auto* random = std::get_if<RandomLoss>(&spec.loss)) qopt.loss = probability(random->probability);
+  if (const auto* random = std::get_if<RandomLoss>(&spec.loss))
+    qopt.loss = probability(random->probability);
   check_libnl(nlmsg_append(msg, &qopt, sizeof qopt, NLMSG_ALIGNTO), "encode netem options",
               "tc_netem_qopt");
 
@@ -134,7 +136,8 @@ void append_netem_options(nl_msg* msg, const NetemSpec& spec, const NetemEncodeP
                       std::holds_alternative<FourStateLoss>(spec.loss);
   if (markov) {
     nlattr* loss = nla_nest_start(msg, TCA_NETEM_LOSS);
-    if (!loss) throw NetlinkError("encode netem options", "TCA_NETEM_LOSS", EMSGSIZE, "message full");
+    if (!loss)
+      throw NetlinkError("encode netem options", "TCA_NETEM_LOSS", EMSGSIZE, "message full");
     if (plan.loss == LossEncoding::kFull) {
       if (const auto* ge = std::get_if<GilbertElliottLoss>(&spec.loss)) {
         tc_netem_gemodel model{};
@@ -186,7 +189,8 @@ NlMsgPtr build_netem_message(int ifindex, std::uint32_t handle, std::uint32_t pa
   tcm.tcm_ifindex = ifindex;
   tcm.tcm_handle = handle;
   tcm.tcm_parent = parent;
-  check_libnl(nlmsg_append(msg.get(), &tcm, sizeof tcm, NLMSG_ALIGNTO), "encode netem request", "tcmsg");
+  check_libnl(nlmsg_append(msg.get(), &tcm, sizeof tcm, NLMSG_ALIGNTO), "encode netem request",
+              "tcmsg");
   check_libnl(nla_put_string(msg.get(), TCA_KIND, "netem"), "encode netem request", "TCA_KIND");
   append_netem_options(msg.get(), spec, plan);
   return msg;
@@ -211,7 +215,8 @@ std::optional<DecodedNetem> decode_netem_options(std::span<const std::byte> payl
     if (error) *error = why;
     return std::nullopt;
   };
-  if (payload.size() < sizeof(tc_netem_qopt)) return fail("netem options shorter than tc_netem_qopt");
+  if (payload.size() < sizeof(tc_netem_qopt))
+    return fail("netem options shorter than tc_netem_qopt");
   tc_netem_qopt qopt;
   std::memcpy(&qopt, payload.data(), sizeof qopt);
 
@@ -221,7 +226,8 @@ std::optional<DecodedNetem> decode_netem_options(std::span<const std::byte> payl
   if (payload.size() > offset) {
     // nla_parse takes a non-const head but does not write through it.
     auto* head = reinterpret_cast<nlattr*>(const_cast<std::byte*>(payload.data() + offset));
-    const int rc = nla_parse(tb, kMaxType, head, static_cast<int>(payload.size() - offset), nullptr);
+    const int rc =
+        nla_parse(tb, kMaxType, head, static_cast<int>(payload.size() - offset), nullptr);
     if (rc < 0) return fail(std::string("netem attributes do not parse: ") + nl_geterror(rc));
   }
 
@@ -279,7 +285,8 @@ std::optional<DecodedNetem> decode_netem_options(std::span<const std::byte> payl
     s.max_bytes = slot.max_bytes;
     if (slot.dist_delay != 0 || slot.dist_jitter != 0) {
       // The table itself is never dumped; the caller knows whether it sent one.
-      s.distribution = SlotDistribution{Nanoseconds(slot.dist_delay), Nanoseconds(slot.dist_jitter), {}};
+      s.distribution =
+          SlotDistribution{Nanoseconds(slot.dist_delay), Nanoseconds(slot.dist_jitter), {}};
     }
     spec.slot = s;
   }
@@ -304,7 +311,8 @@ std::optional<DecodedNetem> decode_netem_options(std::span<const std::byte> payl
       }
     }
   }
-  if (std::holds_alternative<std::monostate>(spec.loss) && (qopt.loss != 0 || corr.loss_corr != 0)) {
+  if (std::holds_alternative<std::monostate>(spec.loss) &&
+      (qopt.loss != 0 || corr.loss_corr != 0)) {
     spec.loss = RandomLoss{probability_from(qopt.loss), probability_from(corr.loss_corr)};
   }
 

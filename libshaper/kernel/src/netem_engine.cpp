@@ -31,7 +31,8 @@ std::string hint_for_netem(int error_number, const std::string& kernel_message) 
   // auto-loading has failed.
   if (error_number == ENOENT || kernel_message.find("unknown") != std::string::npos) {
     return "This kernel has no netem qdisc: load it with `modprobe sch_netem` (on Ubuntu, install "
-           "linux-modules-extra-$(uname -r) first; on Debian it comes with linux-image-$(uname -r))";
+           "linux-modules-extra-$(uname -r) first; on Debian it comes with linux-image-$(uname "
+           "-r))";
   }
   return {};
 }
@@ -60,7 +61,8 @@ QdiscStats decode_stats(const nlattr* stats2) {
   QdiscStats out;
   nlattr* tb[TCA_STATS_MAX + 1] = {};
   if (nla_parse_nested(tb, TCA_STATS_MAX, const_cast<nlattr*>(stats2), nullptr) < 0) return out;
-  if (tb[TCA_STATS_BASIC] && nla_len(tb[TCA_STATS_BASIC]) >= static_cast<int>(sizeof(gnet_stats_basic))) {
+  if (tb[TCA_STATS_BASIC] &&
+      nla_len(tb[TCA_STATS_BASIC]) >= static_cast<int>(sizeof(gnet_stats_basic))) {
     gnet_stats_basic basic;
     std::memcpy(&basic, nla_data(tb[TCA_STATS_BASIC]), sizeof basic);
     out.bytes = basic.bytes;
@@ -70,7 +72,8 @@ QdiscStats decode_stats(const nlattr* stats2) {
   if (tb[TCA_STATS_PKT64] && nla_len(tb[TCA_STATS_PKT64]) >= 8) {
     std::memcpy(&out.packets, nla_data(tb[TCA_STATS_PKT64]), 8);
   }
-  if (tb[TCA_STATS_QUEUE] && nla_len(tb[TCA_STATS_QUEUE]) >= static_cast<int>(sizeof(gnet_stats_queue))) {
+  if (tb[TCA_STATS_QUEUE] &&
+      nla_len(tb[TCA_STATS_QUEUE]) >= static_cast<int>(sizeof(gnet_stats_queue))) {
     gnet_stats_queue queue;
     std::memcpy(&queue, nla_data(tb[TCA_STATS_QUEUE]), sizeof queue);
     out.qlen = queue.qlen;
@@ -87,7 +90,8 @@ QdiscStats decode_stats(const nlattr* stats2) {
 // ---------------------------------------------------------------------------------------------
 // NetemQdisc
 
-NetemQdisc::NetemQdisc(NetemEngine& engine, Interface interface, NetemSpec applied, bool tables_known)
+NetemQdisc::NetemQdisc(NetemEngine& engine, Interface interface, NetemSpec applied,
+                       bool tables_known)
     : engine_(&engine),
       interface_(std::move(interface)),
       applied_(std::move(applied)),
@@ -110,7 +114,9 @@ NetemQdisc& NetemQdisc::operator=(NetemQdisc&& other) noexcept {
   return *this;
 }
 
-NetemQdisc::~NetemQdisc() { remove_quietly(); }
+NetemQdisc::~NetemQdisc() {
+  remove_quietly();
+}
 
 void NetemQdisc::remove_quietly() noexcept {
   if (!engine_) return;
@@ -137,8 +143,8 @@ PreparedChange NetemQdisc::prepare_change(const NetemSpec& spec) {
   PreparedChange prepared;
   // Flags 0: change in place. Without NLM_F_CREATE the kernel refuses (ENOENT) if our handle is no
   // longer there, so a qdisc someone else put in its place is never touched.
-  prepared.message = build_netem_message(interface_.index, kJitterdRootHandle, TC_H_ROOT, 0, plan.to_send,
-                                         plan.encode);
+  prepared.message = build_netem_message(interface_.index, kJitterdRootHandle, TC_H_ROOT, 0,
+                                         plan.to_send, plan.encode);
   prepared.object = describe(interface_);
   prepared.applied = [this, sent = std::move(plan.to_send)]() mutable {
     applied_ = std::move(sent);
@@ -160,7 +166,8 @@ void NetemQdisc::remove() {
 Interface NetemEngine::resolve(const InterfaceRef& ref) {
   rtnl_link* raw = nullptr;
   const int index = std::holds_alternative<int>(ref) ? std::get<int>(ref) : 0;
-  const std::string name = std::holds_alternative<std::string>(ref) ? std::get<std::string>(ref) : "";
+  const std::string name =
+      std::holds_alternative<std::string>(ref) ? std::get<std::string>(ref) : "";
   const std::string object = index ? "ifindex " + std::to_string(index) : "dev " + name;
   if (!index && (name.empty() || name.size() >= 16)) {
     throw NetlinkError("resolve interface", object, EINVAL,
@@ -184,28 +191,30 @@ std::vector<QdiscInfo> NetemEngine::dump_qdiscs(int ifindex, const std::string& 
   append_tcmsg(msg.get(), tcm);
 
   std::vector<QdiscInfo> out;
-  socket_->dump_parsed(msg.get(), "qdisc dump", object, RTM_NEWQDISC, sizeof(tcmsg), TCA_MAX,
-                       [&](const nlmsghdr& hdr, nlattr* const* tb) {
-    const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
-    // Kernels dump every device's qdiscs whatever the filter says; keep the one asked for.
-    if (ifindex != 0 && t->tcm_ifindex != ifindex) return;
-    QdiscInfo info;
-    info.ifindex = t->tcm_ifindex;
-    info.handle = t->tcm_handle;
-    info.parent = t->tcm_parent;
-    if (tb[TCA_KIND]) info.kind = nla_get_string(tb[TCA_KIND]);
-    if (tb[TCA_STATS2]) info.stats = decode_stats(tb[TCA_STATS2]);
-    if (info.kind == "netem" && tb[TCA_OPTIONS]) {
-      std::string error;
-      const auto* data = static_cast<const std::byte*>(nla_data(tb[TCA_OPTIONS]));
-      info.netem = decode_netem_options({data, static_cast<std::size_t>(nla_len(tb[TCA_OPTIONS]))}, &error);
-      if (!info.netem) {
-        throw NetlinkError("qdisc dump", object + " handle " + format_handle(info.handle),
-                           EPROTO, error);
-      }
-    }
-    out.push_back(std::move(info));
-  });
+  socket_->dump_parsed(
+      msg.get(), "qdisc dump", object, RTM_NEWQDISC, sizeof(tcmsg), TCA_MAX,
+      [&](const nlmsghdr& hdr, nlattr* const* tb) {
+        const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
+        // Kernels dump every device's qdiscs whatever the filter says; keep the one asked for.
+        if (ifindex != 0 && t->tcm_ifindex != ifindex) return;
+        QdiscInfo info;
+        info.ifindex = t->tcm_ifindex;
+        info.handle = t->tcm_handle;
+        info.parent = t->tcm_parent;
+        if (tb[TCA_KIND]) info.kind = nla_get_string(tb[TCA_KIND]);
+        if (tb[TCA_STATS2]) info.stats = decode_stats(tb[TCA_STATS2]);
+        if (info.kind == "netem" && tb[TCA_OPTIONS]) {
+          std::string error;
+          const auto* data = static_cast<const std::byte*>(nla_data(tb[TCA_OPTIONS]));
+          info.netem = decode_netem_options(
+              {data, static_cast<std::size_t>(nla_len(tb[TCA_OPTIONS]))}, &error);
+          if (!info.netem) {
+            throw NetlinkError("qdisc dump", object + " handle " + format_handle(info.handle),
+                               EPROTO, error);
+          }
+        }
+        out.push_back(std::move(info));
+      });
   return out;
 }
 
@@ -213,7 +222,9 @@ std::vector<QdiscInfo> NetemEngine::qdiscs(const Interface& interface) {
   return dump_qdiscs(interface.index, "dev " + interface.name);
 }
 
-std::vector<QdiscInfo> NetemEngine::all_qdiscs() { return dump_qdiscs(0, "all devices"); }
+std::vector<QdiscInfo> NetemEngine::all_qdiscs() {
+  return dump_qdiscs(0, "all devices");
+}
 
 std::vector<QdiscInfo> NetemEngine::all_root_qdiscs() {
   std::vector<QdiscInfo> out;
@@ -238,7 +249,8 @@ std::optional<QdiscInfo> NetemEngine::root_qdisc(const Interface& interface) {
 
 void NetemEngine::send_netem(const Interface& interface, const NetemSpec& spec,
                              const NetemEncodePlan& plan, int flags, const char* operation) {
-  NlMsgPtr msg = build_netem_message(interface.index, kJitterdRootHandle, TC_H_ROOT, flags, spec, plan);
+  NlMsgPtr msg =
+      build_netem_message(interface.index, kJitterdRootHandle, TC_H_ROOT, flags, spec, plan);
   try {
     socket_->request(msg.get(), operation, describe(interface));
   } catch (const NetlinkError& e) {
@@ -249,7 +261,8 @@ void NetemEngine::send_netem(const Interface& interface, const NetemSpec& spec,
 std::vector<std::optional<NetlinkError>> NetemEngine::change(std::vector<PreparedChange>& changes) {
   std::vector<NetlinkRequest> requests;
   requests.reserve(changes.size());
-  for (const auto& c : changes) requests.push_back(NetlinkRequest{c.message.get(), "netem change", c.object});
+  for (const auto& c : changes)
+    requests.push_back(NetlinkRequest{c.message.get(), "netem change", c.object});
   std::vector<NetlinkReply> replies = socket_->request_batch(requests);
   std::vector<std::optional<NetlinkError>> out(changes.size());
   for (std::size_t i = 0; i < changes.size(); ++i) {
@@ -305,8 +318,8 @@ bool NetemEngine::remove_if_ours(const Interface& interface) {
 
 void NetemEngine::delete_root(const Interface& interface) {
   NlMsgPtr msg = make_message(RTM_DELQDISC, 0);
-  // Naming our handle makes the kernel refuse ("Specified qdisc handle not found" or similar) if the
-  // root is not ours, instead of deleting whatever is there.
+  // Naming our handle makes the kernel refuse ("Specified qdisc handle not found" or similar) if
+  // the root is not ours, instead of deleting whatever is there.
   append_tcmsg(msg.get(), root_tcmsg(interface, kJitterdRootHandle));
   socket_->request(msg.get(), "netem remove", describe(interface));
 }

@@ -9,11 +9,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
 #include <vector>
-#include <algorithm>
 
 #include "shaper/errors.hpp"
 
@@ -25,23 +25,45 @@ int check_libnl(int result, const std::string& operation, const std::string& obj
   const int nle = -result;
   int error_number = EIO;
   switch (nle) {
-    case NLE_NOMEM: error_number = ENOMEM; break;
-    case NLE_PERM: error_number = EPERM; break;
-    case NLE_NODEV: error_number = ENODEV; break;
-    case NLE_OBJ_NOTFOUND: error_number = ENOENT; break;
-    case NLE_INVAL: error_number = EINVAL; break;
-    case NLE_MSGSIZE: error_number = EMSGSIZE; break;
-    case NLE_ATTRSIZE: error_number = E2BIG; break;
-    case NLE_BUSY: error_number = EBUSY; break;
-    default: break;
+    case NLE_NOMEM:
+      error_number = ENOMEM;
+      break;
+    case NLE_PERM:
+      error_number = EPERM;
+      break;
+    case NLE_NODEV:
+      error_number = ENODEV;
+      break;
+    case NLE_OBJ_NOTFOUND:
+      error_number = ENOENT;
+      break;
+    case NLE_INVAL:
+      error_number = EINVAL;
+      break;
+    case NLE_MSGSIZE:
+      error_number = EMSGSIZE;
+      break;
+    case NLE_ATTRSIZE:
+      error_number = E2BIG;
+      break;
+    case NLE_BUSY:
+      error_number = EBUSY;
+      break;
+    default:
+      break;
   }
-  throw NetlinkError(operation, object, error_number,
-                     std::string("libnl: ") + nl_geterror(result));
+  throw NetlinkError(operation, object, error_number, std::string("libnl: ") + nl_geterror(result));
 }
 
-void NlSockDeleter::operator()(nl_sock* sock) const { nl_socket_free(sock); }
-void NlMsgDeleter::operator()(nl_msg* msg) const { nlmsg_free(msg); }
-void RtnlLinkDeleter::operator()(rtnl_link* link) const { rtnl_link_put(link); }
+void NlSockDeleter::operator()(nl_sock* sock) const {
+  nl_socket_free(sock);
+}
+void NlMsgDeleter::operator()(nl_msg* msg) const {
+  nlmsg_free(msg);
+}
+void RtnlLinkDeleter::operator()(rtnl_link* link) const {
+  rtnl_link_put(link);
+}
 
 NlMsgPtr make_message(int type, int flags, std::size_t payload_hint) {
   // Room for the headers on top of the payload; libnl never grows a message by itself.
@@ -56,24 +78,25 @@ NlMsgPtr make_message(int type, int flags, std::size_t payload_hint) {
 namespace {
 
 // At most this many requests are in flight at once. The kernel handles a sendmsg's messages inside
-// the call and queues an ACK for each on our socket before it returns; an ACK that finds the receive
-// buffer full is dropped (ENOBUFS on the next read), and its request's fate is then unknown. libnl
-// sizes the buffer to 32 KiB, which the kernel doubles; an ACK without the echoed request (CAP_ACK)
-// but with an extended-ACK text costs about 1 KiB of it, so 32 of them fit with room to spare.
+// the call and queues an ACK for each on our socket before it returns; an ACK that finds the
+// receive buffer full is dropped (ENOBUFS on the next read), and its request's fate is then
+// unknown. libnl sizes the buffer to 32 KiB, which the kernel doubles; an ACK without the echoed
+// request (CAP_ACK) but with an extended-ACK text costs about 1 KiB of it, so 32 of them fit with
+// room to spare.
 constexpr std::size_t kMaxRequestsInFlight = 32;
 // sendmsg refuses (EMSGSIZE) a datagram larger than the send buffer less this (netlink_sendmsg).
 constexpr std::size_t kSendBufferSlack = 32;
-// Room for one ACK: with NETLINK_CAP_ACK it is the header, struct nlmsgerr and a few attributes (the
-// kernel's message, an offset, a policy), a few hundred bytes at most.
+// Room for one ACK: with NETLINK_CAP_ACK it is the header, struct nlmsgerr and a few attributes
+// (the kernel's message, an offset, a policy), a few hundred bytes at most.
 constexpr std::size_t kAckSize = 4096;
 
 // One request in flight, and what the kernel has said about it so far.
 struct Exchange {
   std::uint32_t seq = 0;
-  int error = 0;             // positive errno from NLMSG_ERROR, 0 on success
-  std::string ext_ack;       // NLMSGERR_ATTR_MSG, with or without an error
+  int error = 0;        // positive errno from NLMSG_ERROR, 0 on success
+  std::string ext_ack;  // NLMSGERR_ATTR_MSG, with or without an error
   bool acked = false;
-  bool done = false;         // ACK, error or NLMSG_DONE seen: the exchange is over
+  bool done = false;  // ACK, error or NLMSG_DONE seen: the exchange is over
   const std::function<void(const nlmsghdr&)>* on_message = nullptr;
   // An exception thrown by on_message must not unwind through libnl's C frames: it is parked here,
   // the rest of the dump is read and ignored (so the socket stays in step), then rethrown.
@@ -99,8 +122,9 @@ struct Conversation {
   }
 };
 
-// Extracts NLMSGERR_ATTR_MSG from an NLMSG_ERROR message. With NETLINK_CAP_ACK the original request is
-// not echoed (NLM_F_CAPPED), so the TLVs start right after struct nlmsgerr; otherwise after the echo.
+// Extracts NLMSGERR_ATTR_MSG from an NLMSG_ERROR message. With NETLINK_CAP_ACK the original request
+// is not echoed (NLM_F_CAPPED), so the TLVs start right after struct nlmsgerr; otherwise after the
+// echo.
 std::string extended_ack_text(const nlmsghdr* hdr) {
   if (!(hdr->nlmsg_flags & NLM_F_ACK_TLVS)) return {};
   const auto* err = static_cast<const nlmsgerr*>(nlmsg_data(hdr));
@@ -123,7 +147,8 @@ std::string extended_ack_text(const nlmsghdr* hdr) {
   return {};
 }
 
-// Replaces libnl's own check (one expected sequence number at a time) for several requests in flight.
+// Replaces libnl's own check (one expected sequence number at a time) for several requests in
+// flight.
 int on_seq_check(nl_msg* msg, void* arg) {
   return static_cast<Conversation*>(arg)->find(nlmsg_hdr(msg)->nlmsg_seq) ? NL_OK : NL_SKIP;
 }
@@ -134,7 +159,8 @@ void take_answer(Conversation& conversation, const nlmsghdr* hdr) {
   if (hdr->nlmsg_len < NLMSG_HDRLEN + sizeof(nlmsgerr)) return;
   Exchange* exchange = conversation.find(hdr->nlmsg_seq);
   if (!exchange) return;
-  const auto* err = reinterpret_cast<const nlmsgerr*>(reinterpret_cast<const char*>(hdr) + NLMSG_HDRLEN);
+  const auto* err =
+      reinterpret_cast<const nlmsgerr*>(reinterpret_cast<const char*>(hdr) + NLMSG_HDRLEN);
   exchange->error = -err->error;
   exchange->acked = err->error == 0;
   exchange->ext_ack = extended_ack_text(hdr);
@@ -155,7 +181,8 @@ int on_ack(nl_msg* msg, void* arg) {
 
 int on_finish(nl_msg* msg, void* arg) {
   auto* conversation = static_cast<Conversation*>(arg);
-  if (Exchange* exchange = conversation->find(nlmsg_hdr(msg)->nlmsg_seq)) conversation->finish(*exchange);
+  if (Exchange* exchange = conversation->find(nlmsg_hdr(msg)->nlmsg_seq))
+    conversation->finish(*exchange);
   return NL_STOP;
 }
 
@@ -210,7 +237,8 @@ void send_all(nl_sock* sock, std::span<const NetlinkRequest> requests) {
 
 // Reads a dump's replies with libnl (multi-part, each message's size found by peeking) until its
 // NLMSG_DONE or error.
-void read_dump(nl_sock* sock, Conversation& conversation, const std::string& operation, const std::string& object) {
+void read_dump(nl_sock* sock, Conversation& conversation, const std::string& operation,
+               const std::string& object) {
   struct CbDeleter {
     void operator()(nl_cb* cb) const { nl_cb_put(cb); }
   };
@@ -230,8 +258,8 @@ void read_dump(nl_sock* sock, Conversation& conversation, const std::string& ope
 // Reads the ACKs of a send of requests until each is answered, as many datagrams to a recvmmsg as
 // are queued: the kernel queued every ACK before sendmsg returned, so one call usually takes them
 // all (libnl reads one per call). `buffer` is kept between calls.
-void read_acks(int fd, Conversation& conversation, std::vector<char>& buffer, const std::string& operation,
-               const std::string& object) {
+void read_acks(int fd, Conversation& conversation, std::vector<char>& buffer,
+               const std::string& operation, const std::string& object) {
   while (conversation.open > 0) {
     const std::size_t count = conversation.open;
     buffer.resize(count * kAckSize);
@@ -245,7 +273,8 @@ void read_acks(int fd, Conversation& conversation, std::vector<char>& buffer, co
     }
     int received;
     do {
-      received = recvmmsg(fd, datagrams.data(), static_cast<unsigned>(count), MSG_WAITFORONE, nullptr);
+      received =
+          recvmmsg(fd, datagrams.data(), static_cast<unsigned>(count), MSG_WAITFORONE, nullptr);
     } while (received == -1 && errno == EINTR);
     check_syscall(received, "receive " + operation, object);
     for (std::size_t i = 0; i < static_cast<std::size_t>(received); ++i) {
@@ -279,15 +308,16 @@ RouteSocket::RouteSocket() : sock_(nl_socket_alloc()) {
   check_libnl(nl_connect(sock_.get(), NETLINK_ROUTE), "connect", "NETLINK_ROUTE socket");
   const int fd = nl_socket_get_fd(sock_.get());
   const int one = 1;
-  // Extended ACKs carry the kernel's reason ("netem: ..."); CAP_ACK stops the kernel from echoing our
-  // whole request (up to 64 KiB with tables) back in every error.
+  // Extended ACKs carry the kernel's reason ("netem: ..."); CAP_ACK stops the kernel from echoing
+  // our whole request (up to 64 KiB with tables) back in every error.
   check_syscall(setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one),
                 "setsockopt NETLINK_EXT_ACK", "NETLINK_ROUTE socket");
   check_syscall(setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one),
                 "setsockopt NETLINK_CAP_ACK", "NETLINK_ROUTE socket");
 }
 
-NetlinkAck RouteSocket::request(nl_msg* msg, const std::string& operation, const std::string& object) {
+NetlinkAck RouteSocket::request(nl_msg* msg, const std::string& operation,
+                                const std::string& object) {
   const NetlinkRequest one{msg, operation, object};
   NetlinkReply reply = std::move(request_batch({&one, 1}).front());
   if (reply.error) throw *reply.error;
@@ -298,8 +328,9 @@ std::vector<NetlinkReply> RouteSocket::request_batch(std::span<const NetlinkRequ
   std::vector<NetlinkReply> replies(requests.size());
   int send_buffer = 0;
   socklen_t size = sizeof send_buffer;
-  check_syscall(getsockopt(nl_socket_get_fd(sock_.get()), SOL_SOCKET, SO_SNDBUF, &send_buffer, &size),
-                "getsockopt SO_SNDBUF", "NETLINK_ROUTE socket");
+  check_syscall(
+      getsockopt(nl_socket_get_fd(sock_.get()), SOL_SOCKET, SO_SNDBUF, &send_buffer, &size),
+      "getsockopt SO_SNDBUF", "NETLINK_ROUTE socket");
   const std::size_t send_limit = static_cast<std::size_t>(send_buffer) - kSendBufferSlack;
   std::size_t first = 0;
   while (first < requests.size()) {
@@ -313,8 +344,9 @@ std::vector<NetlinkReply> RouteSocket::request_batch(std::span<const NetlinkRequ
       nlmsghdr* hdr = nlmsg_hdr(msg);
       if (end > first && bytes + hdr->nlmsg_len > send_limit) break;
       hdr->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-      // Our port, and a sequence number of our own: libnl's counters stay for the exchanges it reads
-      // itself (dumps, rtnl_link_get_kernel), whose expected number must not run ahead of them.
+      // Our port, and a sequence number of our own: libnl's counters stay for the exchanges it
+      // reads itself (dumps, rtnl_link_get_kernel), whose expected number must not run ahead of
+      // them.
       hdr->nlmsg_pid = nl_socket_get_local_port(sock_.get());
       hdr->nlmsg_seq = next_seq_++;
       bytes += hdr->nlmsg_len;
@@ -331,8 +363,8 @@ std::vector<NetlinkReply> RouteSocket::request_batch(std::span<const NetlinkRequ
       const Exchange& exchange = conversation.exchanges[i - first];
       const NetlinkRequest& request = requests[i];
       if (exchange.error != 0) {
-        replies[i].error.emplace(request.operation, request.object, exchange.error, exchange.ext_ack,
-                                 hint_for(exchange.error));
+        replies[i].error.emplace(request.operation, request.object, exchange.error,
+                                 exchange.ext_ack, hint_for(exchange.error));
       } else if (!exchange.acked) {
         replies[i].error.emplace(request.operation, request.object, EPROTO,
                                  "the kernel ended the exchange without an ACK");
@@ -356,8 +388,8 @@ void RouteSocket::dump(nl_msg* msg, const std::string& operation, const std::str
   conversation.exchanges.push_back(std::move(exchange));
   conversation.open = 1;
   const NetlinkRequest request{msg, operation, object};
-  // Dumps of qdiscs with stats can exceed a page per message: libnl sizes each read by peeking first
-  // (a second recvmsg per message, which the ACKs of requests, far below a page, do without).
+  // Dumps of qdiscs with stats can exceed a page per message: libnl sizes each read by peeking
+  // first (a second recvmsg per message, which the ACKs of requests, far below a page, do without).
   struct PeekOff {
     nl_sock* sock;
     ~PeekOff() { nl_socket_disable_msg_peek(sock); }
@@ -372,16 +404,19 @@ void RouteSocket::dump(nl_msg* msg, const std::string& operation, const std::str
   if (answer.callback_failure) std::rethrow_exception(answer.callback_failure);
 }
 
-void RouteSocket::dump_parsed(nl_msg* msg, const std::string& operation, const std::string& object,
-                              int reply_type, std::size_t header_size, int max_attr,
-                              const std::function<void(const nlmsghdr& hdr, nlattr* const* attrs)>& on_message) {
+void RouteSocket::dump_parsed(
+    nl_msg* msg, const std::string& operation, const std::string& object, int reply_type,
+    std::size_t header_size, int max_attr,
+    const std::function<void(const nlmsghdr& hdr, nlattr* const* attrs)>& on_message) {
   std::vector<nlattr*> attrs(static_cast<std::size_t>(max_attr) + 1);
   dump(msg, operation, object, [&](const nlmsghdr& hdr) {
     if (hdr.nlmsg_type != reply_type) return;
     std::fill(attrs.begin(), attrs.end(), nullptr);
-    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), static_cast<int>(header_size), attrs.data(), max_attr, nullptr) < 0) {
-      throw NetlinkError(operation, object, EPROTO,
-                         "a reply (netlink message type " + std::to_string(reply_type) + ") does not parse");
+    if (nlmsg_parse(const_cast<nlmsghdr*>(&hdr), static_cast<int>(header_size), attrs.data(),
+                    max_attr, nullptr) < 0) {
+      throw NetlinkError(
+          operation, object, EPROTO,
+          "a reply (netlink message type " + std::to_string(reply_type) + ") does not parse");
     }
     on_message(hdr, attrs.data());
   });
@@ -391,6 +426,8 @@ void RouteSocket::dump_parsed(nl_msg* msg, const std::string& operation, const s
 
 namespace shaper {
 
-std::uint32_t RouteSocket::local_port() const { return nl_socket_get_local_port(sock_.get()); }
+std::uint32_t RouteSocket::local_port() const {
+  return nl_socket_get_local_port(sock_.get());
+}
 
 }  // namespace shaper

@@ -51,8 +51,8 @@ class Features {
   explicit Features(const std::string& ifname) : ifname_(ifname) {
     if (ifname.empty() || ifname.size() >= IFNAMSIZ)
       throw SystemError("ethtool", dev(ifname), ENODEV);
-    // Any socket reaches the ethtool ioctl (the kernel passes device ioctls a family does not know to
-    // dev_ioctl). AF_UNIX, because the shipped unit allows only AF_UNIX and AF_NETLINK.
+    // Any socket reaches the ethtool ioctl (the kernel passes device ioctls a family does not know
+    // to dev_ioctl). AF_UNIX, because the shipped unit allows only AF_UNIX and AF_NETLINK.
     fd_ = UniqueFd(static_cast<int>(check_syscall(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0),
                                                   "socket for ethtool", dev(ifname))));
     load_names();

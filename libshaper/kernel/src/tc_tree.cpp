@@ -126,7 +126,9 @@ NetlinkError with_duplication_hint(const NetlinkError& e) {
   return e;
 }
 
-[[noreturn]] void rethrow_with_hint(const NetlinkError& e) { throw with_duplication_hint(e); }
+[[noreturn]] void rethrow_with_hint(const NetlinkError& e) {
+  throw with_duplication_hint(e);
+}
 
 void check_selector(const U32Selector& selector, const std::string& where) {
   if (selector.eth_protocol == 0) {
@@ -322,7 +324,8 @@ NlMsgPtr build_u32_filter_message(int ifindex, std::uint32_t parent, std::uint16
   // TERMINAL: a match ends classification here; without it u32 would go on and could fall through.
   sel.flags = TC_U32_TERMINAL;
   sel.nkeys = static_cast<unsigned char>(keys.size());
-  if (sel_bytes.data() == nullptr) std::abort();  // never: it holds the selector at least (tells GCC so)
+  if (sel_bytes.data() == nullptr)
+    std::abort();  // never: it holds the selector at least (tells GCC so)
   std::memcpy(sel_bytes.data(), &sel, sizeof sel);
   for (std::size_t i = 0; i < keys.size(); ++i) {
     tc_u32_key key{};
@@ -363,15 +366,15 @@ std::vector<FilterInfo> dump_filters(RouteSocket& socket, const Interface& inter
   std::vector<FilterInfo> out;
   socket.dump_parsed(msg.get(), "filter dump", object, RTM_NEWTFILTER, sizeof(tcmsg), TCA_MAX,
                      [&](const nlmsghdr& hdr, nlattr* const* tb) {
-    const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
-    FilterInfo info;
-    info.parent = t->tcm_parent;
-    info.prio = static_cast<std::uint16_t>(TC_H_MAJ(t->tcm_info) >> 16);
-    info.protocol = ntohs(static_cast<std::uint16_t>(TC_H_MIN(t->tcm_info)));
-    info.handle = t->tcm_handle;
-    if (tb[TCA_KIND]) info.kind = nla_get_string(tb[TCA_KIND]);
-    out.push_back(std::move(info));
-  });
+                       const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
+                       FilterInfo info;
+                       info.parent = t->tcm_parent;
+                       info.prio = static_cast<std::uint16_t>(TC_H_MAJ(t->tcm_info) >> 16);
+                       info.protocol = ntohs(static_cast<std::uint16_t>(TC_H_MIN(t->tcm_info)));
+                       info.handle = t->tcm_handle;
+                       if (tb[TCA_KIND]) info.kind = nla_get_string(tb[TCA_KIND]);
+                       out.push_back(std::move(info));
+                     });
   return out;
 }
 
@@ -630,7 +633,8 @@ void NetemTree::apply(const std::vector<TreeStep>& steps) {
         try {
           socket.request(msg.get(), "tree filter install", filter_object(filter));
         } catch (const NetlinkError& e) {
-          throw with_missing_part_hint(e, "the u32 classifier, which sorts packets into rule sets", "cls_u32");
+          throw with_missing_part_hint(e, "the u32 classifier, which sorts packets into rule sets",
+                                       "cls_u32");
         }
         auto& filters = state_.filters;
         filters.insert(std::upper_bound(filters.begin(), filters.end(), filter, by_prio), filter);
@@ -671,8 +675,8 @@ PreparedChange NetemTree::prepare_change(std::uint16_t minor, const NetemSpec& s
   ChangePlan plan = plan_change(leaf->second, spec, /*tables_known=*/true);
   PreparedChange prepared;
   // Flags 0: change in place; the kernel refuses (ENOENT) if the leaf handle is gone.
-  prepared.message = build_netem_message(interface_.index, tree_leaf_handle(minor), tree_class_id(minor), 0,
-                                         plan.to_send, plan.encode);
+  prepared.message = build_netem_message(interface_.index, tree_leaf_handle(minor),
+                                         tree_class_id(minor), 0, plan.to_send, plan.encode);
   prepared.object = describe_leaf(interface_, minor);
   prepared.applied = [this, minor, sent = std::move(plan.to_send)]() mutable {
     state_.leaves.at(minor) = std::move(sent);

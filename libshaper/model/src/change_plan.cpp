@@ -21,8 +21,12 @@ std::vector<std::uint32_t> kernel_loss_words(const LossModel& loss) {
             ge_k1_from_loss_good(ge->loss_good)};
   }
   if (const auto* gi = std::get_if<FourStateLoss>(&loss)) {
-    return {2, probability(gi->p13), probability(gi->p31), probability(gi->p32),
-            probability(gi->p23), probability(gi->p14)};
+    return {2,
+            probability(gi->p13),
+            probability(gi->p31),
+            probability(gi->p32),
+            probability(gi->p23),
+            probability(gi->p14)};
   }
   return {0};
 }
@@ -46,7 +50,8 @@ ChangePlan plan_change(const NetemSpec& applied, const NetemSpec& wanted, bool t
       send.delay.distribution.has_value() &&
       (!tables_known || applied.delay.distribution != send.delay.distribution);
 
-  // Same for the slot table: uniform slot gaps in [min, max) become a uniform table around the middle.
+  // Same for the slot table: uniform slot gaps in [min, max) become a uniform table around the
+  // middle.
   const bool applied_slot_table = applied.slot && applied.slot->distribution;
   const bool kernel_may_have_slot_table = !tables_known || applied_slot_table;
   if (send.slot && !send.slot->distribution && kernel_may_have_slot_table) {
@@ -60,14 +65,13 @@ ChangePlan plan_change(const NetemSpec& applied, const NetemSpec& wanted, bool t
   }
   const bool send_slot_has_table = send.slot && send.slot->distribution;
   plan.encode.send_slot_table =
-      send_slot_has_table &&
-      (!tables_known || !applied_slot_table || applied.slot->distribution->table != send.slot->distribution->table);
+      send_slot_has_table && (!tables_known || !applied_slot_table ||
+                              applied.slot->distribution->table != send.slot->distribution->table);
 
   // The GE / 4-state chain keeps its state only when the model is unchanged; any change of model or
   // parameters restarts it (sending the model is the only way to set new parameters).
-  plan.encode.loss = same_loss_model(applied.loss, wanted.loss)
-                         ? LossEncoding::kKeepRunning
-                         : LossEncoding::kFull;
+  plan.encode.loss =
+      same_loss_model(applied.loss, wanted.loss) ? LossEncoding::kKeepRunning : LossEncoding::kFull;
   return plan;
 }
 

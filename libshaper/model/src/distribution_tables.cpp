@@ -89,7 +89,8 @@ double inverse_normal_cdf(double p) {
 DistributionTable make_normal_table(std::size_t entries) {
   require_entries(entries);
   DistributionTable table(entries);
-  for (std::size_t i = 0; i < entries; ++i) table[i] = to_entry(inverse_normal_cdf(level(i, entries)));
+  for (std::size_t i = 0; i < entries; ++i)
+    table[i] = to_entry(inverse_normal_cdf(level(i, entries)));
   return table;
 }
 
@@ -118,7 +119,8 @@ DistributionTable make_uniform_table(std::size_t entries) {
   // Entries spread evenly over [-8192, 8192): latency + jitter * t / 8192 then covers
   // [latency - jitter, latency + jitter) like netem's table-less uniform jitter.
   for (std::size_t i = 0; i < entries; ++i) {
-    const double t = -kDistScale + 2.0 * kDistScale * static_cast<double>(i) / static_cast<double>(entries);
+    const double t =
+        -kDistScale + 2.0 * kDistScale * static_cast<double>(i) / static_cast<double>(entries);
     table[i] = static_cast<std::int16_t>(std::floor(t));
   }
   return table;
@@ -141,8 +143,8 @@ ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
     return result;
   }
   if (max_entries == 0 || max_entries > kMaxTableEntries) {
-    result.diagnostics.push_back({"max_entries", std::to_string(max_entries) +
-                                                     " is outside 1..16384 (NETEM_DIST_MAX)"});
+    result.diagnostics.push_back(
+        {"max_entries", std::to_string(max_entries) + " is outside 1..16384 (NETEM_DIST_MAX)"});
     return result;
   }
   // The compiler passes its delays sorted already: then they are read in place, not copied.
@@ -164,10 +166,11 @@ ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
   // 65535 steps between the lowest entry (-32768) and the highest (32767).
   constexpr std::int64_t kSteps = 65535;
   const std::int64_t min_step = std::max<std::int64_t>(1, (range + kSteps - 1) / kSteps);
-  // Captures are printed at a resolution (ping prints three significant digits: 1 µs steps below 10 ms,
-  // 10 µs below 100 ms), so the delays are often all multiples of some grain. A step that divides the grain
-  // makes every sample land on an entry exactly; any other step shifts whole blocks of tied samples to
-  // one side, which a KS distance notices (found on the bursty-loss capture, docs/fidelity.md).
+  // Captures are printed at a resolution (ping prints three significant digits: 1 µs steps below 10
+  // ms, 10 µs below 100 ms), so the delays are often all multiples of some grain. A step that
+  // divides the grain makes every sample land on an entry exactly; any other step shifts whole
+  // blocks of tied samples to one side, which a KS distance notices (found on the bursty-loss
+  // capture, docs/fidelity.md).
   std::int64_t grain = 0;
   for (const Nanoseconds d : sorted) {
     grain = std::gcd(grain, d.count() - lo);
@@ -200,7 +203,8 @@ ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
   const std::int64_t mu = table.latency.count();
 
   auto entry_for = [&](std::int64_t delay) {
-    const double units = std::nearbyint(static_cast<double>(delay - mu) / static_cast<double>(step));
+    const double units =
+        std::nearbyint(static_cast<double>(delay - mu) / static_cast<double>(step));
     return static_cast<std::int16_t>(std::clamp(units, kS16Min, kS16Max));
   };
 

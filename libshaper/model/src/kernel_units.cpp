@@ -10,7 +10,8 @@ constexpr double kU32Max = static_cast<double>(std::numeric_limits<std::uint32_t
 }
 
 std::uint32_t probability(Probability p) {
-  // rint(p * UINT32_MAX), as tc's set_percent; p is in [0, 1] by construction so this cannot overflow.
+  // rint(p * UINT32_MAX), as tc's set_percent; p is in [0, 1] by construction so this cannot
+  // overflow.
   return static_cast<std::uint32_t>(std::nearbyint(p.value() * kU32Max));
 }
 
@@ -28,7 +29,9 @@ std::uint32_t psched_ticks(Nanoseconds d) {
              : static_cast<std::uint32_t>(ticks);
 }
 
-std::int64_t nanoseconds(Nanoseconds d) { return d.count(); }
+std::int64_t nanoseconds(Nanoseconds d) {
+  return d.count();
+}
 
 std::uint32_t rate32(BytesPerSecond rate) {
   return needs_rate64(rate) ? std::numeric_limits<std::uint32_t>::max()
@@ -45,7 +48,9 @@ std::uint32_t ge_h_from_loss_bad(Probability loss_bad) {
   return std::numeric_limits<std::uint32_t>::max() - probability(loss_bad);
 }
 
-std::uint32_t ge_k1_from_loss_good(Probability loss_good) { return probability(loss_good); }
+std::uint32_t ge_k1_from_loss_good(Probability loss_good) {
+  return probability(loss_good);
+}
 
 Probability loss_bad_from_ge_h(std::uint32_t h) {
   // Inverse of ge_h_from_loss_bad through the same u32 grid: 1 - v/UINT32_MAX, computed as

@@ -61,18 +61,21 @@ Diagnostics validate(const NetemSpec& spec) {
   }
 
   if (spec.reorder.gap == 0 && !spec.reorder.probability.is_zero()) {
-    out.push_back({"reorder.gap",
-                   "reordering needs gap >= 1 (gap 0 turns it off); use gap 1 to reorder any packet"});
+    out.push_back(
+        {"reorder.gap",
+         "reordering needs gap >= 1 (gap 0 turns it off); use gap 1 to reorder any packet"});
   }
   if (spec.reorder.gap > 0 && spec.reorder.probability.is_zero()) {
-    out.push_back({"reorder.probability",
-                   "gap is set but the probability is 0, so nothing is reordered; set a probability "
-                   "or gap 0"});
+    out.push_back(
+        {"reorder.probability",
+         "gap is set but the probability is 0, so nothing is reordered; set a probability "
+         "or gap 0"});
   }
   if (spec.reorder.gap > 0 && spec.delay.latency.count() == 0 && spec.delay.jitter.count() == 0) {
-    out.push_back({"reorder",
-                   "reordering sends a packet ahead of delayed ones; without delay it does nothing. "
-                   "Set delay.latency"});
+    out.push_back(
+        {"reorder",
+         "reordering sends a packet ahead of delayed ones; without delay it does nothing. "
+         "Set delay.latency"});
   }
 
   if (spec.ecn && !has_loss(spec.loss)) {
@@ -89,11 +92,13 @@ Diagnostics validate(const NetemSpec& spec) {
     check_non_negative(slot.min_delay, "slot.min_delay", out);
     check_non_negative(slot.max_delay, "slot.max_delay", out);
     if (slot.max_delay < slot.min_delay) {
-      out.push_back({"slot.max_delay", format_duration(slot.max_delay) + " is below slot.min_delay " +
+      out.push_back({"slot.max_delay", format_duration(slot.max_delay) +
+                                           " is below slot.min_delay " +
                                            format_duration(slot.min_delay)});
     } else if ((slot.max_delay - slot.min_delay).count() > kMaxSlotRangeNs) {
-      out.push_back({"slot.max_delay", "max_delay - min_delay is above 2.147483647s, which overflows "
-                                       "the kernel's slot arithmetic"});
+      out.push_back({"slot.max_delay",
+                     "max_delay - min_delay is above 2.147483647s, which overflows "
+                     "the kernel's slot arithmetic"});
     }
     if (slot.max_packets < 0) {
       out.push_back({"slot.max_packets", "must be 0 (unlimited) or more"});
@@ -112,14 +117,16 @@ Diagnostics validate(const NetemSpec& spec) {
       }
       table_bytes += slot.distribution->table.size() * 2;
     } else if (slot.min_delay.count() == 0 && slot.max_delay.count() == 0) {
-      out.push_back({"slot", "a slot with zero delays is off; set min_delay/max_delay or leave "
-                             "the slot out"});
+      out.push_back({"slot",
+                     "a slot with zero delays is off; set min_delay/max_delay or leave "
+                     "the slot out"});
     }
   }
 
   if (spec.limit == 0) {
-    out.push_back({"limit", "0 makes netem drop every packet; give the number of packets netem may "
-                            "hold (at least peak packets/s x the largest delay)"});
+    out.push_back({"limit",
+                   "0 makes netem drop every packet; give the number of packets netem may "
+                   "hold (at least peak packets/s x the largest delay)"});
   }
 
   if (table_bytes + kFixedOptionsBytes > kMaxOptionsBytes) {

@@ -1,9 +1,9 @@
 #include "shaper/profile.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cerrno>
 #include <ctime>
 #include <fstream>
 #include <limits>
@@ -30,8 +30,8 @@ namespace {
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-           c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -48,7 +48,8 @@ std::optional<Nanoseconds> parse_timestamp(std::string_view text) {
   std::tm tm{};
   int fields[6];
   const int positions[6][2] = {{0, 4}, {5, 2}, {8, 2}, {11, 2}, {14, 2}, {17, 2}};
-  if (text[4] != '-' || text[7] != '-' || text[10] != 'T' || text[13] != ':' || text[16] != ':') return std::nullopt;
+  if (text[4] != '-' || text[7] != '-' || text[10] != 'T' || text[13] != ':' || text[16] != ':')
+    return std::nullopt;
   for (int i = 0; i < 6; ++i) {
     const char* b = text.data() + positions[i][0];
     auto [p, ec] = std::from_chars(b, b + positions[i][1], fields[i]);
@@ -60,10 +61,11 @@ std::optional<Nanoseconds> parse_timestamp(std::string_view text) {
   tm.tm_hour = fields[3];
   tm.tm_min = fields[4];
   tm.tm_sec = fields[5];
-  // Nanoseconds since the epoch in an int64 cover 1970 to 2262; anything else is a typo, and must not
-  // overflow (found by fuzz_profile).
+  // Nanoseconds since the epoch in an int64 cover 1970 to 2262; anything else is a typo, and must
+  // not overflow (found by fuzz_profile).
   if (fields[0] < 1970 || fields[0] > 2261 || tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 ||
-      tm.tm_mday > days_in_month(fields[0], fields[1]) || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
+      tm.tm_mday > days_in_month(fields[0], fields[1]) || tm.tm_hour > 23 || tm.tm_min > 59 ||
+      tm.tm_sec > 60) {
     return std::nullopt;  // timegm would read 2026-02-31 as 2026-03-03 (issue 21)
   }
   std::int64_t fraction_ns = 0;
@@ -104,18 +106,19 @@ std::string format_timestamp(Nanoseconds t) {
   return out + "Z";
 }
 
-
 // A table: a name of a standard distribution, or {"table": [int16...]}.
 std::optional<std::pair<TableSource, DistributionTable>> read_table(JsonReader& r, const json& v,
-                                                                 const std::string& pointer) {
+                                                                    const std::string& pointer) {
   if (v.is_string()) {
     const std::string name = v.get<std::string>();
     if (name == "normal") return std::pair{TableSource::kNormal, make_normal_table()};
     if (name == "pareto") return std::pair{TableSource::kPareto, make_pareto_table()};
-    if (name == "paretonormal") return std::pair{TableSource::kParetoNormal, make_paretonormal_table()};
+    if (name == "paretonormal")
+      return std::pair{TableSource::kParetoNormal, make_paretonormal_table()};
     if (name == "uniform") return std::pair{TableSource::kUniform, make_uniform_table()};
-    r.error(pointer, "unknown distribution \"" + name +
-                       "\"; expected normal, pareto, paretonormal, uniform, or {\"table\": [...]}");
+    r.error(pointer,
+            "unknown distribution \"" + name +
+                "\"; expected normal, pareto, paretonormal, uniform, or {\"table\": [...]}");
     return std::nullopt;
   }
   if (!r.object(v, pointer, {"table"})) return std::nullopt;
@@ -126,7 +129,8 @@ std::optional<std::pair<TableSource, DistributionTable>> read_table(JsonReader& 
     return std::nullopt;
   }
   if (t->empty() || t->size() > kMaxTableEntries) {
-    r.error(pointer + "/table", "has " + std::to_string(t->size()) + " entries; expected 1 to 16384");
+    r.error(pointer + "/table",
+            "has " + std::to_string(t->size()) + " entries; expected 1 to 16384");
     return std::nullopt;
   }
   DistributionTable out;
@@ -134,14 +138,14 @@ std::optional<std::pair<TableSource, DistributionTable>> read_table(JsonReader& 
   for (std::size_t i = 0; i < t->size(); ++i) {
     const json& e = (*t)[i];
     if (!e.is_number_integer() || e.get<std::int64_t>() < -32768 || e.get<std::int64_t>() > 32767) {
-      r.error(pointer + "/table/" + std::to_string(i), json_excerpt(e) + " is not an integer from -32768 to 32767");
+      r.error(pointer + "/table/" + std::to_string(i),
+              json_excerpt(e) + " is not an integer from -32768 to 32767");
       return std::nullopt;
     }
     out.push_back(static_cast<std::int16_t>(e.get<std::int64_t>()));
   }
   return std::pair{TableSource::kCustom, std::move(out)};
 }
-
 
 template <typename T>
 bool assign(std::optional<T> value, T& target) {
@@ -150,14 +154,17 @@ bool assign(std::optional<T> value, T& target) {
   return true;
 }
 
-std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const json& j, const std::string& ptr) {
-  if (!r.object(j, ptr, {"description", "delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "limit",
-                         "ecn", "seed"})) {
+std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const json& j,
+                                const std::string& ptr) {
+  if (!r.object(j, ptr,
+                {"description", "delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot",
+                 "limit", "ecn", "seed"})) {
     return std::nullopt;
   }
   Phase phase;
   phase.name = name;
-  bool ok = assign(r.string(j, ptr, "description", false, kMaxDescriptionLength), phase.description);
+  bool ok =
+      assign(r.string(j, ptr, "description", false, kMaxDescriptionLength), phase.description);
   NetemSpec& s = phase.spec;
 
   if (const json* d = r.member(j, ptr, "delay", false)) {
@@ -210,7 +217,8 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
       ok &= assign(r.probability(*l, p, "p14"), loss.p14);
       s.loss = loss;
     } else if (model) {
-      r.error(p + "/model", "expected \"random\", \"gilbert-elliott\" or \"4-state\", found " + json_excerpt(*model));
+      r.error(p + "/model", "expected \"random\", \"gilbert-elliott\" or \"4-state\", found " +
+                                json_excerpt(*model));
       ok = false;
     } else {
       ok = false;
@@ -235,8 +243,9 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
     if (r.object(*v, p, {"probability", "correlation", "gap"})) {
       ok &= assign(r.probability(*v, p, "probability"), s.reorder.probability);
       ok &= assign(r.probability(*v, p, "correlation"), s.reorder.correlation);
-      ok &= assign(r.integer<std::uint32_t>(*v, p, "gap", 0, std::numeric_limits<std::uint32_t>::max(), 0),
-                   s.reorder.gap);
+      ok &= assign(
+          r.integer<std::uint32_t>(*v, p, "gap", 0, std::numeric_limits<std::uint32_t>::max(), 0),
+          s.reorder.gap);
     } else {
       ok = false;
     }
@@ -246,14 +255,18 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
     const std::string p = ptr + "/rate";
     if (r.object(*v, p, {"bytes_per_second", "packet_overhead", "cell_size", "cell_overhead"})) {
       std::uint64_t bps = 0;
-      ok &= assign(r.integer<std::uint64_t>(*v, p, "bytes_per_second", 0, std::numeric_limits<std::uint64_t>::max(), 0),
+      ok &= assign(r.integer<std::uint64_t>(*v, p, "bytes_per_second", 0,
+                                            std::numeric_limits<std::uint64_t>::max(), 0),
                    bps);
       s.rate.rate = BytesPerSecond{bps};
       constexpr auto kI32 = std::numeric_limits<std::int32_t>::max();
-      ok &= assign(r.integer<std::int32_t>(*v, p, "packet_overhead", -kI32, kI32, 0), s.rate.packet_overhead);
-      ok &= assign(r.integer<std::uint32_t>(*v, p, "cell_size", 0, std::numeric_limits<std::uint32_t>::max(), 0),
+      ok &= assign(r.integer<std::int32_t>(*v, p, "packet_overhead", -kI32, kI32, 0),
+                   s.rate.packet_overhead);
+      ok &= assign(r.integer<std::uint32_t>(*v, p, "cell_size", 0,
+                                            std::numeric_limits<std::uint32_t>::max(), 0),
                    s.rate.cell_size);
-      ok &= assign(r.integer<std::int32_t>(*v, p, "cell_overhead", -kI32, kI32, 0), s.rate.cell_overhead);
+      ok &= assign(r.integer<std::int32_t>(*v, p, "cell_overhead", -kI32, kI32, 0),
+                   s.rate.cell_overhead);
     } else {
       ok = false;
     }
@@ -295,12 +308,15 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
     }
   }
 
-  ok &= assign(r.integer<std::uint32_t>(j, ptr, "limit", 1, std::numeric_limits<std::uint32_t>::max(), 1000),
-               s.limit);
+  ok &= assign(
+      r.integer<std::uint32_t>(j, ptr, "limit", 1, std::numeric_limits<std::uint32_t>::max(), 1000),
+      s.limit);
   ok &= assign(r.boolean(j, ptr, "ecn", false), s.ecn);
   if (r.member(j, ptr, "seed", false)) {
     std::uint64_t seed = 0;
-    ok &= assign(r.integer<std::uint64_t>(j, ptr, "seed", 0, std::numeric_limits<std::uint64_t>::max(), 0), seed);
+    ok &= assign(
+        r.integer<std::uint64_t>(j, ptr, "seed", 0, std::numeric_limits<std::uint64_t>::max(), 0),
+        seed);
     s.prng_seed = seed;
   }
   if (!ok) return std::nullopt;
@@ -310,12 +326,17 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
 // Table sources round-trip by name; a custom table is written out in full.
 json table_json(TableSource source, const DistributionTable& table) {
   switch (source) {
-    case TableSource::kNormal: return "normal";
-    case TableSource::kPareto: return "pareto";
-    case TableSource::kParetoNormal: return "paretonormal";
-    case TableSource::kUniform: return "uniform";
+    case TableSource::kNormal:
+      return "normal";
+    case TableSource::kPareto:
+      return "pareto";
+    case TableSource::kParetoNormal:
+      return "paretonormal";
+    case TableSource::kUniform:
+      return "uniform";
     case TableSource::kNone:
-    case TableSource::kCustom: break;
+    case TableSource::kCustom:
+      break;
   }
   return json{{"table", table}};
 }
@@ -328,22 +349,30 @@ json phase_json(const Phase& phase) {
   if (s.delay.latency.count()) delay["latency"] = duration_to_string(s.delay.latency);
   if (s.delay.jitter.count()) delay["jitter"] = duration_to_string(s.delay.jitter);
   if (!s.delay.correlation.is_zero()) delay["correlation"] = s.delay.correlation.value();
-  if (s.delay.distribution) delay["distribution"] = table_json(phase.delay_table, *s.delay.distribution);
+  if (s.delay.distribution)
+    delay["distribution"] = table_json(phase.delay_table, *s.delay.distribution);
   if (!delay.empty()) j["delay"] = delay;
   if (const auto* l = std::get_if<RandomLoss>(&s.loss)) {
-    j["loss"] = {{"model", "random"}, {"probability", l->probability.value()}, {"correlation", l->correlation.value()}};
+    j["loss"] = {{"model", "random"},
+                 {"probability", l->probability.value()},
+                 {"correlation", l->correlation.value()}};
   } else if (const auto* ge = std::get_if<GilbertElliottLoss>(&s.loss)) {
-    j["loss"] = {{"model", "gilbert-elliott"}, {"p", ge->p.value()}, {"r", ge->r.value()},
-                 {"loss_bad", ge->loss_bad.value()}, {"loss_good", ge->loss_good.value()}};
+    j["loss"] = {{"model", "gilbert-elliott"},
+                 {"p", ge->p.value()},
+                 {"r", ge->r.value()},
+                 {"loss_bad", ge->loss_bad.value()},
+                 {"loss_good", ge->loss_good.value()}};
   } else if (const auto* gi = std::get_if<FourStateLoss>(&s.loss)) {
-    j["loss"] = {{"model", "4-state"}, {"p13", gi->p13.value()}, {"p31", gi->p31.value()}, {"p32", gi->p32.value()},
-                 {"p23", gi->p23.value()}, {"p14", gi->p14.value()}};
+    j["loss"] = {{"model", "4-state"},     {"p13", gi->p13.value()}, {"p31", gi->p31.value()},
+                 {"p32", gi->p32.value()}, {"p23", gi->p23.value()}, {"p14", gi->p14.value()}};
   }
   if (!s.duplicate.probability.is_zero() || !s.duplicate.correlation.is_zero()) {
-    j["duplicate"] = {{"probability", s.duplicate.probability.value()}, {"correlation", s.duplicate.correlation.value()}};
+    j["duplicate"] = {{"probability", s.duplicate.probability.value()},
+                      {"correlation", s.duplicate.correlation.value()}};
   }
   if (!s.corrupt.probability.is_zero() || !s.corrupt.correlation.is_zero()) {
-    j["corrupt"] = {{"probability", s.corrupt.probability.value()}, {"correlation", s.corrupt.correlation.value()}};
+    j["corrupt"] = {{"probability", s.corrupt.probability.value()},
+                    {"correlation", s.corrupt.correlation.value()}};
   }
   if (s.reorder.gap || !s.reorder.probability.is_zero()) {
     j["reorder"] = {{"probability", s.reorder.probability.value()},
@@ -378,9 +407,12 @@ json profile_json_without_digest(const Profile& p) {
   json j = {{"version", p.version}, {"name", p.name}, {"reorder", p.reorder}};
   if (!p.description.empty()) j["description"] = p.description;
   if (p.provenance) {
-    json prov = {{"capture", p.provenance->capture}, {"format", p.provenance->format},
-                 {"samples", p.provenance->samples}, {"sha256", p.provenance->sha256},
-                 {"baseline", duration_to_string(p.provenance->baseline)}, {"halved", p.provenance->halved}};
+    json prov = {{"capture", p.provenance->capture},
+                 {"format", p.provenance->format},
+                 {"samples", p.provenance->samples},
+                 {"sha256", p.provenance->sha256},
+                 {"baseline", duration_to_string(p.provenance->baseline)},
+                 {"halved", p.provenance->halved}};
     if (p.provenance->start) prov["start"] = format_timestamp(*p.provenance->start);
     if (p.provenance->end) prov["end"] = format_timestamp(*p.provenance->end);
     j["provenance"] = prov;
@@ -394,7 +426,8 @@ json profile_json_without_digest(const Profile& p) {
       steps.push_back({{"phase", step.phase}, {"duration", duration_to_string(step.duration)}});
     }
     j["schedule"] = {{"steps", steps}, {"loop", p.schedule->loop}};
-    if (p.schedule->replay_window) j["schedule"]["replay_window"] = duration_to_string(*p.schedule->replay_window);
+    if (p.schedule->replay_window)
+      j["schedule"]["replay_window"] = duration_to_string(*p.schedule->replay_window);
   }
   return j;
 }
@@ -418,27 +451,37 @@ std::optional<Profile> Profile::held(std::string_view phase_name) const {
   return out;
 }
 
-std::optional<Nanoseconds> parse_utc_timestamp(std::string_view text) { return parse_timestamp(text); }
-std::string format_utc_timestamp(Nanoseconds since_epoch) { return format_timestamp(since_epoch); }
+std::optional<Nanoseconds> parse_utc_timestamp(std::string_view text) {
+  return parse_timestamp(text);
+}
+std::string format_utc_timestamp(Nanoseconds since_epoch) {
+  return format_timestamp(since_epoch);
+}
 
 Diagnostics validate(const Profile& profile) {
   Diagnostics out;
   if (profile.version != kProfileVersion) {
-    out.push_back({"/version", std::to_string(profile.version) + " is not supported; this jitterd reads version " +
+    out.push_back({"/version", std::to_string(profile.version) +
+                                   " is not supported; this jitterd reads version " +
                                    std::to_string(kProfileVersion)});
   }
   if (!valid_name(profile.name)) {
-    out.push_back({"/name", "\"" + profile.name + "\" is not a valid name: use 1 to 64 letters, digits, '.', '_' or '-'"});
+    out.push_back(
+        {"/name", "\"" + profile.name +
+                      "\" is not a valid name: use 1 to 64 letters, digits, '.', '_' or '-'"});
   }
   if (profile.phases.empty()) out.push_back({"/phases", "a profile needs at least one phase"});
   if (profile.phases.size() > kMaxPhases) {
-    out.push_back({"/phases", std::to_string(profile.phases.size()) + " phases; at most 64 are allowed"});
+    out.push_back(
+        {"/phases", std::to_string(profile.phases.size()) + " phases; at most 64 are allowed"});
   }
   std::set<std::string> names;
   for (const auto& phase : profile.phases) {
     const std::string ptr = "/phases/" + pointer_escape(phase.name);
     if (!valid_name(phase.name)) {
-      out.push_back({ptr, "\"" + phase.name + "\" is not a valid phase name: use 1 to 64 letters, digits, '.', '_' or '-'"});
+      out.push_back(
+          {ptr, "\"" + phase.name +
+                    "\" is not a valid phase name: use 1 to 64 letters, digits, '.', '_' or '-'"});
     }
     if (!names.insert(phase.name).second) out.push_back({ptr, "duplicate phase name"});
     for (const auto& d : validate(phase.spec)) {
@@ -448,14 +491,16 @@ Diagnostics validate(const Profile& profile) {
     }
   }
   if (profile.schedule) {
-    if (profile.schedule->steps.empty()) out.push_back({"/schedule/steps", "a schedule needs at least one step"});
+    if (profile.schedule->steps.empty())
+      out.push_back({"/schedule/steps", "a schedule needs at least one step"});
     if (profile.schedule->steps.size() > kMaxScheduleSteps) {
       out.push_back({"/schedule/steps", std::to_string(profile.schedule->steps.size()) +
                                             " steps; at most 10000 are allowed"});
     }
     if (profile.schedule->replay_window && profile.schedule->replay_window->count() <= 0) {
-      out.push_back({"/schedule/replay_window", duration_to_string(*profile.schedule->replay_window) +
-                                                    " is not a window; expected a duration above 0, e.g. \"400ms\""});
+      out.push_back({"/schedule/replay_window",
+                     duration_to_string(*profile.schedule->replay_window) +
+                         " is not a window; expected a duration above 0, e.g. \"400ms\""});
     }
     for (std::size_t i = 0; i < profile.schedule->steps.size(); ++i) {
       const auto& step = profile.schedule->steps[i];
@@ -476,20 +521,24 @@ ProfileLoad parse_profile(std::string_view text) {
   ProfileLoad result;
   Diagnostics& out = result.diagnostics;
   if (text.size() > kMaxProfileBytes) {
-    out.push_back({"", "the profile is " + std::to_string(text.size()) + " bytes; at most 8 MiB are accepted"});
+    out.push_back({"", "the profile is " + std::to_string(text.size()) +
+                           " bytes; at most 8 MiB are accepted"});
     return result;
   }
-  // Bounded before any document is built: depth (a value nested 100 000 deep crashed every error path
-  // that quoted it), repeated keys (nlohmann keeps the last silently), a NUL byte.
+  // Bounded before any document is built: depth (a value nested 100 000 deep crashed every error
+  // path that quoted it), repeated keys (nlohmann keeps the last silently), a NUL byte.
   JsonDocument doc = parse_json_bounded(text);
   if (doc.problem != JsonProblem::kNone) {
-    out.push_back({doc.where, (doc.problem == JsonProblem::kSyntax ? "invalid JSON: " : "") + doc.message});
+    out.push_back(
+        {doc.where, (doc.problem == JsonProblem::kSyntax ? "invalid JSON: " : "") + doc.message});
     return result;
   }
   const json& j = doc.value;
 
   JsonReader r(out);
-  if (!r.object(j, "", {"version", "name", "description", "provenance", "reorder", "phases", "schedule", "digest"})) {
+  if (!r.object(j, "",
+                {"version", "name", "description", "provenance", "reorder", "phases", "schedule",
+                 "digest"})) {
     return result;
   }
   Profile p;
@@ -505,18 +554,21 @@ ProfileLoad parse_profile(std::string_view text) {
   assign(r.boolean(j, "", "reorder", true), p.reorder);
 
   if (const json* v = r.member(j, "", "provenance", false)) {
-    if (r.object(*v, "/provenance", {"capture", "format", "start", "end", "samples", "sha256", "baseline", "halved"})) {
+    if (r.object(
+            *v, "/provenance",
+            {"capture", "format", "start", "end", "samples", "sha256", "baseline", "halved"})) {
       Provenance prov;
       assign(r.string(*v, "/provenance", "capture", true, 4096), prov.capture);
       assign(r.string(*v, "/provenance", "format", true, 64), prov.format);
-      assign(r.integer<std::uint64_t>(*v, "/provenance", "samples", 0, std::numeric_limits<std::uint64_t>::max(), 0),
+      assign(r.integer<std::uint64_t>(*v, "/provenance", "samples", 0,
+                                      std::numeric_limits<std::uint64_t>::max(), 0),
              prov.samples);
       assign(r.duration(*v, "/provenance", "baseline", false), prov.baseline);
       assign(r.boolean(*v, "/provenance", "halved", false), prov.halved);
       if (auto hex = r.string(*v, "/provenance", "sha256", true, 64)) {
         const bool is_hex = hex->size() == 64 && std::all_of(hex->begin(), hex->end(), [](char c) {
-          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-        });
+                              return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                            });
         if (!is_hex) r.error("/provenance/sha256", "expected 64 lower-case hex digits");
         prov.sha256 = *hex;
       }
@@ -524,8 +576,9 @@ ProfileLoad parse_profile(std::string_view text) {
         if (auto t = r.string(*v, "/provenance", key, false, 64); t && !t->empty()) {
           auto when = parse_timestamp(*t);
           if (!when) {
-            r.error(std::string("/provenance/") + key,
-                    "expected an RFC 3339 UTC time from 1970 to 2261, such as 2026-11-30T16:28:01.5Z");
+            r.error(
+                std::string("/provenance/") + key,
+                "expected an RFC 3339 UTC time from 1970 to 2261, such as 2026-11-30T16:28:01.5Z");
           }
           (std::string(key) == "start" ? prov.start : prov.end) = when;
         }
@@ -572,9 +625,11 @@ ProfileLoad parse_profile(std::string_view text) {
       }
       if (const json* steps = r.member(*v, "/schedule", "steps", true)) {
         if (!steps->is_array()) {
-          r.error("/schedule/steps", "expected an array of {\"phase\": NAME, \"duration\": \"30s\"}");
+          r.error("/schedule/steps",
+                  "expected an array of {\"phase\": NAME, \"duration\": \"30s\"}");
         } else if (steps->size() > kMaxScheduleSteps) {
-          r.error("/schedule/steps", std::to_string(steps->size()) + " steps; at most 10000 are allowed");
+          r.error("/schedule/steps",
+                  std::to_string(steps->size()) + " steps; at most 10000 are allowed");
         } else {
           for (std::size_t i = 0; i < steps->size(); ++i) {
             const std::string ptr = "/schedule/steps/" + std::to_string(i);
@@ -590,24 +645,29 @@ ProfileLoad parse_profile(std::string_view text) {
     }
   }
 
-  // The digest's type is checked with the other members; whether it matches, once there is a profile.
+  // The digest's type is checked with the other members; whether it matches, once there is a
+  // profile.
   const json* written_digest = r.member(j, "", "digest", false);
   if (written_digest && !written_digest->is_string()) {
-    r.error("/digest", "expected a string such as \"sha256:<64 hex digits>\", found " + json_excerpt(*written_digest) +
+    r.error("/digest", "expected a string such as \"sha256:<64 hex digits>\", found " +
+                           json_excerpt(*written_digest) +
                            "; it is optional: remove it to load the profile without the check");
   }
 
   if (!out.empty()) return result;
-  std::sort(p.phases.begin(), p.phases.end(), [](const Phase& a, const Phase& b) { return a.name < b.name; });
+  std::sort(p.phases.begin(), p.phases.end(),
+            [](const Phase& a, const Phase& b) { return a.name < b.name; });
   for (auto& d : validate(p)) out.push_back(std::move(d));
   if (!out.empty()) return result;
 
   result.digest = profile_digest(p);
   if (written_digest) {
     if (written_digest->get<std::string>() != result.digest) {
-      out.push_back({"/digest", "does not match the content (" + result.digest +
-                                    "): the profile was edited after it was written; remove \"digest\" to accept "
-                                    "the edit"});
+      out.push_back(
+          {"/digest",
+           "does not match the content (" + result.digest +
+               "): the profile was edited after it was written; remove \"digest\" to accept "
+               "the edit"});
       return result;
     }
   }
@@ -620,7 +680,9 @@ ProfileLoad load_profile_file(const std::string& path) {
   return parse_profile(read_file_bounded(path, kMaxProfileBytes));
 }
 
-std::string canonical_profile_json(const Profile& profile) { return profile_json_without_digest(profile).dump(); }
+std::string canonical_profile_json(const Profile& profile) {
+  return profile_json_without_digest(profile).dump();
+}
 
 std::string profile_digest(const Profile& profile) {
   return "sha256:" + sha256_hex(canonical_profile_json(profile));

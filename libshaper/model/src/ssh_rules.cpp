@@ -180,7 +180,8 @@ std::vector<std::uint16_t> sshd_config_ports(const std::string& etc_ssh) {
   std::vector<fs::path> files{fs::path(etc_ssh) / "sshd_config"};
   std::error_code ec;
   std::vector<fs::path> dropins;
-  for (fs::directory_iterator it(fs::path(etc_ssh) / "sshd_config.d", ec), end; !ec && it != end; it.increment(ec)) {
+  for (fs::directory_iterator it(fs::path(etc_ssh) / "sshd_config.d", ec), end; !ec && it != end;
+       it.increment(ec)) {
     if (it->path().extension() == ".conf") dropins.push_back(it->path());
   }
   std::sort(dropins.begin(), dropins.end());
@@ -195,7 +196,8 @@ std::vector<std::uint16_t> sshd_config_ports(const std::string& etc_ssh) {
       std::istringstream words(line);
       std::string keyword, value;
       if (!(words >> keyword >> value)) continue;
-      std::transform(keyword.begin(), keyword.end(), keyword.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(keyword.begin(), keyword.end(), keyword.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
       if (keyword != "port") continue;
       if (const auto port = parse_unsigned(value, 10); port && *port >= 1 && *port <= 0xffff) {
         ports.push_back(static_cast<std::uint16_t>(*port));
@@ -214,15 +216,19 @@ std::vector<std::uint16_t> sshd_listening_ports(const std::string& proc) {
   // Processes come and go while we look: every error is a process that is gone or hidden, skipped.
   for (fs::directory_iterator it(proc, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string pid = it->path().filename().string();
-    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    if (pid.empty() ||
+        !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
     const auto comm = read_small_file(it->path() / "comm");
     if (!comm || (*comm != "sshd\n" && *comm != "sshd")) continue;
     std::error_code fd_ec;
-    for (fs::directory_iterator fd(it->path() / "fd", fd_ec), fd_end; !fd_ec && fd != fd_end; fd.increment(fd_ec)) {
+    for (fs::directory_iterator fd(it->path() / "fd", fd_ec), fd_end; !fd_ec && fd != fd_end;
+         fd.increment(fd_ec)) {
       std::error_code link_ec;
       const std::string target = fs::read_symlink(fd->path(), link_ec).string();
       if (link_ec || !target.starts_with("socket:[") || !target.ends_with("]")) continue;
-      if (const auto inode = parse_unsigned(std::string_view(target).substr(8, target.size() - 9), 10)) {
+      if (const auto inode =
+              parse_unsigned(std::string_view(target).substr(8, target.size() - 9), 10)) {
         inodes.push_back(*inode);
       }
     }
@@ -233,7 +239,8 @@ std::vector<std::uint16_t> sshd_listening_ports(const std::string& proc) {
     const auto text = read_small_file(fs::path(proc) / table);
     if (!text) continue;
     for (const auto& s : parse_proc_net_tcp(*text)) {
-      if (s.state == kTcpListen && std::find(inodes.begin(), inodes.end(), s.inode) != inodes.end()) {
+      if (s.state == kTcpListen &&
+          std::find(inodes.begin(), inodes.end(), s.inode) != inodes.end()) {
         ports.push_back(s.local_port);
       }
     }

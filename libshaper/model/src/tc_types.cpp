@@ -6,7 +6,9 @@
 
 namespace shaper {
 
-bool QdiscInfo::is_root() const { return parent == TC_H_ROOT; }
+bool QdiscInfo::is_root() const {
+  return parent == TC_H_ROOT;
+}
 
 std::string format_handle(std::uint32_t handle) {
   char buf[32];

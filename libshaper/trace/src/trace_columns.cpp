@@ -398,8 +398,7 @@ class CsvParser final : public LineParser {
       }
     }
     const auto rtt = field(rtt_);
-    if (!lost && !observation.unreadable && rtt && !rtt->text.empty() &&
-        !is_lost_word(rtt->text)) {
+    if (!lost && !observation.unreadable && rtt && !rtt->text.empty() && !is_lost_word(rtt->text)) {
       if (const auto ns = parse_rtt(rtt->text, rtt_->scale)) {
         observation.rtt = *ns;
       } else {

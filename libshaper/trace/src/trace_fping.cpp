@@ -84,9 +84,9 @@ void FpingParser::line(std::string_view text, std::uint64_t number) {
       const auto rtt = scan_rtt_ms(body.substr(open + 1));
       Observation observation;
       if (!rtt || !starts_with(body.substr(open + 1 + rtt->length), " ms)")) {
-        context_.unreadable(number, at + open + 1,
-                            "expected \"(<ms> ms)\" with an RTT up to 24 h" +
-                                std::string(kReplyLeftOut));
+        context_.unreadable(
+            number, at + open + 1,
+            "expected \"(<ms> ms)\" with an RTT up to 24 h" + std::string(kReplyLeftOut));
         observation.unreadable = true;
         series_.observe(observation, number);
         return;
@@ -182,9 +182,9 @@ void FpingParser::probe(std::string_view text, std::size_t index_at, const Stamp
   // lost).
   const auto bytes = scan_unsigned(text.substr(after));
   if (!bytes || !starts_with(text.substr(after + bytes->length), " bytes, ")) {
-    context_.unreadable(number, after + 1,
-                        "expected \"<n> bytes, <ms> ms\" or \"timed out\"" +
-                            std::string(kReplyLeftOut));
+    context_.unreadable(
+        number, after + 1,
+        "expected \"<n> bytes, <ms> ms\" or \"timed out\"" + std::string(kReplyLeftOut));
     observation.unreadable = true;
     series_.observe(observation, number);
     return;

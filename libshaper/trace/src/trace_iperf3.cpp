@@ -76,8 +76,8 @@ class Iperf3Visitor final : public JsonVisitor {
     IntervalSummary& interval = intervals[index];
     const std::string_view key = path[3].key;
     const auto bad = [&](std::string_view expected) {
-      context_.diagnostics.at_pointer(json_pointer(path), "expected " + std::string(expected) +
-                                                              "; left out of this interval");
+      context_.diagnostics.at_pointer(
+          json_pointer(path), "expected " + std::string(expected) + "; left out of this interval");
       unreadable_.mark(index);
       return true;
     };

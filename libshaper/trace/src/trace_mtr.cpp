@@ -302,8 +302,7 @@ void MtrReportParser::hop(std::string_view text, std::size_t at, std::uint64_t n
       *count = value;
     } else if (auto* time = time_field(summary, column)) {
       std::string_view digits = token.text;
-      const bool cut_decimal =
-          digits.size() > 1 && (digits.back() == '.' || digits.back() == ',');
+      const bool cut_decimal = digits.size() > 1 && (digits.back() == '.' || digits.back() == ',');
       if (cut_decimal) digits.remove_suffix(1);
       const auto ns = parse_fixed(digits, 6, DecimalMark::kPointOrComma);
       if (!ns || *ns < 0 || Nanoseconds{*ns} > kMaxMeasuredRtt) {
@@ -352,8 +351,7 @@ constexpr std::size_t kMaxJsonHops = 256;
 
 class MtrJsonVisitor final : public JsonVisitor {
  public:
-  explicit MtrJsonVisitor(ParseContext& context)
-      : context_(context), unreadable_(context.trace) {}
+  explicit MtrJsonVisitor(ParseContext& context) : context_(context), unreadable_(context.trace) {}
 
   bool scalar(JsonPath path, const JsonScalar& value) override {
     if (path.size() == 3 && path[0].is("report") && path[1].is("mtr") && path[2].is("dst") &&
@@ -382,8 +380,8 @@ class MtrJsonVisitor final : public JsonVisitor {
     HopSummary& hop = hops[index];
     const std::string_view key = path[3].key;
     const auto bad = [&](std::string_view expected) {
-      context_.diagnostics.at_pointer(json_pointer(path),
-                                      "expected " + std::string(expected) + "; left out of this hop");
+      context_.diagnostics.at_pointer(
+          json_pointer(path), "expected " + std::string(expected) + "; left out of this hop");
       unreadable_.mark(index);
       return true;
     };

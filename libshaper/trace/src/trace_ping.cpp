@@ -190,8 +190,8 @@ void PingParser::reply(std::string_view text, std::size_t from, const StampedLin
   observation.duplicate = text.find("DUP!", seq_key) != std::string_view::npos;
 
   const std::size_t time_key = text.find("time=", seq_key + 4);
-  const auto rtt = time_key == std::string_view::npos ? std::nullopt
-                                                      : scan_rtt_ms(text.substr(time_key + 5));
+  const auto rtt =
+      time_key == std::string_view::npos ? std::nullopt : scan_rtt_ms(text.substr(time_key + 5));
   const std::size_t unit = time_key + 5 + (rtt ? rtt->length : 0);
   if (!rtt || !starts_with(text.substr(unit), " ms")) {
     // No time= at all: ping -s below 16 bytes has no room for the send time in the packet.

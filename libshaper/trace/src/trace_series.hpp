@@ -21,7 +21,8 @@
 namespace shaper::trace_detail {
 
 // Ends the diagnostic of a reply whose value cannot be read (Observation::unreadable).
-inline constexpr std::string_view kReplyLeftOut = "; this probe is left out: neither delivered nor lost";
+inline constexpr std::string_view kReplyLeftOut =
+    "; this probe is left out: neither delivered nor lost";
 
 // What one line said about one probe.
 struct Observation {

@@ -1,6 +1,7 @@
 #pragma once
 // The error reply of docs/protocol.md ("Error codes"): a code from a fixed set and the usual
-// what/where/fix. The daemon answers with it; jitterctl reads it and picks its exit code by the code.
+// what/where/fix. The daemon answers with it; jitterctl reads it and picks its exit code by the
+// code.
 
 #include <iosfwd>
 #include <nlohmann/json_fwd.hpp>
@@ -10,8 +11,8 @@
 namespace jitterd::protocol {
 
 enum class ErrorCode {
-  kParseError,        // the line is not JSON
-  kInvalidRequest,    // the envelope is wrong
+  kParseError,      // the line is not JSON
+  kInvalidRequest,  // the envelope is wrong
   kUnknownMethod,
   kInvalidParams,     // a parameter is missing, of the wrong type or out of range
   kPermissionDenied,  // the peer may not do this, or the interface is not allowed

@@ -44,20 +44,25 @@ inline constexpr MethodInfo kMethods[] = {
      "interfaces with their root qdisc and whether jitterd may shape or owns them", false},
     {Method::kProfiles, "profiles", "the profiles in the profile folders, with digests", false},
     {Method::kApply, "apply",
-     "shape an interface (egress, ingress or both; all traffic or a matched rule set) with a profile: a held "
+     "shape an interface (egress, ingress or both; all traffic or a matched rule set) with a "
+     "profile: a held "
      "phase or its schedule, now or at a time, with a lease or commit-confirmed",
      true},
     {Method::kSwitch, "switch",
-     "change the phase of an interface (every lane at once) or of one lane, now or at a time, in place", true},
-    {Method::kConfirm, "confirm", "keep a commit-confirmed apply (otherwise it rolls back by itself)", true},
+     "change the phase of an interface (every lane at once) or of one lane, now or at a time, in "
+     "place",
+     true},
+    {Method::kConfirm, "confirm",
+     "keep a commit-confirmed apply (otherwise it rolls back by itself)", true},
     {Method::kPause, "pause", "pause an interface's schedule", true},
     {Method::kResume, "resume", "resume a paused schedule", true},
     {Method::kSkip, "skip", "jump to a step of the schedule", true},
-    {Method::kStatus, "status", "sessions: phase, next transition, lease, kernel counters, transitions", false},
+    {Method::kStatus, "status",
+     "sessions: phase, next transition, lease, kernel counters, transitions", false},
     {Method::kClear, "clear", "remove jitterd's shaping from an interface, or from all", true},
     {Method::kRenew, "renew", "renew a session's lease", true},
-    {Method::kSubscribe, "subscribe", "stream events (applied, phase-changed, cleared, ...) on this connection",
-     false},
+    {Method::kSubscribe, "subscribe",
+     "stream events (applied, phase-changed, cleared, ...) on this connection", false},
     {Method::kMetrics, "metrics", "Prometheus text exposition", false},
 };
 

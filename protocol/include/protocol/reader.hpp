@@ -26,7 +26,8 @@ class WireError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-[[noreturn]] void throw_wire_error(const std::string& pointer, const char* expected, const Json& found);
+[[noreturn]] void throw_wire_error(const std::string& pointer, const char* expected,
+                                   const Json& found);
 
 // The members of one JSON object, read by name with the object's pointer kept for messages.
 class Members {
@@ -36,7 +37,8 @@ class Members {
   const std::string& pointer() const { return pointer_; }
   std::string pointer(const char* key) const { return pointer_ + "/" + key; }
   WrongType on_wrong_type() const { return wrong_type_; }
-  [[noreturn]] void wrong(const std::string& pointer, const char* expected, const Json& found) const;
+  [[noreturn]] void wrong(const std::string& pointer, const char* expected,
+                          const Json& found) const;
 
   // Absent and null members are "not there".
   const Json* get(const char* key) const;
@@ -49,7 +51,9 @@ class Members {
   bool flag(const char* key) const { return optional_flag(key).value_or(false); }
   // Durations in replies are integers in nanoseconds, in members named *_ns.
   std::optional<Nanoseconds> optional_duration(const char* key) const;
-  Nanoseconds duration(const char* key) const { return optional_duration(key).value_or(Nanoseconds(0)); }
+  Nanoseconds duration(const char* key) const {
+    return optional_duration(key).value_or(Nanoseconds(0));
+  }
   std::optional<Stamp> time(const char* key) const;
   std::vector<std::string> strings(const char* key) const;
 
@@ -69,7 +73,9 @@ class Members {
 void read_members(const Members& m, Stamp& out);
 
 template <typename T>
-concept ReadFromMembers = requires(const Members& m, T& out) { read_members(m, out); };
+concept ReadFromMembers = requires(const Members& m, T& out) {
+  read_members(m, out);
+};
 
 // `j` (at `pointer` in its message) as a T.
 template <ReadFromMembers T>

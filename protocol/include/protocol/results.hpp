@@ -1,7 +1,7 @@
 #pragma once
 // The results of docs/protocol.md's methods as structs: the daemon fills them and writes them with
-// to_json, jitterctl reads them with read_members (reader.hpp). A member added here is added to both
-// ends; what is left out of a result is its reader's default.
+// to_json, jitterctl reads them with read_members (reader.hpp). A member added here is added to
+// both ends; what is left out of a result is its reader's default.
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -200,9 +200,10 @@ void read_members(const Members& m, Cleared& out);
 void read_members(const Members& m, MetricsText& out);
 
 // A request that names lanes (apply, switch ...) is answered with one status when it touched one
-// session, and with {"sessions": [...]} when it touched several (both directions, a whole-tree switch).
+// session, and with {"sessions": [...]} when it touched several (both directions, a whole-tree
+// switch).
 nlohmann::json lanes_result(const std::vector<SessionStatus>& sessions);
-std::vector<SessionStatus> read_lanes_result(const nlohmann::json& result, const std::string& pointer,
-                                             WrongType wrong_type);
+std::vector<SessionStatus> read_lanes_result(const nlohmann::json& result,
+                                             const std::string& pointer, WrongType wrong_type);
 
 }  // namespace jitterd::protocol

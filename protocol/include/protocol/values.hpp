@@ -1,6 +1,6 @@
 #pragma once
-// The protocol's vocabulary that the daemon's core uses too: a time as both clocks (docs/protocol.md,
-// "Times") and a direction of an interface.
+// The protocol's vocabulary that the daemon's core uses too: a time as both clocks
+// (docs/protocol.md, "Times") and a direction of an interface.
 
 #include <chrono>
 #include <nlohmann/json_fwd.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 // The capture-to-profile compiler: turns RTT captures into a netem profile that reproduces their
-// delay distribution exactly (exact tables, tails kept), their loss bursts (a fitted loss model) and
-// their changes of regime (phases and a schedule). What each option means: docs/compiler.md.
+// delay distribution exactly (exact tables, tails kept), their loss bursts (a fitted loss model)
+// and their changes of regime (phases and a schedule). What each option means: docs/compiler.md.
 
 #include <cstdint>
 #include <optional>
@@ -36,8 +36,8 @@ enum class RegimeMode {
 };
 
 struct PeriodicSpikes {
-  Nanoseconds extra{0};       // added to the delay during a spike (e.g. 100ms)
-  std::size_t packets = 2;    // how long a spike lasts, in probe intervals
+  Nanoseconds extra{0};     // added to the delay during a spike (e.g. 100ms)
+  std::size_t packets = 2;  // how long a spike lasts, in probe intervals
   Nanoseconds every{30'000'000'000};
 };
 
@@ -48,9 +48,9 @@ struct CompileOptions {
   DirectionSplit split = DirectionSplit::kOneWay;
   std::size_t table_entries = kMaxTableEntries;
   RegimeMode regimes = RegimeMode::kSingle;
-  std::size_t clusters = 3;                    // K, for kClusters
-  Nanoseconds window{10'000'000'000};          // kClusters: the capture is cut into windows this long
-  Nanoseconds percentile_step{30'000'000'000}; // kPercentiles: how long each phase lasts
+  std::size_t clusters = 3;            // K, for kClusters
+  Nanoseconds window{10'000'000'000};  // kClusters: the capture is cut into windows this long
+  Nanoseconds percentile_step{30'000'000'000};  // kPercentiles: how long each phase lasts
   // kReplay: the window (nullopt: chosen from the probe interval and the lag-1 autocorrelation,
   // docs/compiler.md) and whether the schedule starts again at its end (otherwise the last window's
   // phase stays in force).
@@ -74,14 +74,15 @@ struct CaptureInput {
 
 struct PhaseReport {
   std::string name;
-  std::size_t samples = 0;        // delivered probes in this phase
-  std::size_t probes = 0;         // including losses
-  Nanoseconds resolution{0};      // exact table step
+  std::size_t samples = 0;    // delivered probes in this phase
+  std::size_t probes = 0;     // including losses
+  Nanoseconds resolution{0};  // exact table step
   std::size_t table_entries = 0;
-  std::size_t tail_samples = 0;   // samples the table does not hold, moved to a tail phase
-  double table_ks = 0;            // KS distance between the samples the table holds and its entries
-  // When the rarest samples were cut off because one table for all of them would have been too coarse
-  // for the rest (a tight body under a tail of stalls): the step and KS that one table would have had.
+  std::size_t tail_samples = 0;  // samples the table does not hold, moved to a tail phase
+  double table_ks = 0;           // KS distance between the samples the table holds and its entries
+  // When the rarest samples were cut off because one table for all of them would have been too
+  // coarse for the rest (a tight body under a tail of stalls): the step and KS that one table would
+  // have had.
   Nanoseconds whole_table_resolution{0};
   double whole_table_ks = 0;
   Nanoseconds min{0}, max{0};
@@ -94,7 +95,7 @@ struct ReplayReport {
   double capture_lag1 = 0;    // lag-1 autocorrelation of the capture's delivered delays
   double predicted_lag1 = 0;  // what the replay's phases give it (see docs/compiler.md)
   std::size_t windows = 0;
-  std::size_t levels = 0;     // distinct (delay level, loss band) pairs: the phases
+  std::size_t levels = 0;       // distinct (delay level, loss band) pairs: the phases
   std::size_t loss_bursts = 0;  // replayed one by one where they happened (0: loss bands instead)
 };
 
@@ -116,7 +117,8 @@ struct CompileResult {
   Diagnostics diagnostics;  // why nothing could be compiled (no samples, bad options ...)
 };
 
-CompileResult compile_profile(const std::vector<CaptureInput>& captures, const CompileOptions& options);
+CompileResult compile_profile(const std::vector<CaptureInput>& captures,
+                              const CompileOptions& options);
 
 // The largest delay a phase can produce (latency + jitter * max entry / 8192, or latency + jitter).
 Nanoseconds max_phase_delay(const NetemSpec& spec);

@@ -1,7 +1,7 @@
 #pragma once
-// Validation: puts a capture, its profile (simulated with netem's arithmetic) and, when given, a trace
-// taken through the shaped link side by side, and judges how close they are. The thresholds are
-// documented in docs/validation.md and live here, in one place.
+// Validation: puts a capture, its profile (simulated with netem's arithmetic) and, when given, a
+// trace taken through the shaped link side by side, and judges how close they are. The thresholds
+// are documented in docs/validation.md and live here, in one place.
 
 #include <optional>
 #include <string>
@@ -53,9 +53,9 @@ struct Comparison {
   double ks = 0;
   double ks_limit = 0;  // max(floor, the critical value at `level` for the effective sample sizes)
   double w1_ms = 0;
-  double p99_error = 0;   // relative: (b - a) / a
+  double p99_error = 0;  // relative: (b - a) / a
   double p999_error = 0;
-  double loss_rate_error = 0;   // relative, or absolute where the capture's rate is below 0.1 %
+  double loss_rate_error = 0;  // relative, or absolute where the capture's rate is below 0.1 %
   std::optional<double> burst_error;
   // The false-failure rate each judged figure is allowed: the verdict's (kVerdictAlpha) split
   // evenly among the judged figures (Bonferroni), so that a faithful link fails the comparison at
@@ -94,20 +94,20 @@ DelaySeries capture_series(const Trace& capture, const Profile& profile);
 
 // The profile replayed by the simulator for as many probes as `like` has, sent when its probes were
 // (relative to its first) or, when `like` has no send times, one every `interval`; the schedule is
-// followed (looped as needed). With `copies` > 1, `like`'s probes are sent that many times over, each
-// copy starting one interval after the previous one's last probe or, with a looped schedule, at the
-// next start of the schedule after that. Seeded: the same seed gives the same series.
-// Memory follows the probes simulated, never the copies times the schedule's length: the simulator
-// runs in bounded pieces and only over the spans where probes are (docs/validation.md). A schedule
-// so dense that the copies would take more than kMaxSimulatedPhases phase changes gets fewer copies
-// (at least one): the series is then shorter than `copies` times `like`.
+// followed (looped as needed). With `copies` > 1, `like`'s probes are sent that many times over,
+// each copy starting one interval after the previous one's last probe or, with a looped schedule,
+// at the next start of the schedule after that. Seeded: the same seed gives the same series. Memory
+// follows the probes simulated, never the copies times the schedule's length: the simulator runs in
+// bounded pieces and only over the spans where probes are (docs/validation.md). A schedule so dense
+// that the copies would take more than kMaxSimulatedPhases phase changes gets fewer copies (at
+// least one): the series is then shorter than `copies` times `like`.
 DelaySeries simulate_profile(const Profile& profile, const DelaySeries& like, Nanoseconds interval,
                              std::uint64_t seed = 1, std::size_t copies = 1);
 
-// How many probes `jitterctl validate` simulates at the least. A capture of 12 000 probes decides its
-// p99.9 by its 12 largest delays and its mean burst by ~100 bursts; one simulation of the same length
-// has the same sampling noise again, and its verdict would be a verdict on that draw. A million probes
-// make the simulation's own noise small beside the capture's (docs/validation.md).
+// How many probes `jitterctl validate` simulates at the least. A capture of 12 000 probes decides
+// its p99.9 by its 12 largest delays and its mean burst by ~100 bursts; one simulation of the same
+// length has the same sampling noise again, and its verdict would be a verdict on that draw. A
+// million probes make the simulation's own noise small beside the capture's (docs/validation.md).
 inline constexpr std::size_t kValidationProbes = 1'000'000;
 
 // Time, not memory: a phase costs the simulator about what a probe does (a netem change), so a
@@ -168,8 +168,8 @@ std::optional<LinkCalibration> link_calibration(const Trace& calibration,
                                                 std::string* problem);
 
 // The calibrated link's noise and the profile as that link shows it: with a noise draw added to
-// every delivered probe (two averaged, for a halved profile). shaped_series and the comparisons with
-// the shaped trace must see the same draw, so it is made once (with_link_noise).
+// every delivered probe (two averaged, for a halved profile). shaped_series and the comparisons
+// with the shaped trace must see the same draw, so it is made once (with_link_noise).
 struct LinkNoise {
   std::vector<Nanoseconds> samples;
   bool halved = false;
@@ -201,9 +201,10 @@ double calibration_inverse_size(const DelaySeries& series, const std::vector<Nan
                                 bool halved, double effective_probes);
 
 // `series` with a noise sample (drawn with replacement, seeded) added to every delivered probe; for
-// a halved profile the link is crossed twice, so two draws are averaged as the shaped series halves.
-DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise, bool halved,
-                           std::uint64_t seed = 1);
+// a halved profile the link is crossed twice, so two draws are averaged as the shaped series
+// halves.
+DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise,
+                           bool halved, std::uint64_t seed = 1);
 
 // The calibrated link with `profile` as it shows it (add_link_noise with the profile's own seed).
 LinkNoise with_link_noise(LinkCalibration calibration, const DelaySeries& profile, bool halved);
@@ -216,9 +217,10 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
                                  const ValidationOptions& options = {});
 
 // A shaped trace judged against the profile alone, without a capture (jitterctl validate --shaped
-// without CAPTURE, and --phase): one comparison, profile vs shaped, at the shaped link's thresholds,
-// with the link's own noise added to the profile when `noise` is given. The report's `capture` slot
-// holds the shaped trace's statistics (its label says "shaped"); `shaped` stays empty.
+// without CAPTURE, and --phase): one comparison, profile vs shaped, at the shaped link's
+// thresholds, with the link's own noise added to the profile when `noise` is given. The report's
+// `capture` slot holds the shaped trace's statistics (its label says "shaped"); `shaped` stays
+// empty.
 ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeries& profile,
                                       const LinkNoise* noise = nullptr,
                                       const ValidationOptions& options = {});

@@ -1,7 +1,7 @@
 #pragma once
 // Bad user data (a trace line, a profile field, a spec value) is reported as returned diagnostics,
-// never as exceptions: the caller decides whether one bad value is fatal. Each diagnostic says where
-// (a file:line:column, a JSON pointer, a field path), what is wrong, and how to fix it.
+// never as exceptions: the caller decides whether one bad value is fatal. Each diagnostic says
+// where (a file:line:column, a JSON pointer, a field path), what is wrong, and how to fix it.
 
 #include <cstddef>
 #include <string>
@@ -27,8 +27,9 @@ using Diagnostics = std::vector<Diagnostic>;
 // (Diagnostic::in_file).
 std::string to_string(const Diagnostics& diagnostics, const std::string& file = {});
 
-// The `where` of a JSON syntax error, "3:16" (line and column from 1, for Diagnostic::in_file), from
-// nlohmann's byte count: the error is at the `byte`-th byte of `text` (1-based; 0 is the start).
+// The `where` of a JSON syntax error, "3:16" (line and column from 1, for Diagnostic::in_file),
+// from nlohmann's byte count: the error is at the `byte`-th byte of `text` (1-based; 0 is the
+// start).
 std::string json_error_where(std::string_view text, std::size_t byte);
 
 }  // namespace shaper

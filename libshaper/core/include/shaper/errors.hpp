@@ -29,8 +29,8 @@ class SystemError : public std::runtime_error {
 
 // A netlink request the kernel (or libnl) refused:
 // "netem change (dev veth0 handle 1a7e:): Invalid argument: netem: negative latency".
-// `kernel_message` is the extended-ACK text, empty when the kernel gave none; `hint` says how to fix
-// the environment when we know (netem missing, no CAP_NET_ADMIN...).
+// `kernel_message` is the extended-ACK text, empty when the kernel gave none; `hint` says how to
+// fix the environment when we know (netem missing, no CAP_NET_ADMIN...).
 class NetlinkError : public std::runtime_error {
  public:
   NetlinkError(std::string operation, std::string object, int error_number,
@@ -40,7 +40,8 @@ class NetlinkError : public std::runtime_error {
   int error_number() const { return errno_; }
   const std::string& kernel_message() const { return kernel_message_; }
   const std::string& hint() const { return hint_; }
-  // what() without the hint, for whoever shows the hint on its own (a reply's member, a "hint:" line).
+  // what() without the hint, for whoever shows the hint on its own (a reply's member, a "hint:"
+  // line).
   std::string without_hint() const;
 
  private:
@@ -52,14 +53,15 @@ class NetlinkError : public std::runtime_error {
 };
 
 // `e` with a hint when the kernel refused because it lacks a part jitterd needs: an unknown qdisc,
-// classifier, action or link kind (ENOENT or EOPNOTSUPP, and a kernel message, if any, that says the
-// kind is unknown or not found). `part` says what it is and what needs it ("the HTB qdisc, the root of
-// a tree of rule sets"), `modules` the modules that provide it ("sch_htb", "cls_u32 act_mirred").
-// Any other error comes back unchanged, as does one that already has a hint.
-NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& part, const std::string& modules);
+// classifier, action or link kind (ENOENT or EOPNOTSUPP, and a kernel message, if any, that says
+// the kind is unknown or not found). `part` says what it is and what needs it ("the HTB qdisc, the
+// root of a tree of rule sets"), `modules` the modules that provide it ("sch_htb", "cls_u32
+// act_mirred"). Any other error comes back unchanged, as does one that already has a hint.
+NetlinkError with_missing_part_hint(const NetlinkError& e, const std::string& part,
+                                    const std::string& modules);
 
-// A request the engine refuses before it reaches the kernel because it would touch something that is
-// not ours or is in the wrong state ("root qdisc of eth0 is htb 1:, installed by someone else").
+// A request the engine refuses before it reaches the kernel because it would touch something that
+// is not ours or is in the wrong state ("root qdisc of eth0 is htb 1:, installed by someone else").
 class OwnershipError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -72,13 +74,14 @@ class CryptoError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The one checker for system calls: returns `result` when it is not -1, throws SystemError with errno
-// otherwise.
+// The one checker for system calls: returns `result` when it is not -1, throws SystemError with
+// errno otherwise.
 long check_syscall(long result, const std::string& operation, const std::string& object);
 
 // The one checker for libcrypto calls, which return 1 for success: throws CryptoError otherwise,
-// emptying libcrypto's (per-thread) error queue into its text. string_view, not string: it runs once
-// per chunk hashed, and "EVP_DigestUpdate" is one byte too long for std::string's in-place buffer.
+// emptying libcrypto's (per-thread) error queue into its text. string_view, not string: it runs
+// once per chunk hashed, and "EVP_DigestUpdate" is one byte too long for std::string's in-place
+// buffer.
 void check_openssl(int result, std::string_view operation, std::string_view object);
 
 }  // namespace shaper

@@ -30,9 +30,9 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// The file's first `max_bytes + 1` bytes at most: one byte past the limit is enough for the caller to
-// refuse the file by its size, without a larger file ever being held in memory. Reads in chunks, so
-// memory follows the file's size, not the limit. Throws SystemError (open, read) naming `path`.
+// The file's first `max_bytes + 1` bytes at most: one byte past the limit is enough for the caller
+// to refuse the file by its size, without a larger file ever being held in memory. Reads in chunks,
+// so memory follows the file's size, not the limit. Throws SystemError (open, read) naming `path`.
 std::string read_file_bounded(const std::string& path, std::size_t max_bytes);
 
 // A file replaced whole or not at all: written to a private temporary in the destination's folder,

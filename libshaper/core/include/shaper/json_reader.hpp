@@ -1,6 +1,7 @@
 #pragma once
-// Reading JSON into typed structs at the edge (profiles, the daemon's config and requests), reporting
-// every problem as a diagnostic with its JSON pointer and what is allowed, instead of throwing.
+// Reading JSON into typed structs at the edge (profiles, the daemon's config and requests),
+// reporting every problem as a diagnostic with its JSON pointer and what is allowed, instead of
+// throwing.
 
 #include <cstdint>
 #include <initializer_list>
@@ -35,7 +36,8 @@ constexpr std::size_t kExcerptChars = 60;
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars = kExcerptChars);
 
 // Raw text for an error message (a token the parser stopped at, a line that is not JSON): at most
-// `max_chars` bytes, cut before a UTF-8 sequence rather than inside it, control bytes shown as \xNN.
+// `max_chars` bytes, cut before a UTF-8 sequence rather than inside it, control bytes shown as
+// \xNN.
 std::string text_excerpt(std::string_view text, std::size_t max_chars = kExcerptChars);
 
 // nlohmann's exception text for a message: without "[json.exception.parse_error.101] parse error at
@@ -58,14 +60,15 @@ struct JsonDocument {
   // first value too deep; kDuplicateKey: the pointer of the second occurrence. Keys in pointers are
   // cut to an excerpt.
   std::string where;
-  std::string message;  // what is wrong, without "invalid JSON" or the file: callers add their context
+  std::string
+      message;  // what is wrong, without "invalid JSON" or the file: callers add their context
 };
 
 // Reads user JSON in bounded depth, memory and time: a first pass that builds nothing (nlohmann's
-// SAX parser, which keeps one bit per level) stops at the first syntax error, NUL byte, level deeper
-// than `max_depth` or repeated key; only a text that passes it becomes a document. Both passes are
-// linear in the text. For every reader of user data: profiles, the config, requests, jitterctl's
-// files, and capture JSON (mtr, iperf3).
+// SAX parser, which keeps one bit per level) stops at the first syntax error, NUL byte, level
+// deeper than `max_depth` or repeated key; only a text that passes it becomes a document. Both
+// passes are linear in the text. For every reader of user data: profiles, the config, requests,
+// jitterctl's files, and capture JSON (mtr, iperf3).
 JsonDocument parse_json_bounded(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
 
 class JsonReader {
@@ -74,43 +77,50 @@ class JsonReader {
 
   explicit JsonReader(Diagnostics& out) : out_(out) {}
 
-  void error(const std::string& pointer, std::string message) { out_.push_back({pointer, std::move(message)}); }
+  void error(const std::string& pointer, std::string message) {
+    out_.push_back({pointer, std::move(message)});
+  }
 
   // Reports the type mismatch and returns false unless `j` is an object; reports (and returns true
   // for) every key that is not in `allowed`.
-  bool object(const json& j, const std::string& pointer, std::initializer_list<std::string_view> allowed);
+  bool object(const json& j, const std::string& pointer,
+              std::initializer_list<std::string_view> allowed);
 
   // The member `key` of `obj`, or nullptr (reported when `required`).
   const json* member(const json& obj, const std::string& pointer, const char* key, bool required);
 
   // Absent: zero. Not a number in [0, 1]: reported, nullopt.
-  std::optional<Probability> probability(const json& obj, const std::string& pointer, const char* key);
+  std::optional<Probability> probability(const json& obj, const std::string& pointer,
+                                         const char* key);
 
   // "20ms", "1.5s", "2m", "1h" (parse_duration). Absent and not required: zero.
-  std::optional<Nanoseconds> duration(const json& obj, const std::string& pointer, const char* key, bool required);
+  std::optional<Nanoseconds> duration(const json& obj, const std::string& pointer, const char* key,
+                                      bool required);
 
-  std::optional<bool> boolean(const json& obj, const std::string& pointer, const char* key, bool fallback);
+  std::optional<bool> boolean(const json& obj, const std::string& pointer, const char* key,
+                              bool fallback);
 
   // Absent and not required: "".
-  std::optional<std::string> string(const json& obj, const std::string& pointer, const char* key, bool required,
-                                    std::size_t max_length);
+  std::optional<std::string> string(const json& obj, const std::string& pointer, const char* key,
+                                    bool required, std::size_t max_length);
 
   // An integer in [min, max]; absent: `fallback`.
   template <typename Int>
-  std::optional<Int> integer(const json& obj, const std::string& pointer, const char* key, Int min, Int max,
-                             Int fallback) {
+  std::optional<Int> integer(const json& obj, const std::string& pointer, const char* key, Int min,
+                             Int max, Int fallback) {
     const json* v = member(obj, pointer, key, false);
     if (!v) return fallback;
     if (!v->is_number_integer()) {
-      error(pointer + "/" + key, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                                     ", found " + json_excerpt(*v));
+      error(pointer + "/" + key, "expected an integer from " + std::to_string(min) + " to " +
+                                     std::to_string(max) + ", found " + json_excerpt(*v));
       return std::nullopt;
     }
     bool in_range;
     Int value{};
     if (v->is_number_unsigned()) {
       const auto u = v->get<std::uint64_t>();
-      in_range = u <= static_cast<std::uint64_t>(max) && (min <= 0 || u >= static_cast<std::uint64_t>(min));
+      in_range = u <= static_cast<std::uint64_t>(max) &&
+                 (min <= 0 || u >= static_cast<std::uint64_t>(min));
       value = static_cast<Int>(u);
     } else {
       const auto s = v->get<std::int64_t>();
@@ -120,8 +130,8 @@ class JsonReader {
       value = static_cast<Int>(s);
     }
     if (!in_range) {
-      error(pointer + "/" + key, json_excerpt(*v) + " is out of range; expected " + std::to_string(min) + " to " +
-                                     std::to_string(max));
+      error(pointer + "/" + key, json_excerpt(*v) + " is out of range; expected " +
+                                     std::to_string(min) + " to " + std::to_string(max));
       return std::nullopt;
     }
     return value;

@@ -1,6 +1,6 @@
 #pragma once
-// Typed quantities shared by every layer: durations are std::chrono nanoseconds, probabilities are a
-// checked type, rates are bytes per second. Conversions to kernel units live in kernel_units.hpp.
+// Typed quantities shared by every layer: durations are std::chrono nanoseconds, probabilities are
+// a checked type, rates are bytes per second. Conversions to kernel units live in kernel_units.hpp.
 
 #include <chrono>
 #include <cstdint>
@@ -46,7 +46,8 @@ struct BytesPerSecond {
   friend constexpr bool operator==(BytesPerSecond, BytesPerSecond) = default;
 };
 
-// "12.5ms", "3us", "250ns", "1.2s": used in messages so that units never live only in format strings.
+// "12.5ms", "3us", "250ns", "1.2s": used in messages so that units never live only in format
+// strings.
 std::string format_duration(Nanoseconds d);
 std::string format_probability(Probability p);
 

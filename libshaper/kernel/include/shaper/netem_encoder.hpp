@@ -1,6 +1,6 @@
 #pragma once
-// Our own encoder for netem's TCA_OPTIONS (libnl 3.7's rtnl_netem_* miscounts the options length and
-// lacks GE, rate, slot, ECN and 64-bit delays), and the decoder for what the kernel dumps back.
+// Our own encoder for netem's TCA_OPTIONS (libnl 3.7's rtnl_netem_* miscounts the options length
+// and lacks GE, rate, slot, ECN and 64-bit delays), and the decoder for what the kernel dumps back.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +20,8 @@ namespace shaper {
 inline constexpr int kTcaNetemPrngSeed = 14;
 
 // Appends TCA_OPTIONS for `spec` to `msg` (whose tcmsg and TCA_KIND are already in place).
-// Throws NetlinkError if the options do not fit a netlink attribute (validate() reports that first).
+// Throws NetlinkError if the options do not fit a netlink attribute (validate() reports that
+// first).
 void append_netem_options(nl_msg* msg, const NetemSpec& spec, const NetemEncodePlan& plan);
 
 // A complete RTM_NEWQDISC request for a netem qdisc: tcmsg, TCA_KIND "netem", TCA_OPTIONS.

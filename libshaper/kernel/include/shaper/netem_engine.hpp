@@ -1,6 +1,6 @@
 #pragma once
-// The netem engine: installs, changes, reads back and removes jitterd's netem qdisc at the root of an
-// interface, over netlink, in the calling thread's network namespace.
+// The netem engine: installs, changes, reads back and removes jitterd's netem qdisc at the root of
+// an interface, over netlink, in the calling thread's network namespace.
 //
 // Ownership: every qdisc jitterd installs carries the reserved handle 1a7e: (kJitterdHandleMajor).
 // The engine never changes or removes a qdisc with another handle, and refuses to replace a
@@ -30,9 +30,9 @@ struct InstallOptions {
 class NetemEngine;
 
 // One netem change built and not yet sent: its message, how a refusal names it, and what its owner
-// records once the kernel has taken it. NetemQdisc::prepare_change and NetemTree::prepare_change make
-// them, NetemEngine::change sends them. Move-only (it owns its message). Until it is sent, the owner
-// that made it must stay where it is and take no other change.
+// records once the kernel has taken it. NetemQdisc::prepare_change and NetemTree::prepare_change
+// make them, NetemEngine::change sends them. Move-only (it owns its message). Until it is sent, the
+// owner that made it must stay where it is and take no other change.
 struct PreparedChange {
   NlMsgPtr message;
   std::string object;             // "dev veth0 handle 1a7e:"
@@ -51,9 +51,10 @@ class NetemQdisc {
   NetemQdisc& operator=(const NetemQdisc&) = delete;
   ~NetemQdisc();
 
-  // Changes the qdisc in place: one RTM_NEWQDISC without CREATE, carrying the full state, so nothing
-  // in flight is dropped and there is no unshaped moment. The GE/4-state chain keeps running when
-  // the loss model did not change; tables are sent only when they changed. A batch of one.
+  // Changes the qdisc in place: one RTM_NEWQDISC without CREATE, carrying the full state, so
+  // nothing in flight is dropped and there is no unshaped moment. The GE/4-state chain keeps
+  // running when the loss model did not change; tables are sent only when they changed. A batch of
+  // one.
   void change(const NetemSpec& spec);
 
   // The same change, built and validated (std::invalid_argument) but not sent: for a batch of
@@ -95,8 +96,8 @@ class NetemEngine {
   NetemQdisc install(const Interface& interface, const NetemSpec& spec,
                      const InstallOptions& options = {});
 
-  // Takes ownership of a jitterd qdisc left by an earlier process (after a crash). Returns nullopt if
-  // the interface's root is not ours.
+  // Takes ownership of a jitterd qdisc left by an earlier process (after a crash). Returns nullopt
+  // if the interface's root is not ours.
   std::optional<NetemQdisc> adopt(const Interface& interface);
 
   std::vector<QdiscInfo> qdiscs(const Interface& interface);

@@ -1,7 +1,7 @@
 #pragma once
-// Move-only owners for libnl handles, and RouteSocket: one NETLINK_ROUTE socket with extended ACKs on,
-// that sends requests (one, or a batch back to back as `tc -batch` does) and returns only when the
-// kernel has answered each, turning refusals into NetlinkError with the kernel's text.
+// Move-only owners for libnl handles, and RouteSocket: one NETLINK_ROUTE socket with extended ACKs
+// on, that sends requests (one, or a batch back to back as `tc -batch` does) and returns only when
+// the kernel has answered each, turning refusals into NetlinkError with the kernel's text.
 
 #include <cstdint>
 #include <functional>
@@ -34,9 +34,9 @@ using NlSockPtr = std::unique_ptr<nl_sock, NlSockDeleter>;
 using NlMsgPtr = std::unique_ptr<nl_msg, NlMsgDeleter>;
 using RtnlLinkPtr = std::unique_ptr<rtnl_link, RtnlLinkDeleter>;
 
-// The one checker for libnl calls that return 0 or a negative NLE_* code (not kernel errnos; those go
-// through RouteSocket, which keeps the extended ACK). Here, not in errors.hpp, so that only the kernel
-// layer needs libnl.
+// The one checker for libnl calls that return 0 or a negative NLE_* code (not kernel errnos; those
+// go through RouteSocket, which keeps the extended ACK). Here, not in errors.hpp, so that only the
+// kernel layer needs libnl.
 int check_libnl(int result, const std::string& operation, const std::string& object);
 
 // Allocates a message with room for `payload_hint` bytes (a full delay table needs ~33 KiB; libnl's
@@ -56,7 +56,8 @@ struct NetlinkRequest {
   std::string object;
 };
 
-// The kernel's answer to one request of a batch: its ACK, or its refusal as request() would throw it.
+// The kernel's answer to one request of a batch: its ACK, or its refusal as request() would throw
+// it.
 struct NetlinkReply {
   NetlinkAck ack;
   std::optional<NetlinkError> error;
@@ -79,10 +80,10 @@ class RouteSocket {
   NetlinkAck request(nl_msg* msg, const std::string& operation, const std::string& object);
 
   // Sends every request before reading any answer (several to a sendmsg, as many as the socket's
-  // buffers hold at once), then reads every ACK, matched to its request by sequence number. The kernel
-  // judges each message on its own, in order, and goes on after a refusal; so does this: reply i says
-  // what became of request i. Throws only when the socket itself fails (send or receive), when which
-  // requests the kernel took is not known.
+  // buffers hold at once), then reads every ACK, matched to its request by sequence number. The
+  // kernel judges each message on its own, in order, and goes on after a refusal; so does this:
+  // reply i says what became of request i. Throws only when the socket itself fails (send or
+  // receive), when which requests the kernel took is not known.
   std::vector<NetlinkReply> request_batch(std::span<const NetlinkRequest> requests);
 
   // Sends a dump request and calls `on_message` for every reply message until NLMSG_DONE.
@@ -90,11 +91,12 @@ class RouteSocket {
             const std::function<void(const nlmsghdr&)>& on_message);
 
   // dump() keeping the replies of type `reply_type`, each parsed: its fixed header of `header_size`
-  // bytes, then its top-level attributes into `attrs` (indexed 0 to `max_attr`). A reply that does not
-  // parse throws NetlinkError naming `operation` and `object`.
-  void dump_parsed(nl_msg* msg, const std::string& operation, const std::string& object, int reply_type,
-                   std::size_t header_size, int max_attr,
-                   const std::function<void(const nlmsghdr& hdr, nlattr* const* attrs)>& on_message);
+  // bytes, then its top-level attributes into `attrs` (indexed 0 to `max_attr`). A reply that does
+  // not parse throws NetlinkError naming `operation` and `object`.
+  void dump_parsed(
+      nl_msg* msg, const std::string& operation, const std::string& object, int reply_type,
+      std::size_t header_size, int max_attr,
+      const std::function<void(const nlmsghdr& hdr, nlattr* const* attrs)>& on_message);
 
   nl_sock* get() const { return sock_.get(); }
 

@@ -1,7 +1,8 @@
 #pragma once
-// How one netem change is sent: what goes into the message beyond the full state (tables, whether the
-// loss chain keeps running), planned from the spec the kernel holds and the one wanted. Pure: the
-// engine (libshaper/kernel) sends what it plans and the simulator replays the same plan offline.
+// How one netem change is sent: what goes into the message beyond the full state (tables, whether
+// the loss chain keeps running), planned from the spec the kernel holds and the one wanted. Pure:
+// the engine (libshaper/kernel) sends what it plans and the simulator replays the same plan
+// offline.
 
 #include "shaper/netem_spec.hpp"
 

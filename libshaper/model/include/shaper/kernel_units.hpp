@@ -21,13 +21,15 @@ std::uint32_t psched_ticks(Nanoseconds d);
 // LATENCY64 / JITTER64 / slot delays are signed 64-bit nanoseconds.
 std::int64_t nanoseconds(Nanoseconds d);
 
-// netem's RATE is u32 bytes/s; rates of 2^32 B/s and above go in RATE64, with RATE set to ~0U so that
-// the kernel's max(rate, rate64) picks the 64-bit value (this is what the kernel's own dump does).
+// netem's RATE is u32 bytes/s; rates of 2^32 B/s and above go in RATE64, with RATE set to ~0U so
+// that the kernel's max(rate, rate64) picks the 64-bit value (this is what the kernel's own dump
+// does).
 std::uint32_t rate32(BytesPerSecond rate);
 bool needs_rate64(BytesPerSecond rate);
 
-// Gilbert–Elliott: the kernel stores h (delivery probability in Bad) and k1 (loss probability in Good):
-// it loses in Bad when random_u32 > h, and in Good when random_u32 < k1 (sch_netem.c loss_gilb_ell).
+// Gilbert–Elliott: the kernel stores h (delivery probability in Bad) and k1 (loss probability in
+// Good): it loses in Bad when random_u32 > h, and in Good when random_u32 < k1 (sch_netem.c
+// loss_gilb_ell).
 std::uint32_t ge_h_from_loss_bad(Probability loss_bad);
 std::uint32_t ge_k1_from_loss_good(Probability loss_good);
 Probability loss_bad_from_ge_h(std::uint32_t h);

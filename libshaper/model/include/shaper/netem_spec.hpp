@@ -14,7 +14,8 @@
 namespace shaper {
 
 // A netem distribution table: the kernel draws one entry uniformly and returns
-// latency + jitter * entry / 8192 (exactly, when jitter is a multiple of 8192 ns). Order is irrelevant.
+// latency + jitter * entry / 8192 (exactly, when jitter is a multiple of 8192 ns). Order is
+// irrelevant.
 using DistributionTable = std::vector<std::int16_t>;
 
 struct DelaySpec {
@@ -37,10 +38,10 @@ struct RandomLoss {
   friend bool operator==(const RandomLoss&, const RandomLoss&) = default;
 };
 
-// Gilbert–Elliott: two states. Each packet first moves the chain (Good→Bad with p, Bad→Good with r),
-// then is lost with the loss probability of the state it was in before the move.
-// The classic parameters are h and k (delivery probabilities in Bad and Good); we store the loss
-// probabilities 1−h and 1−k because that is what people reason about (tc's CLI does the same).
+// Gilbert–Elliott: two states. Each packet first moves the chain (Good→Bad with p, Bad→Good with
+// r), then is lost with the loss probability of the state it was in before the move. The classic
+// parameters are h and k (delivery probabilities in Bad and Good); we store the loss probabilities
+// 1−h and 1−k because that is what people reason about (tc's CLI does the same).
 struct GilbertElliottLoss {
   Probability p;                                // Good → Bad
   Probability r;                                // Bad → Good
@@ -49,8 +50,8 @@ struct GilbertElliottLoss {
   friend bool operator==(const GilbertElliottLoss&, const GilbertElliottLoss&) = default;
 };
 
-// The 4-state Markov model of netem ("GI", Salsano et al.): 1 = delivered in gap, 2 = lost in burst,
-// 3 = delivered in burst... named here as the kernel's transition probabilities pIJ.
+// The 4-state Markov model of netem ("GI", Salsano et al.): 1 = delivered in gap, 2 = lost in
+// burst, 3 = delivered in burst... named here as the kernel's transition probabilities pIJ.
 struct FourStateLoss {
   Probability p13;
   Probability p31;
@@ -74,8 +75,8 @@ struct CorruptSpec {
   friend bool operator==(const CorruptSpec&, const CorruptSpec&) = default;
 };
 
-// netem's explicit reordering: of every `gap` packets, the last is sent at once (ahead of the delayed
-// ones) with `probability`. gap 0 turns the feature off.
+// netem's explicit reordering: of every `gap` packets, the last is sent at once (ahead of the
+// delayed ones) with `probability`. gap 0 turns the feature off.
 struct ReorderSpec {
   Probability probability;
   Probability correlation;
@@ -98,8 +99,8 @@ struct SlotDistribution {
   friend bool operator==(const SlotDistribution&, const SlotDistribution&) = default;
 };
 
-// Slotting: packets leave in bursts ("slots", as on Wi-Fi or DOCSIS). The gap between slots is uniform
-// in [min_delay, max_delay), or drawn from `distribution` when one is given.
+// Slotting: packets leave in bursts ("slots", as on Wi-Fi or DOCSIS). The gap between slots is
+// uniform in [min_delay, max_delay), or drawn from `distribution` when one is given.
 struct SlotSpec {
   Nanoseconds min_delay{0};
   Nanoseconds max_delay{0};
@@ -126,7 +127,7 @@ struct NetemSpec {
 };
 
 // Kernel limits, from include/uapi/linux/pkt_sched.h and sch_netem.c.
-inline constexpr int kDistScale = 8192;                // NETEM_DIST_SCALE: table units per "sigma"
+inline constexpr int kDistScale = 8192;                 // NETEM_DIST_SCALE: table units per "sigma"
 inline constexpr std::size_t kMaxTableEntries = 16384;  // NETEM_DIST_MAX
 inline constexpr std::int64_t kMaxJitterNs = 2147483647;  // netem caps jitter to INT_MAX ns
 

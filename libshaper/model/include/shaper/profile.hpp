@@ -24,12 +24,12 @@ inline constexpr std::size_t kMaxNameLength = 64;
 inline constexpr std::size_t kMaxDescriptionLength = 4096;
 
 struct Provenance {
-  std::string capture;                 // the capture's file name (no directories)
-  std::string format;                  // "ping", "fping", ...
-  std::optional<Nanoseconds> start;    // first sample, since the Unix epoch
-  std::optional<Nanoseconds> end;      // last sample
+  std::string capture;               // the capture's file name (no directories)
+  std::string format;                // "ping", "fping", ...
+  std::optional<Nanoseconds> start;  // first sample, since the Unix epoch
+  std::optional<Nanoseconds> end;    // last sample
   std::uint64_t samples = 0;
-  std::string sha256;                  // of the capture file, lower-case hex
+  std::string sha256;  // of the capture file, lower-case hex
   // How RTTs became delays: this much was subtracted from every RTT, and the rest halved or not.
   // The validator needs both to put the capture next to the profile.
   Nanoseconds baseline{0};
@@ -89,13 +89,13 @@ struct ProfileLoad {
   std::string digest;              // "sha256:<hex>" of the canonical form, when loaded
 };
 
-// Parses and strictly validates a profile: unknown keys, wrong types, out-of-range values and broken
-// references are all reported, each with its JSON pointer and what is allowed. A "digest" member, if
-// present, must match the content.
+// Parses and strictly validates a profile: unknown keys, wrong types, out-of-range values and
+// broken references are all reported, each with its JSON pointer and what is allowed. A "digest"
+// member, if present, must match the content.
 ProfileLoad parse_profile(std::string_view text);
 
-// Reads and parses a profile file: at most kMaxProfileBytes are read (a larger file is a diagnostic,
-// not a gigabyte in memory). Throws SystemError when the file cannot be opened or read.
+// Reads and parses a profile file: at most kMaxProfileBytes are read (a larger file is a
+// diagnostic, not a gigabyte in memory). Throws SystemError when the file cannot be opened or read.
 ProfileLoad load_profile_file(const std::string& path);
 
 // Every check that parse_profile makes on values, for profiles built in code (the compiler).
@@ -108,7 +108,8 @@ std::string profile_digest(const Profile& profile);
 // The file form: pretty-printed, with "digest" added.
 std::string profile_to_json(const Profile& profile);
 
-// RFC 3339 in UTC ("2026-11-30T20:00:00.25Z", up to 9 fraction digits) <-> time since the Unix epoch.
+// RFC 3339 in UTC ("2026-11-30T20:00:00.25Z", up to 9 fraction digits) <-> time since the Unix
+// epoch.
 std::optional<Nanoseconds> parse_utc_timestamp(std::string_view text);
 std::string format_utc_timestamp(Nanoseconds since_epoch);
 

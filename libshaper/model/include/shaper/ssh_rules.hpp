@@ -1,7 +1,7 @@
 #pragma once
 // The SSH side of keeping a shaping session from locking its operator out: the SSH connection the
-// operator is using (from SSH_CONNECTION), the ports sshd listens on or is configured for, and match
-// rules that exempt SSH from shaping. No netlink: the default-route dump is route_facts.hpp.
+// operator is using (from SSH_CONNECTION), the ports sshd listens on or is configured for, and
+// match rules that exempt SSH from shaping. No netlink: the default-route dump is route_facts.hpp.
 
 #include <cstdint>
 #include <optional>
@@ -63,10 +63,10 @@ std::vector<ProcTcpSocket> parse_proc_net_tcp(std::string_view text);
 std::vector<std::uint16_t> sshd_listening_ports(const std::string& proc = "/proc");
 
 // The ports sshd is configured to listen on: the `Port` lines of `etc_ssh`/sshd_config and of
-// sshd_config.d/*.conf (keyword in any case, comments and malformed values skipped). For a daemon that
-// cannot see other users' processes (systemd's ProtectProc=invisible), where sshd_listening_ports finds
-// nothing. Sorted, without duplicates; empty when nothing is configured or readable (sshd's default 22
-// is not added here).
+// sshd_config.d/*.conf (keyword in any case, comments and malformed values skipped). For a daemon
+// that cannot see other users' processes (systemd's ProtectProc=invisible), where
+// sshd_listening_ports finds nothing. Sorted, without duplicates; empty when nothing is configured
+// or readable (sshd's default 22 is not added here).
 std::vector<std::uint16_t> sshd_config_ports(const std::string& etc_ssh = "/etc/ssh");
 
 }  // namespace shaper

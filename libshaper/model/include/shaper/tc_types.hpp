@@ -20,8 +20,8 @@ struct DecodedNetem {
   bool prng_seed_reported = false;  // 6.6+ kernels dump the seed in use
 };
 
-// Fixed so that a restarted daemon recognises its own qdiscs; chosen away from the handles people and
-// tools use by hand (1:, 10:, ffff:) and from the kernel's automatic ones (8000: and up).
+// Fixed so that a restarted daemon recognises its own qdiscs; chosen away from the handles people
+// and tools use by hand (1:, 10:, ffff:) and from the kernel's automatic ones (8000: and up).
 inline constexpr std::uint32_t kJitterdHandleMajor = 0x1a7e;
 inline constexpr std::uint32_t kJitterdRootHandle = kJitterdHandleMajor << 16;
 
@@ -37,16 +37,16 @@ using InterfaceRef = std::variant<std::string, int>;
 struct QdiscStats {
   std::uint64_t packets = 0;  // dequeued (sent on) by this qdisc
   std::uint64_t bytes = 0;
-  std::uint32_t drops = 0;  // loss-model drops, ECN marks, limit drops
-  std::uint32_t backlog = 0;  // bytes held
-  std::uint32_t qlen = 0;     // packets held
+  std::uint32_t drops = 0;     // loss-model drops, ECN marks, limit drops
+  std::uint32_t backlog = 0;   // bytes held
+  std::uint32_t qlen = 0;      // packets held
   std::uint32_t requeues = 0;  // for netem: reorder (gap) events
   std::uint32_t overlimits = 0;
 };
 
 struct QdiscInfo {
   int ifindex = 0;
-  std::string kind;       // "netem", "noqueue", "htb" ...
+  std::string kind;  // "netem", "noqueue", "htb" ...
   std::uint32_t handle = 0;
   std::uint32_t parent = 0;
   QdiscStats stats;

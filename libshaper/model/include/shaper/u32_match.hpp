@@ -1,9 +1,9 @@
 #pragma once
-// One u32 classifier match, as the kernel takes it: every key must match (AND) for the filter to fire.
-// Keys are what `struct tc_u32_key` carries, with mask and value already in network byte order and
-// offsets counted from the network header (multiples of 4). Match rules (match_rules.hpp) compile to
-// a list of these (one rule may need several: a port range splits into aligned blocks, a rule
-// without an address family covers IPv4 and IPv6); the tc tree (tc_tree.hpp) encodes them.
+// One u32 classifier match, as the kernel takes it: every key must match (AND) for the filter to
+// fire. Keys are what `struct tc_u32_key` carries, with mask and value already in network byte
+// order and offsets counted from the network header (multiples of 4). Match rules (match_rules.hpp)
+// compile to a list of these (one rule may need several: a port range splits into aligned blocks, a
+// rule without an address family covers IPv4 and IPv6); the tc tree (tc_tree.hpp) encodes them.
 
 #include <cstdint>
 #include <vector>

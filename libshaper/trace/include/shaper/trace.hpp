@@ -28,9 +28,9 @@ std::optional<TraceFormat> trace_format_from_name(std::string_view name);
 // One probe of an RTT series, in probe order (not arrival order: a late reply fills its own slot).
 struct RttSample {
   // 0-based index of the probe in the trace (samples[i].seq == i, except that a probe whose reply
-  // line could not be read is left out, so its number is skipped). The tool's own sequence numbers (icmp_seq, fping's
-  // [n], a seq column) are unwrapped across 65535 -> 0 and stitched across sessions, so that a
-  // probe missing from the sequence is a lost sample at its own index.
+  // line could not be read is left out, so its number is skipped). The tool's own sequence numbers
+  // (icmp_seq, fping's [n], a seq column) are unwrapped across 65535 -> 0 and stitched across
+  // sessions, so that a probe missing from the sequence is a lost sample at its own index.
   std::uint64_t seq = 0;
   // When the probe was sent. Since the Unix epoch when the capture has wall-clock time (ping -D,
   // fping -D, a timestamp prefix, an epoch/time column); since the first probe otherwise. Always
