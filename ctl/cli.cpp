@@ -16,10 +16,6 @@ namespace {
 
 using enum ValueType;
 
-constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
-// compile_profile's own limits, checked here too so that the command line is refused with the
-// option's name rather than the compiler's field name.
-constexpr std::uint64_t kMaxRegimes = 16;
 // validate --probes: a hundred million probes is ~6 GiB of series; the default is a million.
 constexpr std::uint64_t kMaxValidationProbes = 100'000'000;
 
