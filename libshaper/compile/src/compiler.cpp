@@ -638,27 +638,8 @@ std::vector<Probe> merge(const std::vector<CaptureInput>& captures, CompileRepor
   return probes;
 }
 
-}  // namespace
-
-Nanoseconds max_phase_delay(const NetemSpec& spec) {
-  if (spec.delay.distribution && !spec.delay.distribution->empty() && spec.delay.jitter.count()) {
-    const auto top =
-        *std::max_element(spec.delay.distribution->begin(), spec.delay.distribution->end());
-    return Nanoseconds(netem_table_delay_ns(
-        spec.delay.latency.count(), static_cast<std::int32_t>(spec.delay.jitter.count()), top));
-  }
-  return spec.delay.latency + spec.delay.jitter;
-}
-
-CompileResult compile_profile(const std::vector<CaptureInput>& captures,
-                              const CompileOptions& options) {
-  CompileResult result;
-  CompileReport& report = result.report;
-  Diagnostics& diagnostics = result.diagnostics;
-  if (captures.empty()) {
-    diagnostics.push_back({"", "no capture given"});
-    return result;
-  }
+// The options compile_profile refuses, each with its field.
+void check_options(const CompileOptions& options, Diagnostics& diagnostics) {
   if (options.table_entries == 0 || options.table_entries > kMaxTableEntries) {
     diagnostics.push_back({"table_entries", "must be 1 to 16384"});
   }
@@ -675,108 +656,122 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
       !(options.baseline.percentile >= 0 && options.baseline.percentile <= 100)) {
     diagnostics.push_back({"baseline", "the percentile must be 0 to 100"});
   }
-  if (!diagnostics.empty()) return result;
+}
 
-  std::vector<Probe> probes = merge(captures, report);
-  report.probes = probes.size();
-  // The delivered probes' count and smallest RTT in one pass; only a percentile baseline needs the
-  // RTTs gathered and sorted.
-  std::optional<Nanoseconds> smallest;
-  for (const auto& p : probes) {
-    if (!p.delay) continue;
-    ++report.delivered;
-    if (!smallest || *p.delay < *smallest) smallest = p.delay;
-  }
-  if (!smallest) {
-    diagnostics.push_back({captures.front().name,
-                           "no delivered probe with an RTT: nothing to build a delay model from"});
-    return result;
-  }
+// One compile's state, which its steps share: the probes (in send order; their delays become
+// one-way below), the profile and report being built, and the capture's time line as phases. Each
+// step returns false when it has added a diagnostic that ends the compile.
+struct Compilation {
+  const CompileOptions& options;
+  CompileReport& report;
+  Diagnostics& diagnostics;
+  std::vector<Probe> probes;
+  Profile profile{};
+  std::vector<Segment> segments{};  // the capture's time line as phases
+  std::map<std::string, std::vector<const Probe*>> tails{};
 
-  // Baseline and one-way delays.
-  switch (options.baseline.kind) {
-    case BaselineKind::kMinimum:
-      report.baseline = *smallest;
-      break;
-    case BaselineKind::kPercentile: {
-      std::vector<Nanoseconds> rtts;
-      rtts.reserve(report.delivered);
-      for (const auto& p : probes) {
-        if (p.delay) rtts.push_back(*p.delay);
-      }
-      report.baseline = *quantile_inverse_ecdf(SortedSamples(std::move(rtts)),
-                                               options.baseline.percentile / 100.0);
-      break;
-    }
-    case BaselineKind::kFixed:
-      report.baseline = options.baseline.value;
-      break;
-    case BaselineKind::kNone:
-      report.baseline = 0ns;
-      break;
-  }
-  for (auto& p : probes) {
-    if (!p.delay) continue;
-    Nanoseconds d = *p.delay - report.baseline;
-    if (d.count() < 0) {
-      d = 0ns;
-      ++report.clamped_to_zero;
-    }
-    if (options.split == DirectionSplit::kHalves) d /= 2;
-    p.delay = d;
-  }
-  if (report.clamped_to_zero) {
-    report.notes.push_back(std::to_string(report.clamped_to_zero) +
-                           " RTTs were below the baseline and replay as zero added delay");
-  }
-
-  Profile profile;
-  profile.name = options.name;
-  profile.description = options.description;
-  profile.reorder = options.reorder;
-  Provenance prov;
-  for (const auto& c : captures) {
-    const auto slash = c.name.find_last_of('/');
-    prov.capture += (prov.capture.empty() ? "" : "+") +
-                    (slash == std::string::npos ? c.name : c.name.substr(slash + 1));
-    prov.samples += c.trace.samples.size();
-  }
-  prov.format = std::string(to_string(captures.front().trace.format));
-  if (captures.size() == 1) {
-    prov.sha256 = captures.front().sha256;
-  } else {
-    // Several captures: the digest of their digests, in the order given.
-    Sha256 h;
-    for (const auto& c : captures) h.update(c.sha256);
-    prov.sha256 = h.finish_hex();
-  }
-  if (probes.front().sent >= kEpochThreshold) {
-    prov.start = probes.front().sent;
-    prov.end = probes.back().sent;
-  }
-  prov.baseline = report.baseline;
-  prov.halved = options.split == DirectionSplit::kHalves;
-  profile.provenance = prov;
-
-  std::vector<Segment> segments;  // the capture's time line as phases
-  std::map<std::string, std::vector<const Probe*>> tails;
-  auto add_phase = [&](std::optional<BuiltPhase> built) {
+  bool add_phase(std::optional<BuiltPhase> built) {
     if (!built) return false;
     if (!built->tail.empty()) tails[built->phase.name] = built->tail;
     report.phases.push_back(built->report);
     profile.phases.push_back(std::move(built->phase));
     return true;
-  };
-  std::vector<const Probe*> all;
-  all.reserve(probes.size());
-  for (const auto& p : probes) all.push_back(&p);
+  }
 
-  if (options.regimes == RegimeMode::kSingle) {
-    if (!add_phase(build_phase("capture", all, options, diagnostics))) return result;
+  // The baseline, and every RTT made a one-way delay above it.
+  bool to_one_way_delays(const std::vector<CaptureInput>& captures) {
+    // The delivered probes' count and smallest RTT in one pass; only a percentile baseline needs
+    // the RTTs gathered and sorted.
+    std::optional<Nanoseconds> smallest;
+    for (const auto& p : probes) {
+      if (!p.delay) continue;
+      ++report.delivered;
+      if (!smallest || *p.delay < *smallest) smallest = p.delay;
+    }
+    if (!smallest) {
+      diagnostics.push_back(
+          {captures.front().name,
+           "no delivered probe with an RTT: nothing to build a delay model from"});
+      return false;
+    }
+
+    // Baseline and one-way delays.
+    switch (options.baseline.kind) {
+      case BaselineKind::kMinimum:
+        report.baseline = *smallest;
+        break;
+      case BaselineKind::kPercentile: {
+        std::vector<Nanoseconds> rtts;
+        rtts.reserve(report.delivered);
+        for (const auto& p : probes) {
+          if (p.delay) rtts.push_back(*p.delay);
+        }
+        report.baseline = *quantile_inverse_ecdf(SortedSamples(std::move(rtts)),
+                                                 options.baseline.percentile / 100.0);
+        break;
+      }
+      case BaselineKind::kFixed:
+        report.baseline = options.baseline.value;
+        break;
+      case BaselineKind::kNone:
+        report.baseline = 0ns;
+        break;
+    }
+    for (auto& p : probes) {
+      if (!p.delay) continue;
+      Nanoseconds d = *p.delay - report.baseline;
+      if (d.count() < 0) {
+        d = 0ns;
+        ++report.clamped_to_zero;
+      }
+      if (options.split == DirectionSplit::kHalves) d /= 2;
+      p.delay = d;
+    }
+    if (report.clamped_to_zero) {
+      report.notes.push_back(std::to_string(report.clamped_to_zero) +
+                             " RTTs were below the baseline and replay as zero added delay");
+    }
+    return true;
+  }
+
+  // Where the profile came from.
+  void set_provenance(const std::vector<CaptureInput>& captures) {
+    Provenance prov;
+    for (const auto& c : captures) {
+      const auto slash = c.name.find_last_of('/');
+      prov.capture += (prov.capture.empty() ? "" : "+") +
+                      (slash == std::string::npos ? c.name : c.name.substr(slash + 1));
+      prov.samples += c.trace.samples.size();
+    }
+    prov.format = std::string(to_string(captures.front().trace.format));
+    if (captures.size() == 1) {
+      prov.sha256 = captures.front().sha256;
+    } else {
+      // Several captures: the digest of their digests, in the order given.
+      Sha256 h;
+      for (const auto& c : captures) h.update(c.sha256);
+      prov.sha256 = h.finish_hex();
+    }
+    if (probes.front().sent >= kEpochThreshold) {
+      prov.start = probes.front().sent;
+      prov.end = probes.back().sent;
+    }
+    prov.baseline = report.baseline;
+    prov.halved = options.split == DirectionSplit::kHalves;
+    profile.provenance = prov;
+  }
+
+  // RegimeMode::kSingle: one phase for the whole capture.
+  bool single_phase(const std::vector<const Probe*>& all) {
+    if (!add_phase(build_phase("capture", all, options, diagnostics))) return false;
     segments.push_back({probes.front().sent, "capture"});
-  } else if (options.regimes == RegimeMode::kPercentiles) {
+    return true;
+  }
+
+  // RegimeMode::kPercentiles: fixed delays at three levels of the capture, looped.
+  bool percentile_phases(const std::vector<const Probe*>& all) {
     auto overall = build_phase("all", all, options, diagnostics);
-    if (!overall) return result;
+    if (!overall) return false;
     std::vector<Nanoseconds> delays;
     for (const auto& p : probes) {
       if (p.delay) delays.push_back(*p.delay);
@@ -801,7 +796,11 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
       schedule.steps.push_back({label, options.percentile_step});
     }
     profile.schedule = schedule;
-  } else if (options.regimes == RegimeMode::kReplay) {
+    return true;
+  }
+
+  // RegimeMode::kReplay: the capture's own time line, window by window (docs/compiler.md).
+  bool replay_phases() {
     std::vector<Nanoseconds> in_order;
     for (const auto& p : probes) {
       if (p.delay) in_order.push_back(*p.delay);
@@ -831,7 +830,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
       auto built =
           build_phase(names.back(), plan.members[k], options, diagnostics,
                       burst_by_burst ? LossModelling::kElsewhere : LossModelling::kBernoulli);
-      if (!built) return result;
+      if (!built) return false;
       static constexpr const char* kBands[] = {"no loss", "loss up to 10 %", "loss up to 50 %",
                                                "loss above 50 %"};
       built->phase.description = "windows whose median delay is near " +
@@ -869,7 +868,11 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
                            " windows of " + duration_to_string(plan.window) + " on " +
                            std::to_string(plan.members.size()) + " delay levels and loss bands " +
                            lag);
-  } else {
+    return true;
+  }
+
+  // RegimeMode::kClusters: windows of the time line clustered into regimes.
+  bool regime_phases() {
     // Windows of the time line, clustered on (log median delay, log p95 delay, loss rate).
     const Nanoseconds t0 = probes.front().sent;
     std::vector<std::vector<const Probe*>> windows;
@@ -947,7 +950,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
       if (members[c].empty()) continue;
       if (!add_phase(build_phase("regime-" + std::to_string(rank[c] + 1), members[c], options,
                                  diagnostics))) {
-        return result;
+        return false;
       }
     }
     report.notes.push_back(std::to_string(used.size()) + " windows of " +
@@ -959,62 +962,68 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
           " regime changes moved off window edges to where the capture changed (by up to " +
           duration_to_string(refined.largest_move) + ")");
     }
+    return true;
   }
 
-  // Tail events: each becomes a short phase at the moment it happened in the capture.
-  const Nanoseconds event_length = std::max<Nanoseconds>(report.interval, 1ms);
-  for (const auto& [base, tail_probes] : tails) {
-    const std::string name = base + "-tail";
-    CompileOptions tail_options = options;
-    tail_options.tail_phases = false;
-    auto built = build_phase(name, tail_probes, tail_options, diagnostics);
-    if (!built) return result;
-    built->phase.spec.loss =
-        std::monostate{};  // the tail phase replays delays; loss stays with the base
-    built->phase.description =
-        "delays rarer than the table of " + base + " can hold, replayed when they happened";
-    built->report.loss = LossFit{};
-    add_phase(std::move(built));
-    // Split the time line: tail phase at each event, back to the phase in force after it. An event
-    // lasts a probe interval, or until the next event or change of phase if that comes sooner: a
-    // stall's probes are often sent less than the median interval apart, and an event that ran into
-    // the next one would put the time line out of order (and every later event off its probe).
-    std::vector<Span> events;
-    for (std::size_t k = 0; k < tail_probes.size(); ++k) {
-      const Nanoseconds start = tail_probes[k]->sent;
-      if (!events.empty() && events.back().start == start) continue;
-      Nanoseconds end = start + event_length;
-      const auto later =
-          std::find_if(tail_probes.begin() + static_cast<std::ptrdiff_t>(k) + 1, tail_probes.end(),
-                       [start](const Probe* q) { return q->sent > start; });
-      if (later != tail_probes.end()) end = std::min(end, (*later)->sent);
-      const auto change =
-          std::upper_bound(segments.begin(), segments.end(), start,
-                           [](Nanoseconds v, const Segment& seg) { return v < seg.start; });
-      if (change != segments.end()) end = std::min(end, change->start);
-      events.push_back({start, end});
+  bool tail_phases() {
+    // Tail events: each becomes a short phase at the moment it happened in the capture.
+    const Nanoseconds event_length = std::max<Nanoseconds>(report.interval, 1ms);
+    for (const auto& [base, tail_probes] : tails) {
+      const std::string name = base + "-tail";
+      CompileOptions tail_options = options;
+      tail_options.tail_phases = false;
+      auto built = build_phase(name, tail_probes, tail_options, diagnostics);
+      if (!built) return false;
+      built->phase.spec.loss =
+          std::monostate{};  // the tail phase replays delays; loss stays with the base
+      built->phase.description =
+          "delays rarer than the table of " + base + " can hold, replayed when they happened";
+      built->report.loss = LossFit{};
+      add_phase(std::move(built));
+      // Split the time line: tail phase at each event, back to the phase in force after it. An
+      // event lasts a probe interval, or until the next event or change of phase if that comes
+      // sooner: a stall's probes are often sent less than the median interval apart, and an event
+      // that ran into the next one would put the time line out of order (and every later event off
+      // its probe).
+      std::vector<Span> events;
+      for (std::size_t k = 0; k < tail_probes.size(); ++k) {
+        const Nanoseconds start = tail_probes[k]->sent;
+        if (!events.empty() && events.back().start == start) continue;
+        Nanoseconds end = start + event_length;
+        const auto later =
+            std::find_if(tail_probes.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                         tail_probes.end(), [start](const Probe* q) { return q->sent > start; });
+        if (later != tail_probes.end()) end = std::min(end, (*later)->sent);
+        const auto change =
+            std::upper_bound(segments.begin(), segments.end(), start,
+                             [](Nanoseconds v, const Segment& seg) { return v < seg.start; });
+        if (change != segments.end()) end = std::min(end, change->start);
+        events.push_back({start, end});
+      }
+      segments = overlay(segments, events, name);
+      const auto base_report =
+          std::find_if(report.phases.begin(), report.phases.end(),
+                       [&base = base](const PhaseReport& r) { return r.name == base; });
+      std::string why = "above the top entry of " + base + "'s table";
+      if (base_report != report.phases.end() && base_report->whole_table_resolution > 0ns) {
+        // The body cut (build_phase): say what one table would have done, and what each part got.
+        char ks[32];
+        std::snprintf(ks, sizeof ks, "%.3f", base_report->whole_table_ks);
+        why = "beyond what " + base +
+              "'s table can hold at its resolution (one table for all would have had a " +
+              duration_to_string(base_report->whole_table_resolution) +
+              " step and moved the law by KS " + ks + "; " + base + " keeps " +
+              duration_to_string(base_report->resolution) + ", " + name + " has " +
+              duration_to_string(report.phases.back().resolution) + ")";
+      }
+      report.notes.push_back(std::to_string(tail_probes.size()) + " delays " + why +
+                             " kept as phase " + name + ", replayed when they happened");
     }
-    segments = overlay(segments, events, name);
-    const auto base_report =
-        std::find_if(report.phases.begin(), report.phases.end(),
-                     [&base = base](const PhaseReport& r) { return r.name == base; });
-    std::string why = "above the top entry of " + base + "'s table";
-    if (base_report != report.phases.end() && base_report->whole_table_resolution > 0ns) {
-      // The body cut (build_phase): say what one table would have done, and what each part got.
-      char ks[32];
-      std::snprintf(ks, sizeof ks, "%.3f", base_report->whole_table_ks);
-      why = "beyond what " + base +
-            "'s table can hold at its resolution (one table for all would have had a " +
-            duration_to_string(base_report->whole_table_resolution) +
-            " step and moved the law by KS " + ks + "; " + base + " keeps " +
-            duration_to_string(base_report->resolution) + ", " + name + " has " +
-            duration_to_string(report.phases.back().resolution) + ")";
-    }
-    report.notes.push_back(std::to_string(tail_probes.size()) + " delays " + why +
-                           " kept as phase " + name + ", replayed when they happened");
+    return true;
   }
 
-  if (options.spikes && options.regimes == RegimeMode::kSingle) {
+  // CompileOptions::spikes: a spike phase placed periodically.
+  bool spike_phases() {
     Phase spike = profile.phases.front();
     spike.name = "spike";
     spike.description = "+" + duration_to_string(options.spikes->extra) + " for " +
@@ -1027,7 +1036,7 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
       diagnostics.push_back({"spikes", "a spike of " + duration_to_string(spike_length) +
                                            " does not fit in its period of " +
                                            duration_to_string(options.spikes->every)});
-      return result;
+      return false;
     }
     profile.phases.push_back(spike);
     PhaseReport r = report.phases.front();
@@ -1054,50 +1063,104 @@ CompileResult compile_profile(const std::vector<CaptureInput>& captures,
       report.notes.push_back(std::to_string(spikes.size()) +
                              " spikes placed on the capture's time line");
     }
+    return true;
   }
 
-  // The time line becomes the schedule: adjacent segments of one phase merge; the last one lasts to
-  // the capture's end.
-  if (segments.size() > 1) {
-    Schedule schedule;
-    schedule.loop = true;
-    const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
-    // A step lasts at least 1 ms (the profile format's floor). A shorter segment gives its time to
-    // the next one, which then starts that much early, instead of being stretched to 1 ms:
-    // stretching would move every later step by the difference, and the tail events after a few
-    // such gaps (between stall probes sent just over an interval apart) would no longer meet their
-    // probes.
-    Nanoseconds pending{0};
-    for (std::size_t i = 0; i < segments.size(); ++i) {
-      const Nanoseconds next = i + 1 < segments.size() ? segments[i + 1].start : end;
-      const Nanoseconds length = next - segments[i].start + pending;
-      if (length.count() <= 0) continue;
-      pending = 0ns;
-      if (length < 1ms && i + 1 < segments.size()) {
-        pending = length;
-        continue;
+  bool schedule_from_segments() {
+    // The time line becomes the schedule: adjacent segments of one phase merge; the last one lasts
+    // to the capture's end.
+    if (segments.size() > 1) {
+      Schedule schedule;
+      schedule.loop = true;
+      const Nanoseconds end = probes.back().sent + std::max<Nanoseconds>(report.interval, 1ms);
+      // A step lasts at least 1 ms (the profile format's floor). A shorter segment gives its time
+      // to the next one, which then starts that much early, instead of being stretched to 1 ms:
+      // stretching would move every later step by the difference, and the tail events after a few
+      // such gaps (between stall probes sent just over an interval apart) would no longer meet
+      // their probes.
+      Nanoseconds pending{0};
+      for (std::size_t i = 0; i < segments.size(); ++i) {
+        const Nanoseconds next = i + 1 < segments.size() ? segments[i + 1].start : end;
+        const Nanoseconds length = next - segments[i].start + pending;
+        if (length.count() <= 0) continue;
+        pending = 0ns;
+        if (length < 1ms && i + 1 < segments.size()) {
+          pending = length;
+          continue;
+        }
+        if (!schedule.steps.empty() && schedule.steps.back().phase == segments[i].phase) {
+          schedule.steps.back().duration += length;
+        } else {
+          schedule.steps.push_back({segments[i].phase, length});
+        }
       }
-      if (!schedule.steps.empty() && schedule.steps.back().phase == segments[i].phase) {
-        schedule.steps.back().duration += length;
-      } else {
-        schedule.steps.push_back({segments[i].phase, length});
+      for (auto& step : schedule.steps) step.duration = std::max<Nanoseconds>(step.duration, 1ms);
+      if (report.replay) {
+        schedule.loop = options.replay_loop;
+        schedule.replay_window = report.replay->window;
       }
+      if (schedule.steps.size() > kMaxScheduleSteps) {
+        diagnostics.push_back(
+            {"schedule", std::to_string(schedule.steps.size()) +
+                             " steps exceed the profile limit of 10000; use longer windows or "
+                             "fewer regimes"});
+        return false;
+      }
+      profile.schedule = std::move(schedule);
     }
-    for (auto& step : schedule.steps) step.duration = std::max<Nanoseconds>(step.duration, 1ms);
-    if (report.replay) {
-      schedule.loop = options.replay_loop;
-      schedule.replay_window = report.replay->window;
-    }
-    if (schedule.steps.size() > kMaxScheduleSteps) {
-      diagnostics.push_back(
-          {"schedule", std::to_string(schedule.steps.size()) +
-                           " steps exceed the profile limit of 10000; use longer windows or "
-                           "fewer regimes"});
-      return result;
-    }
-    profile.schedule = std::move(schedule);
+    return true;
   }
+};
 
+}  // namespace
+
+Nanoseconds max_phase_delay(const NetemSpec& spec) {
+  if (spec.delay.distribution && !spec.delay.distribution->empty() && spec.delay.jitter.count()) {
+    const auto top =
+        *std::max_element(spec.delay.distribution->begin(), spec.delay.distribution->end());
+    return Nanoseconds(netem_table_delay_ns(
+        spec.delay.latency.count(), static_cast<std::int32_t>(spec.delay.jitter.count()), top));
+  }
+  return spec.delay.latency + spec.delay.jitter;
+}
+
+CompileResult compile_profile(const std::vector<CaptureInput>& captures,
+                              const CompileOptions& options) {
+  CompileResult result;
+  if (captures.empty()) {
+    result.diagnostics.push_back({"", "no capture given"});
+    return result;
+  }
+  check_options(options, result.diagnostics);
+  if (!result.diagnostics.empty()) return result;
+
+  Compilation c{options, result.report, result.diagnostics, merge(captures, result.report)};
+  c.report.probes = c.probes.size();
+  if (!c.to_one_way_delays(captures)) return result;
+  c.profile.name = options.name;
+  c.profile.description = options.description;
+  c.profile.reorder = options.reorder;
+  c.set_provenance(captures);
+
+  std::vector<const Probe*> all;
+  all.reserve(c.probes.size());
+  for (const auto& p : c.probes) all.push_back(&p);
+  bool built = false;
+  if (options.regimes == RegimeMode::kSingle) {
+    built = c.single_phase(all);
+  } else if (options.regimes == RegimeMode::kPercentiles) {
+    built = c.percentile_phases(all);
+  } else if (options.regimes == RegimeMode::kReplay) {
+    built = c.replay_phases();
+  } else {
+    built = c.regime_phases();
+  }
+  if (!built || !c.tail_phases()) return result;
+  if (options.spikes && options.regimes == RegimeMode::kSingle && !c.spike_phases()) return result;
+  if (!c.schedule_from_segments()) return result;
+
+  Profile& profile = c.profile;
+  Diagnostics& diagnostics = result.diagnostics;
   for (auto& phase : profile.phases) {
     if (!options.reorder && phase.spec.rate.rate.value == 0)
       phase.spec.rate.rate = kOrderKeepingRate;
