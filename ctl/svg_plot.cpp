@@ -115,43 +115,11 @@ void frame(std::ostringstream& svg, double top, const std::string& title, const 
       << ")'>" << escape(ylabel) << "</text>\n";
 }
 
-}  // namespace
-
-std::string validation_svg(const std::vector<const shaper::DelaySeries*>& series,
-                           const PlotOptions& options) {
-  std::ostringstream svg;
-  const double height = kTop + 3 * (kPanelHeight + kGap) + 10;
-  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << height
-      << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  svg << "<text x='" << kLeft << "' y='22' font-size='16' font-weight='bold'>"
-      << escape(options.title) << "</text>\n";
-
-  std::vector<std::vector<double>> delays;
-  double lo = INFINITY, hi = 0;
-  for (const auto* s : series) {
-    std::vector<double> d;
-    for (auto v : s->delivered()) d.push_back(ms(v));
-    std::sort(d.begin(), d.end());
-    if (!d.empty()) {
-      lo = std::min(lo, d.front());
-      hi = std::max(hi, d.back());
-    }
-    delays.push_back(std::move(d));
-  }
-  if (!std::isfinite(lo)) lo = 0;
-  if (hi <= lo) hi = lo + 1;
-  // Legend.
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    const double x = kWidth - kRight - 130 * static_cast<double>(series.size() - i);
-    svg << "<rect x='" << x << "' y='12' width='14' height='4' fill='" << kColours[i % 3]
-        << "'/><text x='" << x + 20 << "' y='18' font-size='12'>" << escape(series[i]->label)
-        << "</text>\n";
-  }
-
-  // Panel 1: CDFs.
+// Panel 1: the CDFs.
+void cdf_panel(std::ostringstream& svg, double top, const std::vector<std::vector<double>>& delays,
+               double lo, double hi, const PlotOptions& options) {
   const Axis cdf_x{options.log_scale ? std::max(lo, 0.01) : lo, hi, options.log_scale};
   const Axis cdf_y{0, 1, false};
-  double top = kTop + 20;
   frame(svg, top, options.log_scale ? "CDF (log delay axis)" : "CDF", cdf_x, cdf_y, "delay (ms)",
         "fraction");
   for (std::size_t i = 0; i < delays.size(); ++i) {
@@ -167,9 +135,11 @@ std::string validation_svg(const std::vector<const shaper::DelaySeries*>& series
     }
     svg << fmt(cdf_x.map(d.back(), kLeft, kWidth - kRight)) << ',' << fmt(top) << "'/>\n";
   }
+}
 
-  // Panel 2: histograms (fraction per bin), 60 bins over the common range.
-  top += kPanelHeight + kGap;
+// Panel 2: histograms (fraction per bin), 60 bins over the common range.
+void histogram_panel(std::ostringstream& svg, double top,
+                     const std::vector<std::vector<double>>& delays, double lo, double hi) {
   constexpr int kBins = 60;
   std::vector<std::vector<double>> fractions;
   double peak = 0;
@@ -197,9 +167,12 @@ std::string validation_svg(const std::vector<const shaper::DelaySeries*>& series
     }
     svg << "'/>\n";
   }
+}
 
-  // Panel 3: time series, phases shaded from the first series that knows them.
-  top += kPanelHeight + kGap;
+// Panel 3: the time series, phases shaded from the first series that knows them.
+void time_series_panel(std::ostringstream& svg, double top,
+                       const std::vector<const shaper::DelaySeries*>& series, double lo, double hi,
+                       const PlotOptions& options) {
   double t_end = 1;
   for (const auto* s : series) {
     if (!s->sent.empty()) t_end = std::max(t_end, ms(s->sent.back()) / 1000);
@@ -235,6 +208,45 @@ std::string validation_svg(const std::vector<const shaper::DelaySeries*>& series
     }
     svg << "</g>\n";
   }
+}
+
+}  // namespace
+
+std::string validation_svg(const std::vector<const shaper::DelaySeries*>& series,
+                           const PlotOptions& options) {
+  std::ostringstream svg;
+  const double height = kTop + 3 * (kPanelHeight + kGap) + 10;
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << height
+      << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  svg << "<text x='" << kLeft << "' y='22' font-size='16' font-weight='bold'>"
+      << escape(options.title) << "</text>\n";
+
+  std::vector<std::vector<double>> delays;
+  double lo = INFINITY, hi = 0;
+  for (const auto* s : series) {
+    std::vector<double> d;
+    for (auto v : s->delivered()) d.push_back(ms(v));
+    std::sort(d.begin(), d.end());
+    if (!d.empty()) {
+      lo = std::min(lo, d.front());
+      hi = std::max(hi, d.back());
+    }
+    delays.push_back(std::move(d));
+  }
+  if (!std::isfinite(lo)) lo = 0;
+  if (hi <= lo) hi = lo + 1;
+  // Legend.
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const double x = kWidth - kRight - 130 * static_cast<double>(series.size() - i);
+    svg << "<rect x='" << x << "' y='12' width='14' height='4' fill='" << kColours[i % 3]
+        << "'/><text x='" << x + 20 << "' y='18' font-size='12'>" << escape(series[i]->label)
+        << "</text>\n";
+  }
+
+  const double top = kTop + 20;
+  cdf_panel(svg, top, delays, lo, hi, options);
+  histogram_panel(svg, top + (kPanelHeight + kGap), delays, lo, hi);
+  time_series_panel(svg, top + 2 * (kPanelHeight + kGap), series, lo, hi, options);
   svg << "</svg>\n";
   return svg.str();
 }
