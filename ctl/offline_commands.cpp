@@ -260,6 +260,84 @@ int inspect_command(const Invocation& inv) {
   return kExitOk;
 }
 
+namespace {
+
+// --link-calibration: the trace of a constant-delay link (delay D, --calibration-delay), read for
+// the link's own noise; nullopt after saying why on stderr.
+std::optional<LinkCalibration> read_link_calibration(const std::string& path,
+                                                     std::optional<Nanoseconds> delay,
+                                                     const ParseOptions& parse) {
+  const auto calibration = load_trace(path, parse);
+  if (!calibration) return std::nullopt;
+  std::string problem;
+  auto measured = link_calibration(*calibration, delay, &problem);
+  if (!measured) {
+    std::cerr << "jitterctl: validate: " << path << ": " << problem << '\n';
+    return std::nullopt;
+  }
+  if (measured->print_step >= std::chrono::microseconds(100)) {
+    std::cerr << "jitterctl: validate: " << path << ": warning: every RTT is printed to "
+              << format_duration(measured->print_step)
+              << ", coarser than the link's noise (ping prints 3 significant digits); calibrate "
+                 "through a "
+                 "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
+  }
+  return measured;
+}
+
+// validate's text report: the series' figures, each comparison's judged figures, the verdict.
+// `first` names the first series (the capture, or the shaped trace judged without one).
+void print_validation(const ValidationReport& report, const char* first) {
+  auto row = [](const char* name, const SeriesStats& s) {
+    std::printf("%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f %7s %7s\n", name,
+                s.samples, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms,
+                s.stddev_ms, s.loss_rate,
+                s.mean_loss_burst ? std::to_string(*s.mean_loss_burst).substr(0, 5).c_str() : "-",
+                s.lag1_autocorr ? std::to_string(*s.lag1_autocorr).substr(0, 6).c_str() : "-");
+  };
+  std::printf("%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s\n", "", "samples", "p50 ms",
+              "p90 ms", "p99 ms", "p99.9 ms", "max ms", "mean ms", "std ms", "loss", "burst",
+              "lag1");
+  row(first, report.capture);
+  row("profile", report.profile);
+  if (report.shaped) row("shaped", *report.shaped);
+  std::printf("\n");
+  for (const auto& c : report.comparisons) {
+    std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(), c.ks,
+                c.ks_limit, c.w1_ms, c.pass() ? "pass" : "FAIL");
+    // Every figure with its limit and why (judged at c.level each), the failed ones marked
+    // FAIL.
+    std::printf("  each judged figure at level %.3g %%:\n", 100 * c.level);
+    for (const auto& f : c.figures) std::printf("  - %s\n", describe(f).c_str());
+    if (c.figures.empty()) {
+      for (const auto& f : c.failures) std::printf("  - %s\n", f.c_str());
+    }
+  }
+  for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
+  std::printf("verdict: %s\n", report.pass ? "pass" : "fail");
+}
+
+// validate --plot: the capture, the profile's first copy (the time series shows the capture's span)
+// and the shaped trace.
+void write_validation_plot(const std::string& plot_path, const DelaySeries& capture_s,
+                           const DelaySeries& profile_s, const std::optional<DelaySeries>& shaped_s,
+                           bool log_scale, const std::string& profile_name) {
+  // The time series panel shows the capture's span: the profile's first copy only.
+  const std::size_t first_copy = std::min(profile_s.delay.size(), capture_s.delay.size());
+  DelaySeries profile_plot;
+  profile_plot.label = profile_s.label;
+  profile_plot.sent.assign(profile_s.sent.begin(), profile_s.sent.begin() + first_copy);
+  profile_plot.delay.assign(profile_s.delay.begin(), profile_s.delay.begin() + first_copy);
+  if (!profile_s.phase.empty())
+    profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
+  std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
+  if (shaped_s) series.push_back(&*shaped_s);
+  write_file_atomically(plot_path,
+                        validation_svg(series, {log_scale, "jitterctl validate " + profile_name}));
+}
+
+}  // namespace
+
 int validate_command(const Invocation& inv) {
   const ParsedArgs& a = inv.args;
   const std::vector<std::string>& operands = a.operands(2);
@@ -324,21 +402,8 @@ int validate_command(const Invocation& inv) {
   DelaySeries profile_s = simulate_profile(*profile, capture_s, interval, seed, copies);
   std::optional<LinkNoise> noise;
   if (!calibration_path.empty()) {
-    const auto calibration = load_trace(calibration_path, parse);
-    if (!calibration) return kExitBadInput;
-    std::string problem;
-    auto measured = link_calibration(*calibration, calibration_delay, &problem);
-    if (!measured) {
-      std::cerr << "jitterctl: validate: " << calibration_path << ": " << problem << '\n';
-      return kExitBadInput;
-    }
-    if (measured->print_step >= std::chrono::microseconds(100)) {
-      std::cerr << "jitterctl: validate: " << calibration_path
-                << ": warning: every RTT is printed to " << format_duration(measured->print_step)
-                << ", coarser than the link's noise (ping prints 3 significant digits); calibrate "
-                   "through a "
-                   "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
-    }
+    auto measured = read_link_calibration(calibration_path, calibration_delay, parse);
+    if (!measured) return kExitBadInput;
     noise = with_link_noise(std::move(*measured), profile_s, halved);
   }
   const LinkNoise* noise_p = noise ? &*noise : nullptr;
@@ -361,47 +426,10 @@ int validate_command(const Invocation& inv) {
   if (json) {
     std::cout << validation_json(report) << '\n';
   } else {
-    auto row = [](const char* name, const SeriesStats& s) {
-      std::printf("%-8s %8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.4f %7s %7s\n", name,
-                  s.samples, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms, s.max_ms, s.mean_ms,
-                  s.stddev_ms, s.loss_rate,
-                  s.mean_loss_burst ? std::to_string(*s.mean_loss_burst).substr(0, 5).c_str() : "-",
-                  s.lag1_autocorr ? std::to_string(*s.lag1_autocorr).substr(0, 6).c_str() : "-");
-    };
-    std::printf("%-8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s\n", "", "samples", "p50 ms",
-                "p90 ms", "p99 ms", "p99.9 ms", "max ms", "mean ms", "std ms", "loss", "burst",
-                "lag1");
-    row(capture ? "capture" : "shaped", report.capture);
-    row("profile", report.profile);
-    if (report.shaped) row("shaped", *report.shaped);
-    std::printf("\n");
-    for (const auto& c : report.comparisons) {
-      std::printf("%s vs %s: KS %.4f (limit %.4f), W1 %.3f ms: %s\n", c.a.c_str(), c.b.c_str(),
-                  c.ks, c.ks_limit, c.w1_ms, c.pass() ? "pass" : "FAIL");
-      // Every figure with its limit and why (judged at c.level each), the failed ones marked
-      // FAIL.
-      std::printf("  each judged figure at level %.3g %%:\n", 100 * c.level);
-      for (const auto& f : c.figures) std::printf("  - %s\n", describe(f).c_str());
-      if (c.figures.empty()) {
-        for (const auto& f : c.failures) std::printf("  - %s\n", f.c_str());
-      }
-    }
-    for (const auto& n : report.notes) std::printf("note: %s\n", n.c_str());
-    std::printf("verdict: %s\n", report.pass ? "pass" : "fail");
+    print_validation(report, capture ? "capture" : "shaped");
   }
   if (!plot_path.empty()) {
-    // The time series panel shows the capture's span: the profile's first copy only.
-    const std::size_t first_copy = std::min(profile_s.delay.size(), capture_s.delay.size());
-    DelaySeries profile_plot;
-    profile_plot.label = profile_s.label;
-    profile_plot.sent.assign(profile_s.sent.begin(), profile_s.sent.begin() + first_copy);
-    profile_plot.delay.assign(profile_s.delay.begin(), profile_s.delay.begin() + first_copy);
-    if (!profile_s.phase.empty())
-      profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
-    std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
-    if (shaped_s) series.push_back(&*shaped_s);
-    write_file_atomically(
-        plot_path, validation_svg(series, {log_scale, "jitterctl validate " + profile->name}));
+    write_validation_plot(plot_path, capture_s, profile_s, shaped_s, log_scale, profile->name);
     if (!json) std::printf("plot: %s\n", plot_path.c_str());
   }
   return report.pass ? kExitOk : kExitVerdictFail;
