@@ -154,19 +154,10 @@ bool assign(std::optional<T> value, T& target) {
   return true;
 }
 
-std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const json& j,
-                                const std::string& ptr) {
-  if (!r.object(j, ptr,
-                {"description", "delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot",
-                 "limit", "ecn", "seed"})) {
-    return std::nullopt;
-  }
-  Phase phase;
-  phase.name = name;
-  bool ok =
-      assign(r.string(j, ptr, "description", false, kMaxDescriptionLength), phase.description);
+// The phase's "delay": latency, jitter, correlation and its distribution table.
+bool read_delay(JsonReader& r, const json& j, const std::string& ptr, Phase& phase) {
   NetemSpec& s = phase.spec;
-
+  bool ok = true;
   if (const json* d = r.member(j, ptr, "delay", false)) {
     const std::string p = ptr + "/delay";
     if (r.object(*d, p, {"latency", "jitter", "correlation", "distribution"})) {
@@ -185,7 +176,12 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
       ok = false;
     }
   }
+  return ok;
+}
 
+// The phase's "loss": one of the three models, by its "model" member.
+bool read_loss(JsonReader& r, const json& j, const std::string& ptr, NetemSpec& s) {
+  bool ok = true;
   if (const json* l = r.member(j, ptr, "loss", false)) {
     const std::string p = ptr + "/loss";
     const json* model = l->is_object() ? r.member(*l, p, "model", true) : nullptr;
@@ -224,20 +220,12 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
       ok = false;
     }
   }
+  return ok;
+}
 
-  auto pair_of = [&](const char* key, Probability& probability, Probability& correlation) {
-    if (const json* v = r.member(j, ptr, key, false)) {
-      const std::string p = ptr + "/" + key;
-      if (!r.object(*v, p, {"probability", "correlation"})) return false;
-      bool good = assign(r.probability(*v, p, "probability"), probability);
-      good &= assign(r.probability(*v, p, "correlation"), correlation);
-      return good;
-    }
-    return true;
-  };
-  ok &= pair_of("duplicate", s.duplicate.probability, s.duplicate.correlation);
-  ok &= pair_of("corrupt", s.corrupt.probability, s.corrupt.correlation);
-
+// The phase's "reorder".
+bool read_reorder(JsonReader& r, const json& j, const std::string& ptr, NetemSpec& s) {
+  bool ok = true;
   if (const json* v = r.member(j, ptr, "reorder", false)) {
     const std::string p = ptr + "/reorder";
     if (r.object(*v, p, {"probability", "correlation", "gap"})) {
@@ -250,7 +238,12 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
       ok = false;
     }
   }
+  return ok;
+}
 
+// The phase's "rate" and its overheads.
+bool read_rate(JsonReader& r, const json& j, const std::string& ptr, NetemSpec& s) {
+  bool ok = true;
   if (const json* v = r.member(j, ptr, "rate", false)) {
     const std::string p = ptr + "/rate";
     if (r.object(*v, p, {"bytes_per_second", "packet_overhead", "cell_size", "cell_overhead"})) {
@@ -271,7 +264,13 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
       ok = false;
     }
   }
+  return ok;
+}
 
+// The phase's "slot", with its optional distribution table.
+bool read_slot(JsonReader& r, const json& j, const std::string& ptr, Phase& phase) {
+  NetemSpec& s = phase.spec;
+  bool ok = true;
   if (const json* v = r.member(j, ptr, "slot", false)) {
     const std::string p = ptr + "/slot";
     SlotSpec slot;
@@ -307,6 +306,41 @@ std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const js
       ok = false;
     }
   }
+  return ok;
+}
+
+std::optional<Phase> read_phase(JsonReader& r, const std::string& name, const json& j,
+                                const std::string& ptr) {
+  if (!r.object(j, ptr,
+                {"description", "delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot",
+                 "limit", "ecn", "seed"})) {
+    return std::nullopt;
+  }
+  Phase phase;
+  phase.name = name;
+  bool ok =
+      assign(r.string(j, ptr, "description", false, kMaxDescriptionLength), phase.description);
+  NetemSpec& s = phase.spec;
+
+  ok &= read_delay(r, j, ptr, phase);
+  ok &= read_loss(r, j, ptr, s);
+
+  auto pair_of = [&](const char* key, Probability& probability, Probability& correlation) {
+    if (const json* v = r.member(j, ptr, key, false)) {
+      const std::string p = ptr + "/" + key;
+      if (!r.object(*v, p, {"probability", "correlation"})) return false;
+      bool good = assign(r.probability(*v, p, "probability"), probability);
+      good &= assign(r.probability(*v, p, "correlation"), correlation);
+      return good;
+    }
+    return true;
+  };
+  ok &= pair_of("duplicate", s.duplicate.probability, s.duplicate.correlation);
+  ok &= pair_of("corrupt", s.corrupt.probability, s.corrupt.correlation);
+
+  ok &= read_reorder(r, j, ptr, s);
+  ok &= read_rate(r, j, ptr, s);
+  ok &= read_slot(r, j, ptr, phase);
 
   ok &= assign(
       r.integer<std::uint32_t>(j, ptr, "limit", 1, std::numeric_limits<std::uint32_t>::max(), 1000),
