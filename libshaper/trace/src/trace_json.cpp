@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "shaper/json_reader.hpp"
 #include "trace_scan.hpp"
 
 namespace shaper::trace_detail {
@@ -322,15 +323,7 @@ std::string json_pointer(JsonPath path) {
       pointer += std::to_string(step.index);
       continue;
     }
-    for (const char c : step.key) {  // RFC 6901 escapes
-      if (c == '~') {
-        pointer += "~0";
-      } else if (c == '/') {
-        pointer += "~1";
-      } else {
-        pointer += c;
-      }
-    }
+    pointer += pointer_escape(step.key);
   }
   return pointer;
 }
