@@ -203,27 +203,6 @@ double rank_step(const DelaySeries& series, double p) {
   return static_cast<double>(step.count()) / static_cast<double>(v[k].count());
 }
 
-struct Targets {
-  bool ks, p99, p999, loss, burst;
-  bool all() const { return ks && p99 && p999 && loss && burst; }
-};
-
-Targets targets_met(const Comparison& c, const DelaySeries& capture_series,
-                    const SeriesStats& capture, const SeriesStats& model,
-                    std::size_t capture_delivered, std::size_t model_delivered,
-                    std::uint64_t capture_bursts) {
-  Targets t{};
-  t.ks = c.ks <= c.ks_limit;
-  t.p99 = std::fabs(c.p99_error) <= std::max(kQuantileTarget, rank_step(capture_series, 0.99));
-  t.p999 = capture_delivered < kMinSamplesForP999 || model_delivered < kMinSamplesForP999 ||
-           std::fabs(c.p999_error) <= std::max(kQuantileTarget, rank_step(capture_series, 0.999));
-  t.loss = std::fabs(model.loss_rate - capture.loss_rate) <=
-           std::max(kLossFloor, kLossTarget * capture.loss_rate);
-  t.burst = capture_bursts < kMinBurstsToJudge || !c.burst_error ||
-            std::fabs(*c.burst_error) <= kLossTarget;
-  return t;
-}
-
 // ---- Formatting ----
 
 std::string fixed(double v, int decimals) {
@@ -245,8 +224,28 @@ struct CaptureRun {
   DelaySeries series;
   SeriesStats stats;
   LossStatistics loss;
-  std::vector<Model> models;  // jitterd's profile first
+  double p99_rank_step = 0, p999_rank_step = 0;  // rank_step of `series`
+  std::vector<Model> models;                     // jitterd's profile first
 };
+
+struct Targets {
+  bool ks, p99, p999, loss, burst;
+  bool all() const { return ks && p99 && p999 && loss && burst; }
+};
+
+Targets targets_met(const Comparison& c, const CaptureRun& r, const SeriesStats& model,
+                    std::size_t capture_delivered, std::size_t model_delivered) {
+  Targets t{};
+  t.ks = c.ks <= c.ks_limit;
+  t.p99 = std::fabs(c.p99_error) <= std::max(kQuantileTarget, r.p99_rank_step);
+  t.p999 = capture_delivered < kMinSamplesForP999 || model_delivered < kMinSamplesForP999 ||
+           std::fabs(c.p999_error) <= std::max(kQuantileTarget, r.p999_rank_step);
+  t.loss = std::fabs(model.loss_rate - r.stats.loss_rate) <=
+           std::max(kLossFloor, kLossTarget * r.stats.loss_rate);
+  t.burst = r.loss.bursts < kMinBurstsToJudge || !c.burst_error ||
+            std::fabs(*c.burst_error) <= kLossTarget;
+  return t;
+}
 
 // A capture compiled with `options`, or nullopt (the reason on stderr).
 std::optional<Profile> compiled(const CaptureInput& input, const CompileOptions& options,
@@ -272,6 +271,8 @@ std::optional<CaptureRun> prepare(std::string name, Trace trace, const std::stri
   run.series = capture_series(run.trace, *run.compiled.profile);
   run.stats = series_stats(run.series);
   run.loss = loss_statistics(run.series.lost());
+  run.p99_rank_step = rank_step(run.series, 0.99);
+  run.p999_rank_step = rank_step(run.series, 0.999);
   run.models.push_back({"**jitterd profile**", *run.compiled.profile});
   // The capture made of regimes is also compiled the way profiles/lab-regimes.json is (two regimes
   // in 10 s windows, the capture's sequence replayed): what the regime replay reproduces.
@@ -330,8 +331,8 @@ void print_capture_table(const std::vector<CaptureRun>& runs) {
         "%s |\n",
         r.name.c_str(), r.stats.samples, r.series.delivered().size(),
         static_cast<double>(r.trace.interval.count()) / 1e6, r.stats.p50_ms, r.stats.p99_ms,
-        r.stats.p999_ms, 100 * rank_step(r.series, 0.999), r.stats.max_ms, r.stats.mean_ms,
-        r.stats.stddev_ms, r.stats.loss_rate,
+        r.stats.p999_ms, 100 * r.p999_rank_step, r.stats.max_ms, r.stats.mean_ms, r.stats.stddev_ms,
+        r.stats.loss_rate,
         r.stats.mean_loss_burst ? fixed(*r.stats.mean_loss_burst, 2).c_str() : "—",
         profile.c_str());
   }
@@ -360,7 +361,7 @@ Evaluation evaluate(const CaptureRun& r, const Model& model, std::uint64_t seed,
   e.capture_lag1 = v.capture.lag1_autocorr.value_or(0.0);
   e.model_lag1 = v.profile.lag1_autocorr.value_or(0.0);
   const std::size_t n = r.series.delivered().size(), m = sim.delivered().size();
-  e.targets = targets_met(e.comparison, r.series, r.stats, v.profile, n, m, r.loss.bursts);
+  e.targets = targets_met(e.comparison, r, v.profile, n, m);
   e.critical = ks_critical_value(n, m, 0.05).value_or(1.0);
   return e;
 }
