@@ -47,6 +47,10 @@ GilbertElliottLoss fit_simple_gilbert(const std::vector<bool>& lost);
 GilbertElliottLoss fit_gilbert_elliott(const std::vector<bool>& lost,
                                        int iterations = kBaumWelchIterations);
 FourStateLoss fit_four_state(const std::vector<bool>& lost, int iterations = kBaumWelchIterations);
+// Baum–Welch from `start` on `lost` as it is (no fitting window), keeping netem's structure: what
+// fit_four_state runs after choosing its start and window.
+FourStateLoss refine_four_state(const FourStateLoss& start, const std::vector<bool>& lost,
+                                int iterations = kBaumWelchIterations);
 
 // The loss sequence a model produces for `packets` packets (netem's arithmetic, seeded).
 std::vector<bool> simulate_loss(const LossModel& model, std::size_t packets, std::uint64_t seed);
