@@ -14,6 +14,7 @@
 #include <string>
 
 #include "shaper/errors.hpp"
+#include "shaper/host_veth.hpp"
 #include "shaper/ifb.hpp"
 #include "shaper/netlink.hpp"
 #include "test_network.hpp"
@@ -182,4 +183,65 @@ TEST(NetworkNamespace, NameRules) {
   EXPECT_TRUE(netns_name_problem("../etc"));
   EXPECT_TRUE(netns_name_problem(std::string(256, 'n')));
   EXPECT_TRUE(netns_name_problem(std::string("a\0b", 3)));
+}
+
+TEST(HostVeth, TheContainersDeviceLeadsToItsPeerInOurNamespace) {
+  REQUIRE_NAMESPACES();
+  NamedNamespace target;
+  const NetworkNamespace ns = NetworkNamespace::named(target.name());
+  RouteSocket inside = ns.create_inside([] { return RouteSocket(); });
+  RouteSocket host;
+  const HostVeth pair = find_host_veth(inside, "jdtin", host, ns.description());
+  EXPECT_EQ(pair.inside.name, "jdtin");
+  EXPECT_EQ(pair.host.name, "jdtout");
+  // The indexes are the ones each namespace reports (an independent reader: ip's own numbering).
+  const std::string host_line = run("ip -o link show jdtout");
+  EXPECT_EQ(host_line.rfind(std::to_string(pair.host.index) + ": jdtout@", 0), 0u) << host_line;
+  const std::string inside_line = run("ip -n " + target.name() + " -o link show jdtin");
+  EXPECT_EQ(inside_line.rfind(std::to_string(pair.inside.index) + ": jdtin@", 0), 0u)
+      << inside_line;
+}
+
+TEST(HostVeth, DevicesWithoutAHostSideAreRefusedWithWhatToDoInstead) {
+  REQUIRE_NAMESPACES();
+  NamedNamespace target;
+  const std::string n = target.name();
+  run("ip -n " + n + " link add jdtl type veth peer name jdtr");  // both ends inside
+  // A veth between the target and a third namespace, not ours.
+  const std::string third = n + "-x";
+  run("ip netns add " + third);
+  struct Remove {
+    std::string name;
+    ~Remove() {
+      try {
+        run("ip netns del " + name);
+      } catch (const std::runtime_error&) {
+      }
+    }
+  } remove_third{third};
+  run("ip -n " + n + " link add jdtx type veth peer name jdty netns " + third);
+  const NetworkNamespace ns = NetworkNamespace::named(n);
+  RouteSocket inside = ns.create_inside([] { return RouteSocket(); });
+  RouteSocket host;
+  const auto refusal = [&](const std::string& device) {
+    return system_error_of([&] { find_host_veth(inside, device, host, ns.description()); });
+  };
+
+  const auto [none_errno, none] = refusal("eth9");
+  EXPECT_EQ(none_errno, ENODEV);
+  EXPECT_NE(none.find("find host-side veth (dev eth9 in netns " + n + ")"), std::string::npos)
+      << none;
+  EXPECT_NE(none.find("ip -n NAME link"), std::string::npos) << none;
+
+  const auto [lo_errno, lo] = refusal("lo");
+  EXPECT_EQ(lo_errno, EOPNOTSUPP);
+  EXPECT_NE(lo.find("a physical or loopback device, not a veth"), std::string::npos) << lo;
+
+  const auto [same_errno, same] = refusal("jdtl");
+  EXPECT_EQ(same_errno, ENODEV);
+  EXPECT_NE(same.find("peer is in the same namespace"), std::string::npos) << same;
+
+  const auto [other_errno, other] = refusal("jdtx");
+  EXPECT_EQ(other_errno, ENODEV);
+  EXPECT_NE(other.find("not in jitterd's namespace"), std::string::npos) << other;
 }

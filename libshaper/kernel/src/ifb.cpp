@@ -154,6 +154,11 @@ std::vector<LinkInfo> dump_links(RouteSocket& socket) {
                              "RTM_NEWLINK without IFLA_IFNAME");
         }
         LinkInfo link{Interface{info->ifi_index, nla_get_string(tb[IFLA_IFNAME])}, {}};
+        if (tb[IFLA_LINK]) {
+          const int peer = static_cast<int>(nla_get_u32(tb[IFLA_LINK]));
+          if (peer != info->ifi_index) link.link_index = peer;
+        }
+        link.peer_elsewhere = tb[IFLA_LINK_NETNSID] != nullptr;
         if (tb[IFLA_LINKINFO]) {
           nlattr* li[IFLA_INFO_MAX + 1] = {};
           if (nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO], nullptr) == 0 &&

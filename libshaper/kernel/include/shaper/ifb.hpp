@@ -87,6 +87,11 @@ class IngressRedirect {
 struct LinkInfo {
   Interface interface;
   std::string kind;  // IFLA_INFO_KIND: "ifb", "veth"...; empty for plain devices
+  // IFLA_LINK: the ifindex of the device this one is bound to (a veth's peer), in the peer's
+  // namespace; 0 when there is none or it is the device itself.
+  int link_index = 0;
+  // IFLA_LINK_NETNSID present: the peer is in another network namespace.
+  bool peer_elsewhere = false;
 };
 std::vector<LinkInfo> dump_links(RouteSocket& socket);
 
