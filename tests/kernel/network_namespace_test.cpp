@@ -5,7 +5,10 @@
 #include "shaper/network_namespace.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include "shaper/host_veth.hpp"
 #include "shaper/ifb.hpp"
 #include "shaper/netlink.hpp"
+#include "shaper/target_watch.hpp"
 #include "test_network.hpp"
 
 using namespace shaper;
@@ -244,4 +248,61 @@ TEST(HostVeth, DevicesWithoutAHostSideAreRefusedWithWhatToDoInstead) {
   const auto [other_errno, other] = refusal("jdtx");
   EXPECT_EQ(other_errno, ENODEV);
   EXPECT_NE(other.find("not in jitterd's namespace"), std::string::npos) << other;
+}
+
+namespace {
+
+// Whether `fd` becomes readable within `timeout_ms`.
+bool readable_within(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) > 0;
+}
+
+}  // namespace
+
+TEST(TargetWatch, AProcessTargetIsGoneWhenTheProcessExits) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  TargetWatch watch = TargetWatch::process(child);
+  EXPECT_EQ(watch.description(), "pid " + std::to_string(child));
+  EXPECT_FALSE(readable_within(watch.fd(), 50));
+  EXPECT_FALSE(watch.gone());
+  ::kill(child, SIGKILL);
+  EXPECT_TRUE(readable_within(watch.fd(), 5000));
+  EXPECT_TRUE(watch.gone());
+  ::waitpid(child, nullptr, 0);
+  EXPECT_TRUE(watch.gone());
+
+  const auto [number, text] = system_error_of([&] { TargetWatch::process(child); });
+  EXPECT_EQ(number, ESRCH);
+  EXPECT_NE(text.find("already exited"), std::string::npos) << text;
+}
+
+TEST(TargetWatch, ANamedTargetIsGoneWhenItsNameIsRemovedOrReused) {
+  REQUIRE_NAMESPACES();
+  NamedNamespace target;
+  {
+    const NetworkNamespace ns = NetworkNamespace::named(target.name());
+    TargetWatch watch = TargetWatch::named(ns);
+    EXPECT_EQ(watch.description(), "netns " + target.name());
+    EXPECT_FALSE(watch.gone());
+    // Another namespace's name coming and going is not this one's end.
+    run("ip netns add " + target.name() + "-other");
+    run("ip netns del " + target.name() + "-other");
+    EXPECT_FALSE(watch.gone());
+    run("ip netns del " + target.name());
+    EXPECT_TRUE(readable_within(watch.fd(), 5000));
+    EXPECT_TRUE(watch.gone());
+  }
+  // The same name given to a new namespace (a restarted container's): still gone.
+  run("ip netns add " + target.name());
+  const NetworkNamespace first = NetworkNamespace::named(target.name());
+  TargetWatch watch = TargetWatch::named(first);
+  run("ip netns del " + target.name() + " && ip netns add " + target.name());
+  EXPECT_TRUE(readable_within(watch.fd(), 5000));
+  EXPECT_TRUE(watch.gone());
 }
