@@ -166,7 +166,9 @@ std::optional<double> parse_double(std::string_view text) {
 
 std::optional<ScannedTime> scan_civil_time(std::string_view text, std::chrono::minutes utc_offset) {
   using namespace std::chrono;
-  // YYYY-mm-dd?HH:MM:SS is 19 bytes.
+  // YYYY-mm-dd?HH:MM:SS is 19 bytes. The separators first: most text this sees is not a date at
+  // all (a ping line's "64 bytes from"), and they reject it at once.
+  if (text.size() < 19 || text[4] != '-' || text[7] != '-' || text[13] != ':') return std::nullopt;
   const int year = fixed_digits(text, 0, 4);
   const int month = fixed_digits(text, 5, 2);
   const int day = fixed_digits(text, 8, 2);
