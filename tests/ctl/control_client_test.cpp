@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../support/temp_dir.hpp"
 #include "fake_jitterd.hpp"
 
 namespace jitterctl {
@@ -293,10 +294,8 @@ TEST(ControlClient, StaleSocketSaysIsJitterdRunning) {
   FakeJitterd server([](const Json& r) { return FakeJitterd::reply(r, Json::object()); });
   const std::string stale = server.directory() + "/stale.sock";
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strcpy(address.sun_path, stale.c_str());
-  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  const test_support::UnixAddress address = test_support::unix_address(stale);
+  ASSERT_EQ(::bind(fd, address.get(), address.length), 0);
   ::close(fd);
   ClientOptions options;
   options.socket_path = stale;
@@ -317,16 +316,12 @@ TEST(ControlClient, PermissionDeniedPointsAtTheSocketGroup) {
   // A listening socket of mode 0000: only root may connect. Run as root, the test forks a child
   // that becomes "nobody" to try; otherwise this process tries itself. No server thread runs here,
   // so the child may allocate after fork().
-  char dir_template[] = "/tmp/jitterctl-test-XXXXXX";
-  ASSERT_TRUE(::mkdtemp(dir_template));
-  const std::string dir = dir_template, path = dir + "/jitterd.sock";
+  const test_support::TempDir dir("jitterctl-test-", 0755);
+  const std::string path = dir.file("jitterd.sock");
   const UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strcpy(address.sun_path, path.c_str());
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  const test_support::UnixAddress address = test_support::unix_address(path);
+  ASSERT_EQ(::bind(listener.get(), address.get(), address.length), 0);
   ASSERT_EQ(::listen(listener.get(), 1), 0);
-  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
   ASSERT_EQ(::chmod(path.c_str(), 0), 0);
   ClientOptions options;
   options.socket_path = path;
@@ -356,8 +351,6 @@ TEST(ControlClient, PermissionDeniedPointsAtTheSocketGroup) {
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "exit 1: wrong message, exit 2: could not become nobody";
   }
-  ::unlink(path.c_str());
-  ::rmdir(dir.c_str());
 }
 
 }  // namespace

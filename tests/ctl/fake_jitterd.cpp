@@ -18,17 +18,11 @@ namespace jitterctl::testing {
 using shaper::check_syscall;
 
 FakeJitterd::FakeJitterd(Handler handler) : handler_(std::move(handler)) {
-  char templ[] = "/tmp/jitterctl-test-XXXXXX";
-  if (!::mkdtemp(templ)) throw shaper::SystemError("mkdtemp", templ, errno);
-  directory_ = templ;
-  socket_path_ = directory_ + "/jitterd.sock";
+  socket_path_ = directory_.file("jitterd.sock");
   listen_fd_ = static_cast<int>(
       check_syscall(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket", ""));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
-  check_syscall(::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address),
-                "bind", socket_path_);
+  const test_support::UnixAddress address = test_support::unix_address(socket_path_);
+  check_syscall(::bind(listen_fd_, address.get(), address.length), "bind", socket_path_);
   check_syscall(::listen(listen_fd_, 16), "listen", socket_path_);
   stop_fd_ = static_cast<int>(check_syscall(::eventfd(0, EFD_CLOEXEC), "eventfd", ""));
   acceptor_ = std::thread([this] { accept_loop(); });
@@ -42,8 +36,6 @@ FakeJitterd::~FakeJitterd() {
   for (auto& t : connections_) t.join();
   ::close(listen_fd_);
   ::close(stop_fd_);
-  ::unlink(socket_path_.c_str());
-  ::rmdir(directory_.c_str());
 }
 
 void FakeJitterd::set_greeting(Response greeting) {

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
+
 namespace jitterctl::testing {
 
 class FakeJitterd {
@@ -36,7 +38,7 @@ class FakeJitterd {
   void set_greeting(Response greeting);
 
   const std::string& socket_path() const { return socket_path_; }
-  const std::string& directory() const { return directory_; }
+  const std::string& directory() const { return directory_.path(); }
   // Every request line received so far, parsed (a line that is not JSON is kept as a JSON string).
   std::vector<Json> requests() const;
 
@@ -56,7 +58,7 @@ class FakeJitterd {
   bool wait_readable(int fd);  // false when the server is stopping
 
   Handler handler_;
-  std::string directory_;
+  test_support::TempDir directory_{"jitterctl-test-"};
   std::string socket_path_;
   int listen_fd_ = -1;
   int stop_fd_ = -1;  // an eventfd: readable once the destructor asks every thread to stop

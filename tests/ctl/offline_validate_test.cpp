@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/temp_dir.hpp"
 #include "run_jitterctl.hpp"
 
 namespace {
@@ -21,16 +22,10 @@ using jitterctl_test::run;
 class ValidatePhase : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/jitterctl-validate-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    dir_ = dir;
-    profile_ = dir_ + "/regimes.json";
+    profile_ = dir_.file("regimes.json");
     const Completed compiled =
         run("compile " + capture_ + " -o " + profile_ + " --regimes 2 --window 10s");
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out;
-  }
-  void TearDown() override {
-    if (std::system(("rm -rf " + dir_).c_str()) != 0) ADD_FAILURE() << "cannot remove " << dir_;
   }
 
   // The simulated profile's p50 (ms) when `phase` is held.
@@ -42,7 +37,7 @@ class ValidatePhase : public ::testing::Test {
   }
 
   std::string capture_ = std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/captures/regimes.txt";
-  std::string dir_;
+  const test_support::TempDir dir_{"jitterctl-validate-"};
   std::string profile_;
 };
 
@@ -100,8 +95,8 @@ TEST_F(ValidatePhase, ProbesMustBeAWholePositiveCount) {
 // compile --host picks one target of an fping capture with several; without it the first is kept
 // and the diagnostic names the option.
 TEST(CompileHost, PicksTheNamedTargetOfASeveralTargetFpingCapture) {
-  char dir[] = "/tmp/jitterctl-host-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const test_support::TempDir temp("jitterctl-host-");
+  const char* dir = temp.path().c_str();
   const std::string capture =
       std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/traces/fping_two_targets.txt";
   const std::string first = std::string(dir) + "/first.json",
@@ -120,16 +115,14 @@ TEST(CompileHost, PicksTheNamedTargetOfASeveralTargetFpingCapture) {
   };
   EXPECT_NE(provenance(a).at("samples"), nullptr);
   EXPECT_NE(a.out, b.out) << "the two targets' RTTs differ, so must the profiles";
-  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0)
-    ADD_FAILURE() << "cannot remove " << dir;
 }
 
 // Issue 21: a profile with a value nested 100 000 deep (a 295 KB file) made `jitterctl inspect` and
 // `jitterctl validate` die with SIGSEGV (no exit status: -1 here). Now: bad input (exit 3), one
 // short line naming the pointer.
 TEST(OfflineInput, AProfileNestedAHundredThousandDeepIsBadInputNotACrash) {
-  char dir[] = "/tmp/jitterctl-deep-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const test_support::TempDir temp("jitterctl-deep-");
+  const char* dir = temp.path().c_str();
   const std::string path = std::string(dir) + "/deep.json";
   FILE* f = std::fopen(path.c_str(), "w");
   ASSERT_TRUE(f);
@@ -149,6 +142,4 @@ TEST(OfflineInput, AProfileNestedAHundredThousandDeepIsBadInputNotACrash) {
     EXPECT_NE(r.out.find("nests deeper than 64 levels"), std::string::npos) << r.out.substr(0, 300);
     EXPECT_LT(r.out.size(), 600u);
   }
-  if (std::system((std::string("rm -rf ") + dir).c_str()) != 0)
-    ADD_FAILURE() << "cannot remove " << dir;
 }

@@ -40,18 +40,11 @@ using Clock = std::chrono::steady_clock;
 // How long a test waits for something that should happen at once.
 constexpr auto kPatience = 3000ms;
 
-sockaddr_un address_of(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-  return a;
-}
-
 // connect(2) to `path`; the fd, or -1 with errno.
 int connect_to(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_un a = address_of(path);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+  const test_support::UnixAddress a = test_support::unix_address(path);
+  if (::connect(fd, a.get(), a.length) != 0) {
     const int error = errno;
     ::close(fd);
     errno = error;
@@ -63,8 +56,8 @@ int connect_to(const std::string& path) {
 // A listening socket at `path` owned by the test ("another jitterd").
 int listen_at(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_un a = address_of(path);
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0) {
+  const test_support::UnixAddress a = test_support::unix_address(path);
+  if (::bind(fd, a.get(), a.length) != 0 || ::listen(fd, 4) != 0) {
     ::close(fd);
     return -1;
   }

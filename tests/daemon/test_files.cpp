@@ -1,33 +1,11 @@
 #include "test_files.hpp"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 
 namespace jitterd::testing {
-
-TempDir::TempDir() {
-  std::string pattern = "/tmp/jitterd-test-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern);
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-std::string TempDir::write(const std::string& name, const std::string& text) const {
-  const std::string path = file(name);
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw std::runtime_error("write " + path);
-  return path;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

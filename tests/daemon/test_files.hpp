@@ -6,25 +6,13 @@
 #include <utility>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "shaper/netem_spec.hpp"
 
 namespace jitterd::testing {
 
-// A fresh folder under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  // Writes `text` to <path>/<name>; returns the file's path.
-  std::string write(const std::string& name, const std::string& text) const;
-
- private:
-  std::string path_;
-};
+// A fresh folder under /tmp, removed with everything in it (tests/support/temp_dir.hpp).
+using test_support::TempDir;
 
 std::string read_file(const std::string& path);
 

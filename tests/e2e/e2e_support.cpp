@@ -74,10 +74,8 @@ void set_nonblocking(int fd) {
 bool can_connect(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw system_failure("socket AF_UNIX");
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
-  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const test_support::UnixAddress address = test_support::unix_address(path);
+  const bool ok = ::connect(fd, address.get(), address.length) == 0;
   ::close(fd);
   return ok;
 }
@@ -86,27 +84,6 @@ bool can_connect(const std::string& path) {
 
 // ---------------------------------------------------------------------------------------------
 // Files
-
-TempDir::TempDir() {
-  std::string pattern = "/tmp/jitterd-e2e.XXXXXX";
-  if (!::mkdtemp(pattern.data())) throw system_failure("mkdtemp " + pattern);
-  path_ = pattern;
-  if (::chmod(path_.c_str(), 0755) != 0) throw system_failure("chmod " + path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-std::string TempDir::write(const std::string& name, const std::string& text) const {
-  const std::filesystem::path target = file(name);
-  std::filesystem::create_directories(target.parent_path());
-  std::ofstream out(target, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out.flush()) throw std::runtime_error("cannot write " + target.string());
-  return target.string();
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

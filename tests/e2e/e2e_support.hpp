@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/temp_dir.hpp"
 #include "test_network.hpp"
 
 namespace jitterd_e2e {
@@ -26,19 +27,8 @@ using Json = nlohmann::json;
 
 // A fresh folder under /tmp (the guest's own tmpfs in the VM), mode 0755 so that the unprivileged
 // clients of the permission tests can reach the socket inside; removed with everything in it.
-class TempDir {
- public:
-  TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  // Writes `text` to <path>/<name> (creating <path>/<dir> for "dir/name"); returns the file's path.
-  std::string write(const std::string& name, const std::string& text) const;
-
- private:
-  std::string path_;
+struct TempDir : test_support::TempDir {
+  TempDir() : test_support::TempDir("jitterd-e2e.", 0755) {}
 };
 
 // The file's content; throws std::runtime_error (naming the file) when it cannot be read.

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "shaper/errors.hpp"
 #include "systemd_notify.hpp"
 
@@ -28,21 +29,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Test sockets' parent: short, because sun_path holds 108 bytes.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/jitterd-sd-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+// Test sockets' parent.
+struct TempDir : test_support::TempDir {
+  TempDir() : test_support::TempDir("jitterd-sd-") {}
 };
 
 class Fd {
@@ -62,23 +51,12 @@ class Fd {
   int fd_;
 };
 
-std::pair<sockaddr_un, socklen_t> unix_address(const std::string& name) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (name.front() == '@') {  // abstract: leading NUL, no terminator
-    std::memcpy(address.sun_path + 1, name.data() + 1, name.size() - 1);
-    return {address, static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size())};
-  }
-  std::memcpy(address.sun_path, name.data(), name.size());
-  return {address, static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + 1)};
-}
-
 // A socket bound to `name` ("/path" or "@abstract"), as systemd's notify socket or a .socket
 // unit's.
 Fd bound_socket(int type, const std::string& name) {
   Fd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
-  const auto [address, length] = unix_address(name);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+  const test_support::UnixAddress address = test_support::unix_address(name);
+  if (::bind(fd.get(), address.get(), address.length) != 0) {
     throw std::runtime_error("bind " + name + ": " + std::strerror(errno));
   }
   return fd;
@@ -178,9 +156,8 @@ void place_at(int fd, int target) {
 
 int listening_unix_socket(const std::string& name) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  const auto [address, length] = unix_address(name);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
-      ::listen(fd, 16) != 0) {
+  const test_support::UnixAddress address = test_support::unix_address(name);
+  if (fd < 0 || ::bind(fd, address.get(), address.length) != 0 || ::listen(fd, 16) != 0) {
     throw std::runtime_error("listening socket " + name + ": " + std::strerror(errno));
   }
   return fd;

@@ -416,232 +416,292 @@ Figure symmetric_figure(const char* name, std::optional<double> a, std::optional
   return f;
 }
 
-Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thresholds& t,
-                   const ValidationOptions& options) {
-  const DelaySeries &a = pa.series, &b = pb.series;
+// What compare's figures are built from, all but what depends on the level: which figures are
+// judged (settled first, since each one's level depends on how many there are), the sizes that
+// count each series' sampling noise, and the standard errors and tolerances.
+struct CompareInputs {
+  const PreparedSeries& pa;
+  const PreparedSeries& pb;
+  const Thresholds& t;
+  const ValidationOptions& options;
+  LossStatistics stall_b;  // b's stalls at a's threshold
+  bool judge_p999 = false, judge_burst = false, judge_lag1 = false, judge_stalls = false;
+  int judged = 0;
+  double neff_a = 0, neff_b = 0;  // effective sizes under each series' lag-1 autocorrelation
+  double ks_a = 0, ks_b = 0;      // the sizes KS counts: the effective ones, and the calibration's
+  double ks = 0;
+  double slack_ms = 0;
+  double loss_se = 0, loss_tolerance = 0;
+  double burst_se = 0, burst_tolerance = 0;
+  double lag1_se = 0;
+  double stall_ks = 0;
+};
+
+CompareInputs compare_inputs(const PreparedSeries& pa, const PreparedSeries& pb,
+                             const Thresholds& t, const ValidationOptions& options) {
   const SeriesStats &sa = pa.stats, &sb = pb.stats;
   const SortedSamples &da = pa.delivered, &db = pb.delivered;
-  const std::vector<bool>&lost_a = pa.lost, &lost_b = pb.lost;
   const LossStatistics &la = pa.loss, &lb = pb.loss;
-  Comparison c;
-  c.a = a.label;
-  c.b = b.label;
-  if (da.empty() || db.empty()) {
-    c.failures.push_back("no delivered probes to compare");
-    return c;
-  }
-  const Nanoseconds stall_threshold = pa.stall_threshold;
   const LossStatistics& stall_a = pa.stalls;
-  const LossStatistics stall_b = loss_statistics(stalled(b, stall_threshold));
+  CompareInputs in{pa, pb, t, options, loss_statistics(stalled(pb.series, pa.stall_threshold))};
+  in.judge_p999 = da.size() >= kMinSamplesForP999 && db.size() >= kMinSamplesForP999;
+  in.judge_burst = la.bursts >= kMinBurstsToJudge && sa.mean_loss_burst && sb.mean_loss_burst;
+  in.judge_lag1 = options.judge_timeline && sa.lag1_autocorr && sb.lag1_autocorr;
+  in.judge_stalls = options.judge_timeline && stall_a.bursts >= kMinStallsToJudge &&
+                    in.stall_b.bursts >= kMinStallsToJudge;
+  in.judged = 3 + in.judge_p999 + in.judge_burst + in.judge_lag1 +
+              in.judge_stalls;  // KS, p99, loss rate always
 
-  // Which figures are judged is settled first: each one's level depends on how many there are.
-  const bool judge_p999 = da.size() >= kMinSamplesForP999 && db.size() >= kMinSamplesForP999;
-  const bool judge_burst =
-      la.bursts >= kMinBurstsToJudge && sa.mean_loss_burst && sb.mean_loss_burst;
-  const bool judge_lag1 = options.judge_timeline && sa.lag1_autocorr && sb.lag1_autocorr;
-  const bool judge_stalls = options.judge_timeline && stall_a.bursts >= kMinStallsToJudge &&
-                            stall_b.bursts >= kMinStallsToJudge;
-  const int judged =
-      3 + judge_p999 + judge_burst + judge_lag1 + judge_stalls;  // KS, p99, loss rate always
-
-  // Everything that does not depend on the level.
-  const double neff_a = effective_sample_size(da.size(), sa.lag1_autocorr);
-  const double neff_b = effective_sample_size(db.size(), sb.lag1_autocorr);
-  const double ks_a = 1 / (1 / neff_a + pa.extra_inverse_size);
-  const double ks_b = 1 / (1 / neff_b + pb.extra_inverse_size);
-  c.ks = ks_distance(da, db).value_or(1.0);
-  c.w1_ms = ms(wasserstein1(da, db).value_or(FractionalNanoseconds(0)));
-  auto relative = [](double x, double reference) {
-    return reference != 0 ? (x - reference) / reference : x;
-  };
-  c.p99_error = relative(sb.p99_ms, sa.p99_ms);
-  c.p999_error = relative(sb.p999_ms, sa.p999_ms);
-  const double slack_ms = static_cast<double>(t.quantile_slack.count()) / 1e6;
-  const LossNoise &noise_a = pa.noise, &noise_b = pb.noise;
-  const double n_a = static_cast<double>(lost_a.size()), n_b = static_cast<double>(lost_b.size());
+  in.neff_a = effective_sample_size(da.size(), sa.lag1_autocorr);
+  in.neff_b = effective_sample_size(db.size(), sb.lag1_autocorr);
+  in.ks_a = 1 / (1 / in.neff_a + pa.extra_inverse_size);
+  in.ks_b = 1 / (1 / in.neff_b + pb.extra_inverse_size);
+  in.ks = ks_distance(da, db).value_or(1.0);
+  in.slack_ms = static_cast<double>(t.quantile_slack.count()) / 1e6;
+  const double n_a = static_cast<double>(pa.lost.size()), n_b = static_cast<double>(pb.lost.size());
   const double bernoulli = sa.loss_rate * (1 - sa.loss_rate);
-  const double per_probe = law_variance(noise_a.loss_rate_variance_per_probe, n_a,
-                                        noise_b.loss_rate_variance_per_probe, n_b)
+  const double per_probe = law_variance(pa.noise.loss_rate_variance_per_probe, n_a,
+                                        pb.noise.loss_rate_variance_per_probe, n_b)
                                .value_or(bernoulli);
-  const double loss_se = std::sqrt(per_probe * (1 / n_a + 1 / n_b));
-  const double loss_diff = sb.loss_rate - sa.loss_rate;
-  c.loss_rate_error = sa.loss_rate >= 0.001 ? loss_diff / sa.loss_rate : loss_diff;
-  const double loss_tolerance = std::max(t.loss_floor, t.loss_error * sa.loss_rate);
+  in.loss_se = std::sqrt(per_probe * (1 / n_a + 1 / n_b));
+  in.loss_tolerance = std::max(t.loss_floor, t.loss_error * sa.loss_rate);
   const double bursts_a = static_cast<double>(la.bursts), bursts_b = static_cast<double>(lb.bursts);
   const double burst_var =
-      law_variance(noise_a.burst_variance, bursts_a, noise_b.burst_variance, bursts_b).value_or(0);
-  const double burst_se =
+      law_variance(pa.noise.burst_variance, bursts_a, pb.noise.burst_variance, bursts_b)
+          .value_or(0);
+  in.burst_se =
       bursts_a > 0 && bursts_b > 0 ? std::sqrt(burst_var * (1 / bursts_a + 1 / bursts_b)) : 0;
-  if (sa.mean_loss_burst && sb.mean_loss_burst)
-    c.burst_error = relative(*sb.mean_loss_burst, *sa.mean_loss_burst);
-  const double burst_tolerance = t.burst_error * sa.mean_loss_burst.value_or(0);
+  in.burst_tolerance = t.burst_error * sa.mean_loss_burst.value_or(0);
   const double delivered_a = static_cast<double>(da.size()),
                delivered_b = static_cast<double>(db.size());
   auto bartlett = [](std::optional<double> r, double n) {
     return (1 - r.value_or(0) * r.value_or(0)) / n;
   };
-  const double lag1_se =
+  in.lag1_se =
       std::sqrt(bartlett(sa.lag1_autocorr, delivered_a) + bartlett(sb.lag1_autocorr, delivered_b));
-  const double stall_ks =
-      ks_distance_of_counts(stall_a.burst_lengths, stall_b.burst_lengths).value_or(0);
+  in.stall_ks = ks_distance_of_counts(stall_a.burst_lengths, in.stall_b.burst_lengths).value_or(0);
+  return in;
+}
 
-  // The figures at `level` each; `spending` counts the judged ones whose limit is their sampling
-  // interval rather than a tolerance wider than it.
-  auto build = [&](double level, int& spending) {
-    c.figures.clear();
-    c.level = level;
-    spending = 0;
-    const double z = normal_quantile(1 - level / 2).value_or(HUGE_VAL);
-    const std::string level_pct = format("%.3g %%", 100 * (1 - level));
+double relative(double x, double reference) {
+  return reference != 0 ? (x - reference) / reference : x;
+}
 
-    // KS, with each sample counted at its effective size under its own lag-1 autocorrelation, and
-    // a series built with the link's noise also at the precision of the calibration it drew from.
-    const double critical = ks_critical_value_effective(ks_a, ks_b, level).value_or(1.0);
-    c.ks_limit = std::max(t.ks_floor, critical);
-    spending += critical > t.ks_floor;
-    {
-      Figure f;
-      f.name = "ks";
-      f.difference = c.ks;
-      f.low = 0;
-      f.high = c.ks_limit;
-      auto calibrated = [&](const char* which, double extra, double neff, double size) {
-        return extra > 0 ? format(
-                               "; the %s's %.0f counts the link calibration's sampling too "
-                               "(%s added to 1 / %.0f)",
-                               which, size, number(extra).c_str(), neff)
-                         : std::string();
-      };
-      f.basis = format(
-          "the larger of %s and the %s critical value %s for effective sizes %.0f and %.0f "
-          "(n (1 - r) / (1 + r), lag-1 r %s and %s%s%s)",
-          number(t.ks_floor).c_str(), level_pct.c_str(), number(critical).c_str(), ks_a, ks_b,
-          number(sa.lag1_autocorr.value_or(0)).c_str(),
-          number(sb.lag1_autocorr.value_or(0)).c_str(),
-          calibrated(c.a.c_str(), pa.extra_inverse_size, neff_a, ks_a).c_str(),
-          calibrated(c.b.c_str(), pb.extra_inverse_size, neff_b, ks_b).c_str());
-      f.judged = true;
-      c.figures.push_back(std::move(f));
-    }
+// The comparison's summary numbers (none of them depends on the level).
+void summarise(Comparison& c, const CompareInputs& in) {
+  const SeriesStats &sa = in.pa.stats, &sb = in.pb.stats;
+  c.ks = in.ks;
+  c.w1_ms = ms(wasserstein1(in.pa.delivered, in.pb.delivered).value_or(FractionalNanoseconds(0)));
+  c.p99_error = relative(sb.p99_ms, sa.p99_ms);
+  c.p999_error = relative(sb.p999_ms, sa.p999_ms);
+  const double loss_diff = sb.loss_rate - sa.loss_rate;
+  c.loss_rate_error = sa.loss_rate >= 0.001 ? loss_diff / sa.loss_rate : loss_diff;
+  if (sa.mean_loss_burst && sb.mean_loss_burst)
+    c.burst_error = relative(*sb.mean_loss_burst, *sa.mean_loss_burst);
+}
 
-    // p99 and p99.9: within the tolerance, or the steadier series' value inside the noisier one's
-    // interval for that quantile. Either suffices; the interval is not widened by the tolerance,
-    // which would make the figure all but unable to fail by chance and spend none of the level it
-    // is given.
-    auto quantile_figure = [&](double p, const char* name, const char* quantile, double a_ms,
-                               double b_ms, bool judge) {
-      Figure f;
-      f.name = name;
-      f.a = a_ms;
-      f.b = b_ms;
-      f.difference = b_ms - a_ms;
-      const double tolerance = std::max(std::fabs(a_ms) * t.quantile_error, slack_ms);
-      const bool b_noisier = neff_b <= neff_a;
-      const auto [lo, hi] =
-          quantile_interval_ms(b_noisier ? db : da, p, z, b_noisier ? neff_b : neff_a);
-      // The steadier value inside [lo, hi], as a range of b - a.
-      const double interval_low = b_noisier ? b_ms - hi : lo - a_ms;
-      const double interval_high = b_noisier ? b_ms - lo : hi - a_ms;
-      f.low = std::min(-tolerance, interval_low);
-      f.high = std::max(tolerance, interval_high);
-      spending += judge && (interval_low < -tolerance || interval_high > tolerance);
-      f.basis = format(
-          "within %s %% or %s ms, or the %s value inside the %s %s's %s interval (%zu probes, "
-          "effective %.0f: %s to %s ms)",
-          number(100 * t.quantile_error).c_str(), number(slack_ms).c_str(),
-          (b_noisier ? c.a : c.b).c_str(), (b_noisier ? c.b : c.a).c_str(), quantile,
-          level_pct.c_str(), (b_noisier ? db : da).size(), b_noisier ? neff_b : neff_a,
-          number(lo).c_str(), number(hi).c_str());
-      f.judged = judge;
-      return f;
-    };
-    c.figures.push_back(quantile_figure(0.99, "p99_ms", "p99", sa.p99_ms, sb.p99_ms, true));
-    c.figures.push_back(
-        quantile_figure(0.999, "p999_ms", "p99.9", sa.p999_ms, sb.p999_ms, judge_p999));
+// One build of the figures at a level: its z, its words, and `spending`, the judged figures whose
+// limit is their sampling interval rather than a tolerance wider than it.
+struct Level {
+  double level;
+  double z;
+  std::string pct;
+  int spending = 0;
+};
 
-    // Loss rate: the ratio estimator's variance over bursts-and-gaps cycles (statistics.hpp,
-    // loss_noise).
-    spending += z * loss_se > loss_tolerance;
-    c.figures.push_back(symmetric_figure(
-        "loss_rate", sa.loss_rate, sb.loss_rate, std::max(loss_tolerance, z * loss_se),
-        format("the larger of the tolerance %s (%s absolute%s) and the %s interval %s (z %.3g, "
-               "standard error %s "
-               "from the bursts and gaps of %zu and %zu probes)",
-               number(loss_tolerance).c_str(), number(t.loss_floor).c_str(),
-               t.loss_error > 0
-                   ? format(" or %s %% relative", number(100 * t.loss_error).c_str()).c_str()
-                   : "",
-               level_pct.c_str(), number(z * loss_se).c_str(), z, number(loss_se).c_str(),
-               lost_a.size(), lost_b.size()),
-        true));
-
-    // Mean burst: the bursts are the independent units.
-    spending += judge_burst && z * burst_se > burst_tolerance;
-    c.figures.push_back(symmetric_figure(
-        "mean_loss_burst", sa.mean_loss_burst, sb.mean_loss_burst,
-        std::max(burst_tolerance, z * burst_se),
-        format("%sthe %s interval %s (standard error %s over %llu and %llu bursts)%s",
-               t.burst_error > 0
-                   ? format("the larger of the tolerance %s (%s %% relative) and ",
-                            number(burst_tolerance).c_str(), number(100 * t.burst_error).c_str())
-                         .c_str()
-                   : "",
-               level_pct.c_str(), number(z * burst_se).c_str(), number(burst_se).c_str(),
-               static_cast<unsigned long long>(la.bursts),
-               static_cast<unsigned long long>(lb.bursts),
-               judge_burst ? ""
-                           : format("; judged from %llu bursts in the %s",
-                                    static_cast<unsigned long long>(kMinBurstsToJudge), c.a.c_str())
-                                 .c_str()),
-        judge_burst));
-
-    // The timeline: lag-1 autocorrelation (Bartlett's variance for an AR(1), (1 - r^2) / n) and
-    // stalls.
-    const char* timeline_note =
-        options.judge_timeline ? ""
-                               : "; reported only: the profile does not claim to replay in time";
-    spending += judge_lag1 && z * lag1_se > kLag1Tolerance;
-    c.figures.push_back(symmetric_figure(
-        "lag1_autocorr", sa.lag1_autocorr, sb.lag1_autocorr, std::max(kLag1Tolerance, z * lag1_se),
-        format("the larger of %s and the %s interval %s (standard error %s)%s",
-               number(kLag1Tolerance).c_str(), level_pct.c_str(), number(z * lag1_se).c_str(),
-               number(lag1_se).c_str(), timeline_note),
-        judge_lag1));
-    {
-      Figure f;
-      f.name = "stall_ks";
-      if (stall_a.mean_burst) f.a = *stall_a.mean_burst;
-      if (stall_b.mean_burst) f.b = *stall_b.mean_burst;
-      f.difference = stall_ks;
-      const double stall_critical =
-          ks_critical_value(stall_a.bursts, stall_b.bursts, level).value_or(1.0);
-      spending += judge_stalls;
-      f.low = 0;
-      f.high = stall_critical;
-      f.basis = format(
-          "KS distance between the stall lengths (runs of probes lost or above %s ms, the %s's "
-          "p90; "
-          "%llu and %llu stalls, mean length in probes as the values) against its %s critical "
-          "value%s",
-          number(ms(FractionalNanoseconds(stall_threshold))).c_str(), c.a.c_str(),
-          static_cast<unsigned long long>(stall_a.bursts),
-          static_cast<unsigned long long>(stall_b.bursts), level_pct.c_str(),
-          options.judge_timeline ? (judge_stalls ? "" : "; too few stalls to judge")
-                                 : timeline_note);
-      f.judged = judge_stalls;
-      c.figures.push_back(std::move(f));
-    }
+// KS, with each sample counted at its effective size under its own lag-1 autocorrelation, and a
+// series built with the link's noise also at the precision of the calibration it drew from.
+Figure ks_figure(const CompareInputs& in, Level& lv, double& ks_limit) {
+  const Thresholds& t = in.t;
+  const double critical = ks_critical_value_effective(in.ks_a, in.ks_b, lv.level).value_or(1.0);
+  ks_limit = std::max(t.ks_floor, critical);
+  lv.spending += critical > t.ks_floor;
+  Figure f;
+  f.name = "ks";
+  f.difference = in.ks;
+  f.low = 0;
+  f.high = ks_limit;
+  auto calibrated = [&](const char* which, double extra, double neff, double size) {
+    return extra > 0 ? format(
+                           "; the %s's %.0f counts the link calibration's sampling too "
+                           "(%s added to 1 / %.0f)",
+                           which, size, number(extra).c_str(), neff)
+                     : std::string();
   };
+  f.basis = format(
+      "the larger of %s and the %s critical value %s for effective sizes %.0f and %.0f "
+      "(n (1 - r) / (1 + r), lag-1 r %s and %s%s%s)",
+      number(t.ks_floor).c_str(), lv.pct.c_str(), number(critical).c_str(), in.ks_a, in.ks_b,
+      number(in.pa.stats.lag1_autocorr.value_or(0)).c_str(),
+      number(in.pb.stats.lag1_autocorr.value_or(0)).c_str(),
+      calibrated(in.pa.series.label.c_str(), in.pa.extra_inverse_size, in.neff_a, in.ks_a).c_str(),
+      calibrated(in.pb.series.label.c_str(), in.pb.extra_inverse_size, in.neff_b, in.ks_b).c_str());
+  f.judged = true;
+  return f;
+}
+
+// p99 and p99.9: within the tolerance, or the steadier series' value inside the noisier one's
+// interval for that quantile. Either suffices; the interval is not widened by the tolerance, which
+// would make the figure all but unable to fail by chance and spend none of the level it is given.
+Figure quantile_figure(const CompareInputs& in, Level& lv, double p, const char* name,
+                       const char* quantile, double a_ms, double b_ms, bool judge) {
+  const std::string &label_a = in.pa.series.label, &label_b = in.pb.series.label;
+  const SortedSamples &da = in.pa.delivered, &db = in.pb.delivered;
+  Figure f;
+  f.name = name;
+  f.a = a_ms;
+  f.b = b_ms;
+  f.difference = b_ms - a_ms;
+  const double tolerance = std::max(std::fabs(a_ms) * in.t.quantile_error, in.slack_ms);
+  const bool b_noisier = in.neff_b <= in.neff_a;
+  const auto [lo, hi] =
+      quantile_interval_ms(b_noisier ? db : da, p, lv.z, b_noisier ? in.neff_b : in.neff_a);
+  // The steadier value inside [lo, hi], as a range of b - a.
+  const double interval_low = b_noisier ? b_ms - hi : lo - a_ms;
+  const double interval_high = b_noisier ? b_ms - lo : hi - a_ms;
+  f.low = std::min(-tolerance, interval_low);
+  f.high = std::max(tolerance, interval_high);
+  lv.spending += judge && (interval_low < -tolerance || interval_high > tolerance);
+  f.basis = format(
+      "within %s %% or %s ms, or the %s value inside the %s %s's %s interval (%zu probes, "
+      "effective %.0f: %s to %s ms)",
+      number(100 * in.t.quantile_error).c_str(), number(in.slack_ms).c_str(),
+      (b_noisier ? label_a : label_b).c_str(), (b_noisier ? label_b : label_a).c_str(), quantile,
+      lv.pct.c_str(), (b_noisier ? db : da).size(), b_noisier ? in.neff_b : in.neff_a,
+      number(lo).c_str(), number(hi).c_str());
+  f.judged = judge;
+  return f;
+}
+
+// Loss rate: the ratio estimator's variance over bursts-and-gaps cycles (statistics.hpp,
+// loss_noise).
+Figure loss_rate_figure(const CompareInputs& in, Level& lv) {
+  const Thresholds& t = in.t;
+  const double z = lv.z;
+  lv.spending += z * in.loss_se > in.loss_tolerance;
+  return symmetric_figure(
+      "loss_rate", in.pa.stats.loss_rate, in.pb.stats.loss_rate,
+      std::max(in.loss_tolerance, z * in.loss_se),
+      format("the larger of the tolerance %s (%s absolute%s) and the %s interval %s (z %.3g, "
+             "standard error %s "
+             "from the bursts and gaps of %zu and %zu probes)",
+             number(in.loss_tolerance).c_str(), number(t.loss_floor).c_str(),
+             t.loss_error > 0
+                 ? format(" or %s %% relative", number(100 * t.loss_error).c_str()).c_str()
+                 : "",
+             lv.pct.c_str(), number(z * in.loss_se).c_str(), z, number(in.loss_se).c_str(),
+             in.pa.lost.size(), in.pb.lost.size()),
+      true);
+}
+
+// Mean burst: the bursts are the independent units.
+Figure mean_burst_figure(const CompareInputs& in, Level& lv) {
+  const Thresholds& t = in.t;
+  const double z = lv.z;
+  lv.spending += in.judge_burst && z * in.burst_se > in.burst_tolerance;
+  return symmetric_figure(
+      "mean_loss_burst", in.pa.stats.mean_loss_burst, in.pb.stats.mean_loss_burst,
+      std::max(in.burst_tolerance, z * in.burst_se),
+      format("%sthe %s interval %s (standard error %s over %llu and %llu bursts)%s",
+             t.burst_error > 0
+                 ? format("the larger of the tolerance %s (%s %% relative) and ",
+                          number(in.burst_tolerance).c_str(), number(100 * t.burst_error).c_str())
+                       .c_str()
+                 : "",
+             lv.pct.c_str(), number(z * in.burst_se).c_str(), number(in.burst_se).c_str(),
+             static_cast<unsigned long long>(in.pa.loss.bursts),
+             static_cast<unsigned long long>(in.pb.loss.bursts),
+             in.judge_burst ? ""
+                            : format("; judged from %llu bursts in the %s",
+                                     static_cast<unsigned long long>(kMinBurstsToJudge),
+                                     in.pa.series.label.c_str())
+                                  .c_str()),
+      in.judge_burst);
+}
+
+const char* timeline_note(const ValidationOptions& options) {
+  return options.judge_timeline ? ""
+                                : "; reported only: the profile does not claim to replay in time";
+}
+
+// The timeline: lag-1 autocorrelation (Bartlett's variance for an AR(1), (1 - r^2) / n) and
+// stalls.
+Figure lag1_figure(const CompareInputs& in, Level& lv) {
+  const double z = lv.z;
+  lv.spending += in.judge_lag1 && z * in.lag1_se > kLag1Tolerance;
+  return symmetric_figure(
+      "lag1_autocorr", in.pa.stats.lag1_autocorr, in.pb.stats.lag1_autocorr,
+      std::max(kLag1Tolerance, z * in.lag1_se),
+      format("the larger of %s and the %s interval %s (standard error %s)%s",
+             number(kLag1Tolerance).c_str(), lv.pct.c_str(), number(z * in.lag1_se).c_str(),
+             number(in.lag1_se).c_str(), timeline_note(in.options)),
+      in.judge_lag1);
+}
+
+Figure stall_figure(const CompareInputs& in, Level& lv) {
+  const LossStatistics &stall_a = in.pa.stalls, &stall_b = in.stall_b;
+  Figure f;
+  f.name = "stall_ks";
+  if (stall_a.mean_burst) f.a = *stall_a.mean_burst;
+  if (stall_b.mean_burst) f.b = *stall_b.mean_burst;
+  f.difference = in.stall_ks;
+  const double stall_critical =
+      ks_critical_value(stall_a.bursts, stall_b.bursts, lv.level).value_or(1.0);
+  lv.spending += in.judge_stalls;
+  f.low = 0;
+  f.high = stall_critical;
+  f.basis = format(
+      "KS distance between the stall lengths (runs of probes lost or above %s ms, the %s's "
+      "p90; "
+      "%llu and %llu stalls, mean length in probes as the values) against its %s critical "
+      "value%s",
+      number(ms(FractionalNanoseconds(in.pa.stall_threshold))).c_str(), in.pa.series.label.c_str(),
+      static_cast<unsigned long long>(stall_a.bursts),
+      static_cast<unsigned long long>(stall_b.bursts), lv.pct.c_str(),
+      in.options.judge_timeline ? (in.judge_stalls ? "" : "; too few stalls to judge")
+                                : timeline_note(in.options));
+  f.judged = in.judge_stalls;
+  return f;
+}
+
+// The figures at `level` each, into `c`; returns how many of the judged ones spend their share of
+// the level (Level::spending).
+int build_figures(Comparison& c, const CompareInputs& in, double level) {
+  const SeriesStats &sa = in.pa.stats, &sb = in.pb.stats;
+  c.figures.clear();
+  c.level = level;
+  Level lv{level, normal_quantile(1 - level / 2).value_or(HUGE_VAL),
+           format("%.3g %%", 100 * (1 - level))};
+  c.figures.push_back(ks_figure(in, lv, c.ks_limit));
+  c.figures.push_back(quantile_figure(in, lv, 0.99, "p99_ms", "p99", sa.p99_ms, sb.p99_ms, true));
+  c.figures.push_back(
+      quantile_figure(in, lv, 0.999, "p999_ms", "p99.9", sa.p999_ms, sb.p999_ms, in.judge_p999));
+  c.figures.push_back(loss_rate_figure(in, lv));
+  c.figures.push_back(mean_burst_figure(in, lv));
+  c.figures.push_back(lag1_figure(in, lv));
+  c.figures.push_back(stall_figure(in, lv));
+  return lv.spending;
+}
+
+Comparison compare(const PreparedSeries& pa, const PreparedSeries& pb, const Thresholds& t,
+                   const ValidationOptions& options) {
+  Comparison c;
+  c.a = pa.series.label;
+  c.b = pb.series.label;
+  if (pa.delivered.empty() || pb.delivered.empty()) {
+    c.failures.push_back("no delivered probes to compare");
+    return c;
+  }
+  const CompareInputs in = compare_inputs(pa, pb, t, options);
+  summarise(c, in);
 
   // The level is split (Bonferroni) among the figures sampling noise can fail. A figure held to a
   // tolerance wider than its sampling interval fails by chance far less often than its share, so it
   // is not counted and the others get more: start with every judged figure, and count again at the
   // larger share until the count holds (it only falls, as a larger share narrows the intervals).
-  int share = judged;
+  int share = in.judged;
   for (;;) {
-    int spending = 0;
-    build(options.alpha / share, spending);
-    spending = std::max(spending, 1);
+    const int spending = std::max(build_figures(c, in, options.alpha / share), 1);
     if (spending >= share) break;
     share = spending;
   }

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "shaper/errors.hpp"
+#include "shaper/netlink_message.hpp"
 #include "shaper/tc_tree.hpp"
 
 namespace shaper {
@@ -57,20 +58,9 @@ std::uint32_t filter_parent_of(const QdiscInfo& hook) {
   return hook.kind == "clsact" ? kClsactIngressParent : kIngressQdiscHandle;
 }
 
-void append_ifinfo(nl_msg* msg, const ifinfomsg& ifi, const char* what) {
-  check_libnl(nlmsg_append(msg, const_cast<ifinfomsg*>(&ifi), sizeof ifi, NLMSG_ALIGNTO), what,
-              "ifinfomsg");
-}
-
 void delete_ingress_qdisc(RouteSocket& socket, const Interface& interface) {
-  NlMsgPtr msg = make_message(RTM_DELQDISC, 0);
-  tcmsg tcm{};
-  tcm.tcm_family = AF_UNSPEC;
-  tcm.tcm_ifindex = interface.index;
-  tcm.tcm_handle = kIngressQdiscHandle;
-  tcm.tcm_parent = TC_H_INGRESS;
-  check_libnl(nlmsg_append(msg.get(), &tcm, sizeof tcm, NLMSG_ALIGNTO), "encode ingress remove",
-              "tcmsg");
+  NetlinkMessage msg(RTM_DELQDISC, 0, "ingress remove");
+  msg.append_tcmsg(interface.index, kIngressQdiscHandle, TC_H_INGRESS);
   socket.request(msg.get(), "ingress qdisc remove", "dev " + interface.name + " handle ffff:");
 }
 
@@ -89,41 +79,33 @@ std::string ifb_name_for(const Interface& interface) {
 // Message builders
 
 NlMsgPtr build_ifb_create_message(const std::string& name) {
-  constexpr const char* what = "encode ifb create";
-  NlMsgPtr msg = make_message(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  NetlinkMessage msg(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, "ifb create");
   ifinfomsg ifi{};
   ifi.ifi_family = AF_UNSPEC;
   ifi.ifi_flags = IFF_UP;
   ifi.ifi_change = IFF_UP;
-  append_ifinfo(msg.get(), ifi, what);
-  check_libnl(nla_put_string(msg.get(), IFLA_IFNAME, name.c_str()), what, "IFLA_IFNAME");
-  nlattr* linkinfo = nla_nest_start(msg.get(), IFLA_LINKINFO);
-  if (!linkinfo) throw NetlinkError(what, "IFLA_LINKINFO", ENOMEM, "message full");
-  check_libnl(nla_put_string(msg.get(), IFLA_INFO_KIND, "ifb"), what, "IFLA_INFO_KIND");
-  check_libnl(nla_nest_end(msg.get(), linkinfo), what, "IFLA_LINKINFO");
-  return msg;
+  msg.append(ifi, "ifinfomsg");
+  msg.put_string(IFLA_IFNAME, name);
+  const NetlinkMessage::Nest linkinfo = msg.begin_nest(IFLA_LINKINFO);
+  msg.put_string(IFLA_INFO_KIND, "ifb");
+  msg.end_nest(linkinfo);
+  return std::move(msg).release();
 }
 
 NlMsgPtr build_link_delete_message(int ifindex) {
-  NlMsgPtr msg = make_message(RTM_DELLINK, 0);
+  NetlinkMessage msg(RTM_DELLINK, 0, "link delete");
   ifinfomsg ifi{};
   ifi.ifi_family = AF_UNSPEC;
   ifi.ifi_index = ifindex;
-  append_ifinfo(msg.get(), ifi, "encode link delete");
-  return msg;
+  msg.append(ifi, "ifinfomsg");
+  return std::move(msg).release();
 }
 
 NlMsgPtr build_ingress_qdisc_message(int ifindex) {
-  NlMsgPtr msg = make_message(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL);
-  tcmsg tcm{};
-  tcm.tcm_family = AF_UNSPEC;
-  tcm.tcm_ifindex = ifindex;
-  tcm.tcm_handle = kIngressQdiscHandle;
-  tcm.tcm_parent = TC_H_INGRESS;
-  check_libnl(nlmsg_append(msg.get(), &tcm, sizeof tcm, NLMSG_ALIGNTO), "encode ingress qdisc",
-              "tcmsg");
-  check_libnl(nla_put_string(msg.get(), TCA_KIND, "ingress"), "encode ingress qdisc", "TCA_KIND");
-  return msg;
+  NetlinkMessage msg(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL, "ingress qdisc");
+  msg.append_tcmsg(ifindex, kIngressQdiscHandle, TC_H_INGRESS);
+  msg.put_string(TCA_KIND, "ingress");
+  return std::move(msg).release();
 }
 
 std::vector<U32Selector> neighbour_discovery_selectors() {
@@ -140,10 +122,10 @@ std::vector<U32Selector> neighbour_discovery_selectors() {
 }
 
 std::vector<LinkInfo> dump_links(RouteSocket& socket) {
-  NlMsgPtr msg = make_message(RTM_GETLINK, 0);
+  NetlinkMessage msg(RTM_GETLINK, 0, "link dump");
   ifinfomsg ifi{};
   ifi.ifi_family = AF_UNSPEC;
-  append_ifinfo(msg.get(), ifi, "encode link dump");
+  msg.append(ifi, "ifinfomsg");
   std::vector<LinkInfo> out;
   socket.dump_parsed(
       msg.get(), "link dump", "all devices", RTM_NEWLINK, sizeof(ifinfomsg), IFLA_MAX,

@@ -12,6 +12,7 @@
 
 #include "shaper/errors.hpp"
 #include "shaper/kernel_units.hpp"
+#include "shaper/netlink_message.hpp"
 
 namespace shaper {
 
@@ -44,16 +45,6 @@ namespace shaper {
 
 namespace {
 
-void put(nl_msg* msg, int type, const void* data, std::size_t len) {
-  check_libnl(nla_put(msg, type, static_cast<int>(len), data), "encode netem option",
-              "attribute " + std::to_string(type));
-}
-
-template <typename T>
-void put_value(nl_msg* msg, int type, const T& value) {
-  put(msg, type, &value, sizeof value);
-}
-
 tc_netem_slot encode_slot(const std::optional<SlotSpec>& slot) {
   tc_netem_slot out{};
   if (!slot) return out;  // all zeros: slotting off
@@ -68,6 +59,28 @@ tc_netem_slot encode_slot(const std::optional<SlotSpec>& slot) {
   return out;
 }
 
+// The LOSS nest's model: Gilbert-Elliott or 4-state, in the kernel's struct order.
+void put_loss_model(NetlinkMessage& msg, const LossModel& loss) {
+  using namespace kernel_units;
+  if (const auto* ge = std::get_if<GilbertElliottLoss>(&loss)) {
+    tc_netem_gemodel model{};
+    model.p = probability(ge->p);
+    model.r = probability(ge->r);
+    model.h = ge_h_from_loss_bad(ge->loss_bad);
+    model.k1 = ge_k1_from_loss_good(ge->loss_good);
+    msg.put_value(NETEM_LOSS_GE, model);
+  } else {
+    const auto& gi = std::get<FourStateLoss>(loss);
+    tc_netem_gimodel model{};
+    model.p13 = probability(gi.p13);
+    model.p31 = probability(gi.p31);
+    model.p32 = probability(gi.p32);
+    model.p14 = probability(gi.p14);
+    model.p23 = probability(gi.p23);
+    msg.put_value(NETEM_LOSS_GI, model);
+  }
+}
+
 }  // namespace
 
 std::size_t netem_options_size_hint(const NetemSpec& spec, const NetemEncodePlan& plan) {
@@ -80,10 +93,9 @@ std::size_t netem_options_size_hint(const NetemSpec& spec, const NetemEncodePlan
   return bytes;
 }
 
-void append_netem_options(nl_msg* msg, const NetemSpec& spec, const NetemEncodePlan& plan) {
+void append_netem_options(NetlinkMessage& msg, const NetemSpec& spec, const NetemEncodePlan& plan) {
   using namespace kernel_units;
-  nlattr* options = nla_nest_start(msg, TCA_OPTIONS);
-  if (!options) throw NetlinkError("encode netem options", "TCA_OPTIONS", EMSGSIZE, "message full");
+  const NetlinkMessage::Nest options = msg.begin_nest(TCA_OPTIONS);
 
   tc_netem_qopt qopt{};
   qopt.latency = psched_ticks(spec.delay.latency);
@@ -93,13 +105,12 @@ void append_netem_options(nl_msg* msg, const NetemSpec& spec, const NetemEncodeP
   qopt.duplicate = probability(spec.duplicate.probability);
   if (const auto* random = std::get_if<RandomLoss>(&spec.loss))
     qopt.loss = probability(random->probability);
-  check_libnl(nlmsg_append(msg, &qopt, sizeof qopt, NLMSG_ALIGNTO), "encode netem options",
-              "tc_netem_qopt");
+  msg.append(qopt, "tc_netem_qopt");
 
   const std::int64_t latency = nanoseconds(spec.delay.latency);
   const std::int64_t jitter = nanoseconds(spec.delay.jitter);
-  put_value(msg, TCA_NETEM_LATENCY64, latency);
-  put_value(msg, TCA_NETEM_JITTER64, jitter);
+  msg.put_value(TCA_NETEM_LATENCY64, latency);
+  msg.put_value(TCA_NETEM_JITTER64, jitter);
 
   tc_netem_corr corr{};
   corr.delay_corr = probability(spec.delay.correlation);
@@ -107,93 +118,62 @@ void append_netem_options(nl_msg* msg, const NetemSpec& spec, const NetemEncodeP
   if (const auto* random = std::get_if<RandomLoss>(&spec.loss)) {
     corr.loss_corr = probability(random->correlation);
   }
-  put_value(msg, TCA_NETEM_CORR, corr);
+  msg.put_value(TCA_NETEM_CORR, corr);
 
   tc_netem_reorder reorder{};
   reorder.probability = probability(spec.reorder.probability);
   reorder.correlation = probability(spec.reorder.correlation);
-  put_value(msg, TCA_NETEM_REORDER, reorder);
+  msg.put_value(TCA_NETEM_REORDER, reorder);
 
   tc_netem_corrupt corrupt{};
   corrupt.probability = probability(spec.corrupt.probability);
   corrupt.correlation = probability(spec.corrupt.correlation);
-  put_value(msg, TCA_NETEM_CORRUPT, corrupt);
+  msg.put_value(TCA_NETEM_CORRUPT, corrupt);
 
   tc_netem_rate rate{};
   rate.rate = rate32(spec.rate.rate);
   rate.packet_overhead = spec.rate.packet_overhead;
   rate.cell_size = spec.rate.cell_size;
   rate.cell_overhead = spec.rate.cell_overhead;
-  put_value(msg, TCA_NETEM_RATE, rate);
-  if (needs_rate64(spec.rate.rate)) put_value(msg, TCA_NETEM_RATE64, spec.rate.rate.value);
+  msg.put_value(TCA_NETEM_RATE, rate);
+  if (needs_rate64(spec.rate.rate)) msg.put_value(TCA_NETEM_RATE64, spec.rate.rate.value);
 
   const std::uint32_t ecn = spec.ecn ? 1 : 0;
-  put_value(msg, TCA_NETEM_ECN, ecn);
+  msg.put_value(TCA_NETEM_ECN, ecn);
 
-  put_value(msg, TCA_NETEM_SLOT, encode_slot(spec.slot));
+  msg.put_value(TCA_NETEM_SLOT, encode_slot(spec.slot));
 
   const bool markov = std::holds_alternative<GilbertElliottLoss>(spec.loss) ||
                       std::holds_alternative<FourStateLoss>(spec.loss);
   if (markov) {
-    nlattr* loss = nla_nest_start(msg, TCA_NETEM_LOSS);
-    if (!loss)
-      throw NetlinkError("encode netem options", "TCA_NETEM_LOSS", EMSGSIZE, "message full");
-    if (plan.loss == LossEncoding::kFull) {
-      if (const auto* ge = std::get_if<GilbertElliottLoss>(&spec.loss)) {
-        tc_netem_gemodel model{};
-        model.p = probability(ge->p);
-        model.r = probability(ge->r);
-        model.h = ge_h_from_loss_bad(ge->loss_bad);
-        model.k1 = ge_k1_from_loss_good(ge->loss_good);
-        put_value(msg, NETEM_LOSS_GE, model);
-      } else {
-        const auto& gi = std::get<FourStateLoss>(spec.loss);
-        tc_netem_gimodel model{};
-        model.p13 = probability(gi.p13);
-        model.p31 = probability(gi.p31);
-        model.p32 = probability(gi.p32);
-        model.p14 = probability(gi.p14);
-        model.p23 = probability(gi.p23);
-        put_value(msg, NETEM_LOSS_GI, model);
-      }
-    }
-    // An empty nest must survive: libnl's plain nla_nest_end drops empty nests.
-    check_libnl(nla_nest_end_keep_empty(msg, loss), "encode netem options", "TCA_NETEM_LOSS");
+    const NetlinkMessage::Nest loss = msg.begin_nest(TCA_NETEM_LOSS);
+    if (plan.loss == LossEncoding::kFull) put_loss_model(msg, spec.loss);
+    // An empty nest must survive (it keeps the chain running): libnl's plain end drops it.
+    msg.end_nest(loss, /*keep_empty=*/true);
   }
 
   if (plan.send_delay_table && spec.delay.distribution) {
     const auto& table = *spec.delay.distribution;
-    put(msg, TCA_NETEM_DELAY_DIST, table.data(), table.size() * sizeof(std::int16_t));
+    msg.put(TCA_NETEM_DELAY_DIST, table.data(), table.size() * sizeof(std::int16_t));
   }
   if (plan.send_slot_table && spec.slot && spec.slot->distribution) {
     const auto& table = spec.slot->distribution->table;
-    put(msg, TCA_NETEM_SLOT_DIST, table.data(), table.size() * sizeof(std::int16_t));
+    msg.put(TCA_NETEM_SLOT_DIST, table.data(), table.size() * sizeof(std::int16_t));
   }
-  if (spec.prng_seed) put_value(msg, kTcaNetemPrngSeed, *spec.prng_seed);
+  if (spec.prng_seed) msg.put_value(kTcaNetemPrngSeed, *spec.prng_seed);
 
-  // nla_nest_end fixes TCA_OPTIONS' length to cover the qopt and every attribute, and refuses (and
-  // trims) an attribute longer than 65535 bytes.
-  const int rc = nla_nest_end(msg, options);
-  if (rc < 0) {
-    throw NetlinkError("encode netem options", "TCA_OPTIONS", E2BIG,
-                       "the options exceed the 65535 bytes of one netlink attribute; use smaller "
-                       "tables");
-  }
+  // The end sets TCA_OPTIONS' length to cover the qopt and every attribute, and refuses (and trims)
+  // options longer than the 65535 bytes of one attribute (validate() reports that first).
+  msg.end_nest(options);
 }
 
 NlMsgPtr build_netem_message(int ifindex, std::uint32_t handle, std::uint32_t parent, int flags,
                              const NetemSpec& spec, const NetemEncodePlan& plan) {
-  NlMsgPtr msg = make_message(RTM_NEWQDISC, flags, netem_options_size_hint(spec, plan));
-  tcmsg tcm{};
-  tcm.tcm_family = AF_UNSPEC;
-  tcm.tcm_ifindex = ifindex;
-  tcm.tcm_handle = handle;
-  tcm.tcm_parent = parent;
-  check_libnl(nlmsg_append(msg.get(), &tcm, sizeof tcm, NLMSG_ALIGNTO), "encode netem request",
-              "tcmsg");
-  check_libnl(nla_put_string(msg.get(), TCA_KIND, "netem"), "encode netem request", "TCA_KIND");
-  append_netem_options(msg.get(), spec, plan);
-  return msg;
+  NetlinkMessage msg(RTM_NEWQDISC, flags, "netem qdisc", netem_options_size_hint(spec, plan));
+  msg.append_tcmsg(ifindex, handle, parent);
+  msg.put_string(TCA_KIND, "netem");
+  append_netem_options(msg, spec, plan);
+  return std::move(msg).release();
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include "shaper/errors.hpp"
 #include "shaper/ifb.hpp"
 #include "shaper/kernel_units.hpp"
+#include "shaper/netlink_message.hpp"
 
 namespace shaper {
 
@@ -41,20 +42,6 @@ NetlinkError with_netem_hint(const NetlinkError& e) {
   const std::string hint = hint_for_netem(e.error_number(), e.kernel_message());
   if (hint.empty() || !e.hint().empty()) return e;
   return NetlinkError(e.operation(), e.object(), e.error_number(), e.kernel_message(), hint);
-}
-
-tcmsg root_tcmsg(const Interface& interface, std::uint32_t handle) {
-  tcmsg tcm{};
-  tcm.tcm_family = AF_UNSPEC;
-  tcm.tcm_ifindex = interface.index;
-  tcm.tcm_handle = handle;
-  tcm.tcm_parent = TC_H_ROOT;
-  return tcm;
-}
-
-void append_tcmsg(nl_msg* msg, const tcmsg& tcm) {
-  check_libnl(nlmsg_append(msg, const_cast<tcmsg*>(&tcm), sizeof tcm, NLMSG_ALIGNTO), "encode",
-              "tcmsg");
 }
 
 QdiscStats decode_stats(const nlattr* stats2) {
@@ -184,11 +171,8 @@ Interface NetemEngine::resolve(const InterfaceRef& ref) {
 }
 
 std::vector<QdiscInfo> NetemEngine::dump_qdiscs(int ifindex, const std::string& object) {
-  NlMsgPtr msg = make_message(RTM_GETQDISC, 0);
-  tcmsg tcm{};
-  tcm.tcm_family = AF_UNSPEC;
-  tcm.tcm_ifindex = ifindex;
-  append_tcmsg(msg.get(), tcm);
+  NetlinkMessage msg(RTM_GETQDISC, 0, "qdisc dump");
+  msg.append_tcmsg(ifindex, 0, 0);
 
   std::vector<QdiscInfo> out;
   socket_->dump_parsed(
@@ -317,10 +301,10 @@ bool NetemEngine::remove_if_ours(const Interface& interface) {
 }
 
 void NetemEngine::delete_root(const Interface& interface) {
-  NlMsgPtr msg = make_message(RTM_DELQDISC, 0);
+  NetlinkMessage msg(RTM_DELQDISC, 0, "netem remove");
   // Naming our handle makes the kernel refuse ("Specified qdisc handle not found" or similar) if
   // the root is not ours, instead of deleting whatever is there.
-  append_tcmsg(msg.get(), root_tcmsg(interface, kJitterdRootHandle));
+  msg.append_tcmsg(interface.index, kJitterdRootHandle, TC_H_ROOT);
   socket_->request(msg.get(), "netem remove", describe(interface));
 }
 

@@ -65,16 +65,6 @@ void RtnlLinkDeleter::operator()(rtnl_link* link) const {
   rtnl_link_put(link);
 }
 
-NlMsgPtr make_message(int type, int flags, std::size_t payload_hint) {
-  // Room for the headers on top of the payload; libnl never grows a message by itself.
-  NlMsgPtr msg(nlmsg_alloc_size(payload_hint + 1024));
-  if (!msg) throw SystemError("nlmsg_alloc_size", std::to_string(payload_hint) + " bytes", ENOMEM);
-  if (!nlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, type, 0, flags)) {
-    throw SystemError("nlmsg_put", "netlink header", ENOMEM);
-  }
-  return msg;
-}
-
 namespace {
 
 // At most this many requests are in flight at once. The kernel handles a sendmsg's messages inside

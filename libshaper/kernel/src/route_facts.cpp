@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "shaper/errors.hpp"
+#include "shaper/netlink_message.hpp"
 
 namespace shaper {
 
@@ -38,12 +39,10 @@ void add_multipath_interfaces(const nlattr* multipath, std::vector<int>& out) {
 }  // namespace
 
 std::vector<int> default_route_interfaces(RouteSocket& socket) {
-  NlMsgPtr msg = make_message(RTM_GETROUTE, 0);
+  NetlinkMessage msg(RTM_GETROUTE, 0, kOperation);
   rtmsg rtm{};
   rtm.rtm_family = AF_UNSPEC;  // IPv4 and IPv6 (and other families, skipped below) in one dump
-  if (nlmsg_append(msg.get(), &rtm, sizeof rtm, NLMSG_ALIGNTO) < 0) {
-    throw NetlinkError(kOperation, kObject, ENOMEM, "cannot build RTM_GETROUTE");
-  }
+  msg.append(rtm, "rtmsg");
   std::vector<int> out;
   socket.dump(msg.get(), kOperation, kObject, [&](const nlmsghdr& hdr) {
     if (hdr.nlmsg_type != RTM_NEWROUTE) return;

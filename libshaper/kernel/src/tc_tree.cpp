@@ -20,6 +20,7 @@
 
 #include "shaper/errors.hpp"
 #include "shaper/kernel_units.hpp"
+#include "shaper/netlink_message.hpp"
 
 namespace shaper {
 
@@ -61,41 +62,6 @@ namespace {
 constexpr std::uint32_t kHtbVersion = 3;  // tc's HTB_VER >> 16: htb_init refuses others
 constexpr std::uint32_t kHtbRate2Quantum =
     10;  // tc's default; unused since the quantum is explicit
-
-void append_tcmsg(nl_msg* msg, const tcmsg& tcm, const char* what) {
-  check_libnl(nlmsg_append(msg, const_cast<tcmsg*>(&tcm), sizeof tcm, NLMSG_ALIGNTO), what,
-              "tcmsg");
-}
-
-void put(nl_msg* msg, int type, const void* data, std::size_t len, const char* what) {
-  check_libnl(nla_put(msg, type, static_cast<int>(len), data), what,
-              "attribute " + std::to_string(type));
-}
-
-template <typename T>
-void put_value(nl_msg* msg, int type, const T& value, const char* what) {
-  put(msg, type, &value, sizeof value, what);
-}
-
-nlattr* nest_start(nl_msg* msg, int type, const char* what) {
-  nlattr* nest = nla_nest_start(msg, type);
-  if (!nest) throw NetlinkError(what, "attribute " + std::to_string(type), ENOMEM, "message full");
-  return nest;
-}
-
-void nest_end(nl_msg* msg, nlattr* nest, const char* what) {
-  check_libnl(nla_nest_end(msg, nest), what, "nest");
-}
-
-tcmsg make_tcmsg(int ifindex, std::uint32_t handle, std::uint32_t parent, std::uint32_t info = 0) {
-  tcmsg tcm{};
-  tcm.tcm_family = AF_UNSPEC;
-  tcm.tcm_ifindex = ifindex;
-  tcm.tcm_handle = handle;
-  tcm.tcm_parent = parent;
-  tcm.tcm_info = info;
-  return tcm;
-}
 
 std::uint32_t filter_info(std::uint16_t prio, std::uint16_t protocol) {
   return (std::uint32_t{prio} << 16) | htons(protocol);
@@ -265,27 +231,25 @@ bool place_run(const std::vector<const FilterGroup*>& run, std::uint32_t low, st
 // Message builders
 
 NlMsgPtr build_htb_root_message(int ifindex, std::uint16_t default_minor, int flags) {
-  constexpr const char* what = "encode htb qdisc";
-  NlMsgPtr msg = make_message(RTM_NEWQDISC, flags);
-  append_tcmsg(msg.get(), make_tcmsg(ifindex, kJitterdRootHandle, TC_H_ROOT), what);
-  check_libnl(nla_put_string(msg.get(), TCA_KIND, "htb"), what, "TCA_KIND");
-  nlattr* options = nest_start(msg.get(), TCA_OPTIONS, what);
+  NetlinkMessage msg(RTM_NEWQDISC, flags, "htb qdisc");
+  msg.append_tcmsg(ifindex, kJitterdRootHandle, TC_H_ROOT);
+  msg.put_string(TCA_KIND, "htb");
+  const NetlinkMessage::Nest options = msg.begin_nest(TCA_OPTIONS);
   tc_htb_glob glob{};
   glob.version = kHtbVersion;
   glob.rate2quantum = kHtbRate2Quantum;
   glob.defcls = default_minor;
-  put_value(msg.get(), TCA_HTB_INIT, glob, what);
-  put_value(msg.get(), TCA_HTB_DIRECT_QLEN, kHtbDirectQueue, what);
-  nest_end(msg.get(), options, what);
-  return msg;
+  msg.put_value(TCA_HTB_INIT, glob);
+  msg.put_value(TCA_HTB_DIRECT_QLEN, kHtbDirectQueue);
+  msg.end_nest(options);
+  return std::move(msg).release();
 }
 
 NlMsgPtr build_htb_class_message(int ifindex, std::uint32_t classid, int flags) {
-  constexpr const char* what = "encode htb class";
-  NlMsgPtr msg = make_message(RTM_NEWTCLASS, flags);
-  append_tcmsg(msg.get(), make_tcmsg(ifindex, classid, kJitterdRootHandle), what);
-  check_libnl(nla_put_string(msg.get(), TCA_KIND, "htb"), what, "TCA_KIND");
-  nlattr* options = nest_start(msg.get(), TCA_OPTIONS, what);
+  NetlinkMessage msg(RTM_NEWTCLASS, flags, "htb class");
+  msg.append_tcmsg(ifindex, classid, kJitterdRootHandle);
+  msg.put_string(TCA_KIND, "htb");
+  const NetlinkMessage::Nest options = msg.begin_nest(TCA_OPTIONS);
   tc_htb_opt opt{};
   opt.rate.linklayer = TC_LINKLAYER_ETHERNET;
   opt.rate.rate = kernel_units::rate32(kUnthrottledRate);
@@ -293,25 +257,20 @@ NlMsgPtr build_htb_class_message(int ifindex, std::uint32_t classid, int flags) 
   opt.buffer = kernel_units::psched_ticks(kHtbBuffer);
   opt.cbuffer = opt.buffer;
   opt.quantum = kHtbQuantum;
-  put_value(msg.get(), TCA_HTB_PARMS, opt, what);
+  msg.put_value(TCA_HTB_PARMS, opt);
   if (kernel_units::needs_rate64(kUnthrottledRate)) {
     const std::uint64_t rate64 = kUnthrottledRate.value;
-    put_value(msg.get(), TCA_HTB_RATE64, rate64, what);
-    put_value(msg.get(), TCA_HTB_CEIL64, rate64, what);
+    msg.put_value(TCA_HTB_RATE64, rate64);
+    msg.put_value(TCA_HTB_CEIL64, rate64);
   }
-  nest_end(msg.get(), options, what);
-  return msg;
+  msg.end_nest(options);
+  return std::move(msg).release();
 }
 
-NlMsgPtr build_u32_filter_message(int ifindex, std::uint32_t parent, std::uint16_t prio,
-                                  const U32Selector& selector, const U32Target& target) {
-  constexpr const char* what = "encode u32 filter";
-  NlMsgPtr msg = make_message(RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL);
-  append_tcmsg(msg.get(), make_tcmsg(ifindex, 0, parent, filter_info(prio, selector.eth_protocol)),
-               what);
-  check_libnl(nla_put_string(msg.get(), TCA_KIND, "u32"), what, "TCA_KIND");
-  nlattr* options = nest_start(msg.get(), TCA_OPTIONS, what);
+namespace {
 
+// TCA_U32_SEL's payload: the selector, then its keys.
+std::vector<std::byte> u32_selector_bytes(const U32Selector& selector) {
   // A selector without keys matches every packet of its protocol; u32 wants at least one key, and
   // {mask 0, value 0, offset 0} always matches (tc's `match u32 0 0`).
   std::vector<U32Key> keys = selector.keys;
@@ -334,25 +293,41 @@ NlMsgPtr build_u32_filter_message(int ifindex, std::uint32_t parent, std::uint16
     key.off = keys[i].offset;
     std::memcpy(sel_bytes.data() + sizeof sel + i * sizeof key, &key, sizeof key);
   }
-  put(msg.get(), TCA_U32_SEL, sel_bytes.data(), sel_bytes.size(), what);
-  if (target.classid) put_value(msg.get(), TCA_U32_CLASSID, *target.classid, what);
-  if (target.redirect_to_ifindex) {
-    nlattr* actions = nest_start(msg.get(), TCA_U32_ACT, what);
-    nlattr* first = nest_start(msg.get(), 1, what);  // actions run in the order of these numbers
-    check_libnl(nla_put_string(msg.get(), TCA_ACT_KIND, "mirred"), what, "TCA_ACT_KIND");
-    nlattr* act_options = nest_start(msg.get(), TCA_ACT_OPTIONS | NLA_F_NESTED, what);
-    tc_mirred mirred{};
-    // STOLEN: the packet now belongs to the IFB; it comes back into the stack after netem.
-    mirred.action = TC_ACT_STOLEN;
-    mirred.eaction = TCA_EGRESS_REDIR;
-    mirred.ifindex = static_cast<std::uint32_t>(*target.redirect_to_ifindex);
-    put_value(msg.get(), TCA_MIRRED_PARMS, mirred, what);
-    nest_end(msg.get(), act_options, what);
-    nest_end(msg.get(), first, what);
-    nest_end(msg.get(), actions, what);
-  }
-  nest_end(msg.get(), options, what);
-  return msg;
+  return sel_bytes;
+}
+
+// TCA_U32_ACT: one mirred action that redirects to `ifindex`'s egress.
+void put_mirred_redirect(NetlinkMessage& msg, int ifindex) {
+  const NetlinkMessage::Nest actions = msg.begin_nest(TCA_U32_ACT);
+  const NetlinkMessage::Nest first =
+      msg.begin_nest(1);  // actions run in the order of these numbers
+  msg.put_string(TCA_ACT_KIND, "mirred");
+  const NetlinkMessage::Nest act_options = msg.begin_nest(TCA_ACT_OPTIONS | NLA_F_NESTED);
+  tc_mirred mirred{};
+  // STOLEN: the packet now belongs to the IFB; it comes back into the stack after netem.
+  mirred.action = TC_ACT_STOLEN;
+  mirred.eaction = TCA_EGRESS_REDIR;
+  mirred.ifindex = static_cast<std::uint32_t>(ifindex);
+  msg.put_value(TCA_MIRRED_PARMS, mirred);
+  msg.end_nest(act_options);
+  msg.end_nest(first);
+  msg.end_nest(actions);
+}
+
+}  // namespace
+
+NlMsgPtr build_u32_filter_message(int ifindex, std::uint32_t parent, std::uint16_t prio,
+                                  const U32Selector& selector, const U32Target& target) {
+  NetlinkMessage msg(RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL, "u32 filter");
+  msg.append_tcmsg(ifindex, 0, parent, filter_info(prio, selector.eth_protocol));
+  msg.put_string(TCA_KIND, "u32");
+  const NetlinkMessage::Nest options = msg.begin_nest(TCA_OPTIONS);
+  const std::vector<std::byte> sel_bytes = u32_selector_bytes(selector);
+  msg.put(TCA_U32_SEL, sel_bytes.data(), sel_bytes.size());
+  if (target.classid) msg.put_value(TCA_U32_CLASSID, *target.classid);
+  if (target.redirect_to_ifindex) put_mirred_redirect(msg, *target.redirect_to_ifindex);
+  msg.end_nest(options);
+  return std::move(msg).release();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -360,8 +335,8 @@ NlMsgPtr build_u32_filter_message(int ifindex, std::uint32_t parent, std::uint16
 
 std::vector<FilterInfo> dump_filters(RouteSocket& socket, const Interface& interface,
                                      std::uint32_t parent) {
-  NlMsgPtr msg = make_message(RTM_GETTFILTER, 0);
-  append_tcmsg(msg.get(), make_tcmsg(interface.index, 0, parent), "encode filter dump");
+  NetlinkMessage msg(RTM_GETTFILTER, 0, "filter dump");
+  msg.append_tcmsg(interface.index, 0, parent);
   const std::string object = "dev " + interface.name + " parent " + format_handle(parent);
   std::vector<FilterInfo> out;
   socket.dump_parsed(msg.get(), "filter dump", object, RTM_NEWTFILTER, sizeof(tcmsg), TCA_MAX,
@@ -380,11 +355,10 @@ std::vector<FilterInfo> dump_filters(RouteSocket& socket, const Interface& inter
 
 void delete_filters(RouteSocket& socket, const Interface& interface, std::uint32_t parent,
                     std::uint16_t prio, std::uint16_t protocol) {
-  NlMsgPtr msg = make_message(RTM_DELTFILTER, 0);
-  append_tcmsg(msg.get(), make_tcmsg(interface.index, 0, parent, filter_info(prio, protocol)),
-               "encode filter delete");
+  NetlinkMessage msg(RTM_DELTFILTER, 0, "filter delete");
+  msg.append_tcmsg(interface.index, 0, parent, filter_info(prio, protocol));
   // Naming the kind makes the kernel refuse if someone else's filter now holds that priority.
-  check_libnl(nla_put_string(msg.get(), TCA_KIND, "u32"), "encode filter delete", "TCA_KIND");
+  msg.put_string(TCA_KIND, "u32");
   char object[96];
   std::snprintf(object, sizeof object, " parent %s prio %u protocol 0x%04x",
                 format_handle(parent).c_str(), prio, protocol);
@@ -589,9 +563,8 @@ void NetemTree::apply(const std::vector<TreeStep>& steps) {
            std::to_string(filter.prio) + " flowid " + format_handle(filter.classid);
   };
   auto delete_class = [&](std::uint16_t minor) {
-    NlMsgPtr msg = make_message(RTM_DELTCLASS, 0);
-    append_tcmsg(msg.get(), make_tcmsg(ifindex, tree_class_id(minor), kJitterdRootHandle),
-                 "encode class delete");
+    NetlinkMessage msg(RTM_DELTCLASS, 0, "class delete");
+    msg.append_tcmsg(ifindex, tree_class_id(minor), kJitterdRootHandle);
     socket.request(msg.get(), "tree class remove", class_object(minor));
   };
   auto by_prio = [](const TreeFilter& a, const TreeFilter& b) { return a.prio < b.prio; };
@@ -688,11 +661,10 @@ PreparedChange NetemTree::prepare_change(std::uint16_t minor, const NetemSpec& s
 void NetemTree::remove() {
   if (!engine_) return;
   NetemEngine* engine = std::exchange(engine_, nullptr);
-  NlMsgPtr msg = make_message(RTM_DELQDISC, 0);
+  NetlinkMessage msg(RTM_DELQDISC, 0, "tree remove");
   // Naming our handle: the kernel refuses if the root is no longer ours. Deleting the root destroys
   // its classes, their leaves and every filter attached to it.
-  append_tcmsg(msg.get(), make_tcmsg(interface_.index, kJitterdRootHandle, TC_H_ROOT),
-               "encode tree remove");
+  msg.append_tcmsg(interface_.index, kJitterdRootHandle, TC_H_ROOT);
   engine->socket().request(msg.get(), "tree remove", describe_tree(interface_));
   state_ = TreeState{};
 }

@@ -10,9 +10,8 @@
 #include "shaper/change_plan.hpp"
 #include "shaper/netem_spec.hpp"
 #include "shaper/netlink.hpp"
+#include "shaper/netlink_message.hpp"
 #include "shaper/tc_types.hpp"
-
-struct nl_msg;
 
 namespace shaper {
 
@@ -22,7 +21,7 @@ inline constexpr int kTcaNetemPrngSeed = 14;
 // Appends TCA_OPTIONS for `spec` to `msg` (whose tcmsg and TCA_KIND are already in place).
 // Throws NetlinkError if the options do not fit a netlink attribute (validate() reports that
 // first).
-void append_netem_options(nl_msg* msg, const NetemSpec& spec, const NetemEncodePlan& plan);
+void append_netem_options(NetlinkMessage& msg, const NetemSpec& spec, const NetemEncodePlan& plan);
 
 // A complete RTM_NEWQDISC request for a netem qdisc: tcmsg, TCA_KIND "netem", TCA_OPTIONS.
 // `flags`: NLM_F_CREATE|NLM_F_EXCL to install, 0 to change in place, NLM_F_CREATE|NLM_F_REPLACE to

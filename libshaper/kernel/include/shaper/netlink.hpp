@@ -39,10 +39,6 @@ using RtnlLinkPtr = std::unique_ptr<rtnl_link, RtnlLinkDeleter>;
 // kernel layer needs libnl.
 int check_libnl(int result, const std::string& operation, const std::string& object);
 
-// Allocates a message with room for `payload_hint` bytes (a full delay table needs ~33 KiB; libnl's
-// default page-sized buffer would make nla_put fail).
-NlMsgPtr make_message(int type, int flags, std::size_t payload_hint = 4096);
-
 // What the kernel said about one request.
 struct NetlinkAck {
   std::string warning;  // extended-ACK text sent with a success, if any
