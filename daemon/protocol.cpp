@@ -598,12 +598,12 @@ std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& 
     a.digest = stored->digest;
   } else if (prof.is_object()) {
     auto load = shaper::parse_profile(prof.dump());
-    if (!load.profile) {
-      for (auto& d : load.diagnostics) d.where = where + d.where;
-      return invalid(load.diagnostics);
+    if (!load) {
+      for (auto& d : load.diagnostics()) d.where = where + d.where;
+      return invalid(load.diagnostics());
     }
-    a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
-    a.digest = load.digest;
+    a.profile = std::make_shared<const shaper::Profile>(std::move(load->profile));
+    a.digest = load->digest;
   } else {
     c.r.error(where, "expected a profile name or a profile object, found " +
                          std::string(prof.type_name()));

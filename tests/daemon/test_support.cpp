@@ -7,9 +7,8 @@ namespace jitterd::testing {
 
 LoadedProfile parse_test_profile(const std::string& json_text) {
   auto load = shaper::parse_profile(json_text);
-  if (!load.profile)
-    throw std::runtime_error("test profile: " + shaper::to_string(load.diagnostics));
-  return {std::make_shared<const shaper::Profile>(std::move(*load.profile)), load.digest};
+  if (!load) throw std::runtime_error("test profile: " + shaper::to_string(load.diagnostics()));
+  return {std::make_shared<const shaper::Profile>(std::move(load->profile)), load->digest};
 }
 
 Peer test_peer() {

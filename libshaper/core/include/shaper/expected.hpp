@@ -30,14 +30,12 @@ class Expected {
 
   // A value: `return profile;`. Anything T is built from converts, except an E, which is a failure.
   template <typename U = T>
-    requires(std::is_constructible_v<T, U &&> &&
-             !std::is_same_v<std::remove_cvref_t<U>, Expected> &&
-             !std::is_same_v<std::remove_cvref_t<U>, E>)
-  Expected(U&& value) : value_(std::forward<U>(value)) {}  // NOLINT: implicit, as `return x;` reads
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::remove_cvref_t<U>, Expected> &&
+           !std::is_same_v<std::remove_cvref_t<U>, E>) Expected(U&& value)
+      : value_(std::forward<U>(value)) {}  // NOLINT: implicit, as `return x;` reads
 
   // A value with the warnings that came with it (Diagnostics only).
-  Expected(T value, Diagnostics warnings)
-    requires std::same_as<E, Diagnostics>
+  Expected(T value, Diagnostics warnings) requires std::same_as<E, Diagnostics>
       : value_(std::move(value)), error_(std::move(warnings)) {}
 
   // No value, and why: `return diagnostics;`, `return RequestError{...};`.
@@ -58,16 +56,8 @@ class Expected {
   E&& error() && { return std::move(error_); }
 
   // The same as error(), under the name that reads where E is Diagnostics.
-  const Diagnostics& diagnostics() const&
-    requires std::same_as<E, Diagnostics>
-  {
-    return error_;
-  }
-  Diagnostics& diagnostics() &
-    requires std::same_as<E, Diagnostics>
-  {
-    return error_;
-  }
+  const Diagnostics& diagnostics() const& requires std::same_as<E, Diagnostics> { return error_; }
+  Diagnostics& diagnostics() & requires std::same_as<E, Diagnostics> { return error_; }
 
   // The value moved out, nullopt when there is none: for callers that keep it in an optional.
   std::optional<T> take_value() && { return std::move(value_); }
