@@ -180,8 +180,8 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params,
 
 // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
 Outcome<json> lanes_outcome(const Outcome<SessionManager::Statuses>& o) {
-  if (auto* e = std::get_if<RequestError>(&o)) return *e;
-  return protocol::lanes_result(std::get<SessionManager::Statuses>(o));
+  if (!o) return o.error();
+  return protocol::lanes_result(*o);
 }
 
 std::string kernel_release() {
@@ -460,8 +460,8 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
                  "this is a bug in jitterd; please report it with the request"});
   }
   if (!call.ok()) return fail(invalid(call.diagnostics));
-  if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
-  json reply = {{"ok", true}, {"result", std::get<json>(outcome)}};
+  if (!outcome) return fail(outcome.error());
+  json reply = {{"ok", true}, {"result", *outcome}};
   if (!id.is_null()) reply["id"] = id;
   return Reply{to_line(reply), call.subscribe};
 }
@@ -688,8 +688,8 @@ Outcome<json> Dispatcher::status(Call& c) {
   }
   if (!c.ok()) return json::object();
   auto s = sessions_.status(target);
-  if (auto* e = std::get_if<RequestError>(&s)) return *e;
-  return json(protocol::SessionList{std::get<SessionManager::Statuses>(s)});
+  if (!s) return s.error();
+  return json(protocol::SessionList{*s});
 }
 
 Outcome<json> Dispatcher::clear(Call& c) {
@@ -705,8 +705,8 @@ Outcome<json> Dispatcher::clear(Call& c) {
   }
   if (!c.ok()) return json::object();
   auto cleared = sessions_.clear(all ? Target{} : target, c.peer);
-  if (auto* e = std::get_if<RequestError>(&cleared)) return *e;
-  return json(protocol::Cleared{std::get<std::vector<std::string>>(cleared)});
+  if (!cleared) return cleared.error();
+  return json(protocol::Cleared{*cleared});
 }
 
 Outcome<json> Dispatcher::renew(Call& c) {
@@ -808,7 +808,7 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_events_written_total " << stats_.events_written << '\n';
 
   auto statuses = sessions_.status("");
-  if (auto* list = std::get_if<std::vector<SessionStatus>>(&statuses)) {
+  if (auto* list = statuses ? &*statuses : nullptr) {
     metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
     for (const auto& s : *list) {
       out << "jitterd_session_info{interface=\"" << label(s.interface) << "\",profile=\""

@@ -76,11 +76,12 @@ ApplyRequest DaemonRig::request(const std::string& interface, const LoadedProfil
 
 SessionStatus DaemonRig::apply_ok(const ApplyRequest& request) {
   auto outcome = sessions.apply(request, test_peer());
-  if (auto* e = std::get_if<RequestError>(&outcome)) {
-    ADD_FAILURE() << "apply refused: " << e->code << ": " << e->message << " at " << e->where;
+  if (!outcome) {
+    const RequestError& e = outcome.error();
+    ADD_FAILURE() << "apply refused: " << e.code << ": " << e.message << " at " << e.where;
     return {};
   }
-  auto& list = std::get<SessionManager::Statuses>(outcome);
+  auto& list = *outcome;
   if (list.empty()) {
     ADD_FAILURE() << "apply answered with no session";
     return {};
