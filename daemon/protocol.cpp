@@ -560,11 +560,11 @@ void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
   }
   a.protect_ssh = r.boolean(params, p, "protect_ssh", true).value_or(true);
   if (const auto ssh = r.string(params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
-    shaper::Diagnostics ssh_diagnostics;
-    if (auto conn = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {
-      a.ssh_connections.push_back(*conn);
-    } else {
-      for (auto& d : ssh_diagnostics) r.error(p + "/ssh_connection", d.message);
+    const auto conn = shaper::parse_ssh_connection(*ssh);
+    if (!conn) {
+      for (const auto& d : conn.diagnostics()) r.error(p + "/ssh_connection", d.message);
+    } else if (*conn) {  // always, the text being non-empty
+      a.ssh_connections.push_back(**conn);
     }
   }
   a.confirm = read_duration(r, params, p, "confirm");

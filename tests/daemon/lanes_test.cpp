@@ -122,8 +122,7 @@ TEST(Lanes, TheSshGuardSparesSshOnlyOnTheDefaultRouteInterface) {
 
   rig.backend.set_default_route(6, true);
   ApplyRequest r = rig.request("veth1", profile());
-  shaper::Diagnostics d;
-  r.ssh_connections.push_back(*shaper::parse_ssh_connection("192.0.2.7 51234 192.0.2.1 2222", d));
+  r.ssh_connections.push_back(**shaper::parse_ssh_connection("192.0.2.7 51234 192.0.2.1 2222"));
   status = rig.apply_ok(r);
   ASSERT_EQ(status.unshaped.size(), 2u);
   EXPECT_EQ(status.unshaped[0], "tcp port 22 (either side)");
