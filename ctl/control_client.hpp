@@ -9,13 +9,14 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <signal.h>
 
 #include "protocol/errors.hpp"
+#include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/quantities.hpp"
 
@@ -30,29 +31,34 @@ inline constexpr shaper::Nanoseconds kDefaultTimeout = std::chrono::seconds(10);
 // peer, and reading it would only exhaust memory.
 inline constexpr std::size_t kMaxLineBytes = 16 * 1024 * 1024;
 
+// The failures of talking to jitterd are jitterctl's environment, so they are
+// shaper::EnvironmentError (a std::system_error) like libshaper's: code() is the errno where there
+// is one, std::errc::timed_out for a timeout, shaper::Errc::kProtocolBroken otherwise; what() is
+// the message alone.
+
 // jitterd could not be reached; the message says what to try (start it, --socket, the socket
 // group).
-class ConnectError : public std::runtime_error {
+class ConnectError : public shaper::EnvironmentError {
  public:
   ConnectError(const std::string& message, int error_number)
-      : std::runtime_error(message), errno_(error_number) {}
-  int error_number() const { return errno_; }
-
- private:
-  int errno_;
+      : EnvironmentError(std::error_code(error_number, std::system_category()), message) {}
+  int error_number() const { return code().value(); }
 };
 
 // jitterd broke the protocol or the connection: a line that is not JSON, a line too long, a reply
 // to another request, no reply in time, or the connection closed early.
-class ProtocolError : public std::runtime_error {
+class ProtocolError : public shaper::EnvironmentError {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ProtocolError(const std::string& message,
+                         std::error_code code = make_error_code(shaper::Errc::kProtocolBroken))
+      : EnvironmentError(code, message) {}
 };
 
 // No reply within the timeout.
 class TimeoutError : public ProtocolError {
  public:
-  using ProtocolError::ProtocolError;
+  explicit TimeoutError(const std::string& message)
+      : ProtocolError(message, std::make_error_code(std::errc::timed_out)) {}
 };
 
 // jitterd closed the connection; `mid_line` when it did so in the middle of a line.
@@ -67,9 +73,9 @@ class ConnectionClosed : public ProtocolError {
 };
 
 // The interrupt descriptor became readable (SIGINT or SIGTERM arrived) while waiting.
-class Interrupted : public std::runtime_error {
+class Interrupted : public shaper::EnvironmentError {
  public:
-  Interrupted() : std::runtime_error("interrupted") {}
+  Interrupted() : EnvironmentError(std::make_error_code(std::errc::interrupted), "interrupted") {}
 };
 
 using shaper::UniqueFd;

@@ -61,8 +61,9 @@ std::optional<Trace> load_trace(const std::string& path, const ParseOptions& opt
 
 std::optional<Profile> load_profile(const std::string& path) {
   const ProfileLoad load = load_profile_file(path);
-  for (const auto& d : load.diagnostics) std::cerr << d.in_file(path) << '\n';
-  return load.profile;
+  for (const auto& d : load.diagnostics()) std::cerr << d.in_file(path) << '\n';
+  if (!load) return std::nullopt;
+  return load->profile;
 }
 
 // --format, --interval and --host: how compile and validate read captures.
@@ -223,14 +224,14 @@ int inspect_command(const Invocation& inv) {
   const std::string& path = operands.front();
   const bool json = inv.args.has("--json");
   const ProfileLoad load = load_profile_file(path);
-  for (const auto& d : load.diagnostics) std::cerr << d.in_file(path) << '\n';
-  if (!load.profile) return kExitBadInput;
-  const Profile& p = *load.profile;
+  for (const auto& d : load.diagnostics()) std::cerr << d.in_file(path) << '\n';
+  if (!load) return kExitBadInput;
+  const Profile& p = load->profile;
   if (json) {
     std::cout << profile_to_json(p);
     return kExitOk;
   }
-  std::printf("profile  %s\ndigest   %s\n", p.name.c_str(), load.digest.c_str());
+  std::printf("profile  %s\ndigest   %s\n", p.name.c_str(), load->digest.c_str());
   if (!p.description.empty()) std::printf("about    %s\n", p.description.c_str());
   if (p.provenance) {
     std::printf("capture  %s (%s, %llu samples, sha256 %.16s..., baseline %s%s)\n",

@@ -124,7 +124,7 @@ void NetlinkMonitor::rescan() {
     const auto interfaces = backend_.interfaces();
     const auto roots = backend_.root_qdiscs();
     auto status = sessions_.status("");
-    auto* list = std::get_if<std::vector<SessionStatus>>(&status);
+    auto* list = status ? &*status : nullptr;
     if (!list) return;
     for (const auto& s : *list) {
       const bool present =

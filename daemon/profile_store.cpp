@@ -96,13 +96,13 @@ std::optional<StoredProfile> load_file(const std::string& name, const fs::path& 
   const auto text = read_profile_text(file, dir, error, missing);
   if (!text) return std::nullopt;
   shaper::ProfileLoad load = shaper::parse_profile(*text);
-  if (!load.profile) {
-    *error = shaper::to_string(load.diagnostics, file.string());
+  if (!load) {
+    *error = shaper::to_string(load.diagnostics(), file.string());
     return std::nullopt;
   }
   return StoredProfile{name, file.string(),
-                       std::make_shared<const shaper::Profile>(std::move(*load.profile)),
-                       load.digest};
+                       std::make_shared<const shaper::Profile>(std::move(load->profile)),
+                       load->digest};
 }
 
 }  // namespace

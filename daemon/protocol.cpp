@@ -180,8 +180,8 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params,
 
 // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
 Outcome<json> lanes_outcome(const Outcome<SessionManager::Statuses>& o) {
-  if (auto* e = std::get_if<RequestError>(&o)) return *e;
-  return protocol::lanes_result(std::get<SessionManager::Statuses>(o));
+  if (!o) return o.error();
+  return protocol::lanes_result(*o);
 }
 
 std::string kernel_release() {
@@ -460,8 +460,8 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
                  "this is a bug in jitterd; please report it with the request"});
   }
   if (!call.ok()) return fail(invalid(call.diagnostics));
-  if (auto* e = std::get_if<RequestError>(&outcome)) return fail(*e);
-  json reply = {{"ok", true}, {"result", std::get<json>(outcome)}};
+  if (!outcome) return fail(outcome.error());
+  json reply = {{"ok", true}, {"result", *outcome}};
   if (!id.is_null()) reply["id"] = id;
   return Reply{to_line(reply), call.subscribe};
 }
@@ -560,11 +560,11 @@ void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
   }
   a.protect_ssh = r.boolean(params, p, "protect_ssh", true).value_or(true);
   if (const auto ssh = r.string(params, p, "ssh_connection", false, 256); ssh && !ssh->empty()) {
-    shaper::Diagnostics ssh_diagnostics;
-    if (auto conn = shaper::parse_ssh_connection(*ssh, ssh_diagnostics)) {
-      a.ssh_connections.push_back(*conn);
-    } else {
-      for (auto& d : ssh_diagnostics) r.error(p + "/ssh_connection", d.message);
+    const auto conn = shaper::parse_ssh_connection(*ssh);
+    if (!conn) {
+      for (const auto& d : conn.diagnostics()) r.error(p + "/ssh_connection", d.message);
+    } else if (*conn) {  // always, the text being non-empty
+      a.ssh_connections.push_back(**conn);
     }
   }
   a.confirm = read_duration(r, params, p, "confirm");
@@ -598,12 +598,12 @@ std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& 
     a.digest = stored->digest;
   } else if (prof.is_object()) {
     auto load = shaper::parse_profile(prof.dump());
-    if (!load.profile) {
-      for (auto& d : load.diagnostics) d.where = where + d.where;
-      return invalid(load.diagnostics);
+    if (!load) {
+      for (auto& d : load.diagnostics()) d.where = where + d.where;
+      return invalid(load.diagnostics());
     }
-    a.profile = std::make_shared<const shaper::Profile>(std::move(*load.profile));
-    a.digest = load.digest;
+    a.profile = std::make_shared<const shaper::Profile>(std::move(load->profile));
+    a.digest = load->digest;
   } else {
     c.r.error(where, "expected a profile name or a profile object, found " +
                          std::string(prof.type_name()));
@@ -688,8 +688,8 @@ Outcome<json> Dispatcher::status(Call& c) {
   }
   if (!c.ok()) return json::object();
   auto s = sessions_.status(target);
-  if (auto* e = std::get_if<RequestError>(&s)) return *e;
-  return json(protocol::SessionList{std::get<SessionManager::Statuses>(s)});
+  if (!s) return s.error();
+  return json(protocol::SessionList{*s});
 }
 
 Outcome<json> Dispatcher::clear(Call& c) {
@@ -705,8 +705,8 @@ Outcome<json> Dispatcher::clear(Call& c) {
   }
   if (!c.ok()) return json::object();
   auto cleared = sessions_.clear(all ? Target{} : target, c.peer);
-  if (auto* e = std::get_if<RequestError>(&cleared)) return *e;
-  return json(protocol::Cleared{std::get<std::vector<std::string>>(cleared)});
+  if (!cleared) return cleared.error();
+  return json(protocol::Cleared{*cleared});
 }
 
 Outcome<json> Dispatcher::renew(Call& c) {
@@ -808,7 +808,7 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_events_written_total " << stats_.events_written << '\n';
 
   auto statuses = sessions_.status("");
-  if (auto* list = std::get_if<std::vector<SessionStatus>>(&statuses)) {
+  if (auto* list = statuses ? &*statuses : nullptr) {
     metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
     for (const auto& s : *list) {
       out << "jitterd_session_info{interface=\"" << label(s.interface) << "\",profile=\""

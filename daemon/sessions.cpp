@@ -220,8 +220,8 @@ Outcome<Layout> SessionManager::layout_for(int index, Direction direction,
 Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& request,
                                                         const Peer& peer) {
   auto checked = check_apply(request);
-  if (auto* e = std::get_if<RequestError>(&checked)) return *e;
-  const shaper::Interface& interface = std::get<shaper::Interface>(checked);
+  if (!checked) return checked.error();
+  const shaper::Interface& interface = *checked;
   const SshGuard guard = ssh_guard(request, interface);
   const MonotonicTime now = MonotonicClock::now();
   std::vector<std::unique_ptr<Session>> made = make_sessions(request, interface, guard, peer, now);
@@ -506,8 +506,8 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
                                                                std::optional<MonotonicTime> at,
                                                                const Peer& peer) {
   auto found = require(target);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  const auto& list = std::get<std::vector<Session*>>(found);
+  if (!found) return found.error();
+  const auto& list = *found;
   for (Session* s : list) {
     if (!s->profile) {
       return RequestError{
@@ -565,8 +565,8 @@ Outcome<SessionManager::Statuses> SessionManager::on_lanes(
     const Target& target, const std::function<std::optional<RequestError>(Session&)>& refuse,
     const std::function<void(Session&)>& act) {
   auto found = require(target);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  const auto& list = std::get<std::vector<Session*>>(found);
+  if (!found) return found.error();
+  const auto& list = *found;
   for (Session* s : list) {
     if (auto objection = refuse(*s)) return *objection;
   }
@@ -716,8 +716,8 @@ Outcome<SessionManager::Statuses> SessionManager::renew(const Target& target,
 
 Outcome<SessionManager::Statuses> SessionManager::confirm(const Target& target, const Peer& peer) {
   auto found = require(target);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  const auto& list = std::get<std::vector<Session*>>(found);
+  if (!found) return found.error();
+  const auto& list = *found;
   bool any = false;
   for (Session* s : list) any = any || s->confirm_by.has_value();
   if (!any) {
@@ -759,8 +759,8 @@ Outcome<std::vector<std::string>> SessionManager::clear(const Target& target, co
     return cleared;
   }
   auto found = require(target);
-  if (auto* e = std::get_if<RequestError>(&found)) return *e;
-  const auto list = std::get<std::vector<Session*>>(found);
+  if (!found) return found.error();
+  const auto list = *found;
   const int index = list.front()->interface.index;
   if (!target.direction && !target.set) {
     // The whole interface: one removal of everything (no tree rebuilt lane by lane on the way out).
@@ -791,8 +791,8 @@ Outcome<SessionManager::Statuses> SessionManager::status(const Target& target) {
   std::vector<Session*> list;
   if (!target.interface.empty()) {
     auto found = require(target);
-    if (auto* e = std::get_if<RequestError>(&found)) return *e;
-    list = std::get<std::vector<Session*>>(found);
+    if (!found) return found.error();
+    list = *found;
   } else {
     for (auto& [key, s] : sessions_) list.push_back(s.get());
   }
@@ -943,15 +943,15 @@ std::vector<SessionManager::RoundPlan> SessionManager::plan_round(
     bool refused = false;
     for (Direction d : directions) {
       auto next = layout_for(p.interface.index, d, tr.changes, nullptr);
-      if (auto* e = std::get_if<RequestError>(&next)) {
-        failures[t] = std::make_exception_ptr(shaper::OwnershipError(e->message + "; " + e->hint));
+      if (!next) {
+        const RequestError& e = next.error();
+        failures[t] = std::make_exception_ptr(shaper::OwnershipError(e.message + "; " + e.hint));
         refused = true;
         break;
       }
       auto now = layout_for(p.interface.index, d, {}, nullptr);
-      wanted.push_back(ShapeRequest{p.interface, d, std::move(std::get<Layout>(next)), p.force});
-      p.previous.emplace_back(
-          d, std::holds_alternative<Layout>(now) ? std::get<Layout>(now) : Layout{});
+      wanted.push_back(ShapeRequest{p.interface, d, std::move(*next), p.force});
+      p.previous.emplace_back(d, now ? *now : Layout{});
     }
     if (refused) continue;
     for (const auto& c : tr.changes) {
@@ -1310,9 +1310,8 @@ void SessionManager::remove_lane(const Session& s) {
     return;
   }
   auto rest = layout_for(interface.index, s.direction, {}, &s);
-  if (auto* e = std::get_if<RequestError>(&rest))
-    throw shaper::OwnershipError(e->message + "; " + e->hint);
-  backend_.shape(interface, s.direction, std::get<Layout>(rest), s.force);
+  if (!rest) throw shaper::OwnershipError(rest.error().message + "; " + rest.error().hint);
+  backend_.shape(interface, s.direction, *rest, s.force);
   erase_from_ledger(interface.index, std::pair(s.direction, s.set));
 }
 

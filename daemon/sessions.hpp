@@ -18,7 +18,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "asio.hpp"
@@ -30,6 +29,7 @@
 #include "protocol/errors.hpp"
 #include "protocol/results.hpp"
 #include "scheduler.hpp"
+#include "shaper/expected.hpp"
 #include "shaper/profile.hpp"
 #include "shaper/route_facts.hpp"
 #include "shaping_backend.hpp"
@@ -49,8 +49,9 @@ struct Peer {
 using RequestError = protocol::Error;
 using protocol::ErrorCode;
 
+// What a request comes to: its result, or why it was refused (shaper/expected.hpp).
 template <typename T>
-using Outcome = std::variant<T, RequestError>;
+using Outcome = shaper::Expected<T, RequestError>;
 
 // Which sessions a request names: an interface, and optionally one direction and one rule set.
 struct Target {

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
+#include <system_error>
 #include <tuple>
 #include <utility>
 
@@ -42,8 +42,9 @@ bool present(const std::optional<std::string>& value) {
 
 [[noreturn]] void malformed(std::string_view variable, std::string_view value,
                             std::string_view why) {
-  throw std::invalid_argument(std::string(variable) + "=\"" + std::string(value) +
-                              "\": " + std::string(why));
+  throw shaper::EnvironmentError(
+      std::make_error_code(std::errc::invalid_argument),
+      std::string(variable) + "=\"" + std::string(value) + "\": " + std::string(why));
 }
 
 // A whole decimal number: digits only (no sign, no spaces, nothing after), as systemd writes them.

@@ -7,8 +7,9 @@
 // *from_environment() functions read getenv() and unset the variables so that children do not
 // inherit them. Those two change the environment: call them from main() before any thread starts.
 //
-// A malformed value (systemd never sets one; a person starting jitterd by hand might) is
-// std::invalid_argument naming the variable; a failed system call is shaper::SystemError.
+// A malformed value (systemd never sets one; a person starting jitterd by hand might) is a
+// shaper::EnvironmentError naming the variable (code() std::errc::invalid_argument); a failed
+// system call is shaper::SystemError.
 
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -37,8 +38,8 @@ struct NotifyEnvironment {
 // or under a Type= other than notify.
 class SystemdNotifier {
  public:
-  // Opens the datagram socket (SOCK_CLOEXEC). Throws std::invalid_argument for a malformed value
-  // and shaper::SystemError when the socket cannot be created.
+  // Opens the datagram socket (SOCK_CLOEXEC). Throws shaper::EnvironmentError for a malformed
+  // value and shaper::SystemError when the socket cannot be created.
   explicit SystemdNotifier(const NotifyEnvironment& environment);
   // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID, then unsets them.
   static SystemdNotifier from_environment();
@@ -94,8 +95,9 @@ struct ListenEnvironment {
 // getpid() (the sockets were meant for another process; they are left alone). `names`, when given,
 // receives one name per fd: LISTEN_FDNAMES, or "unknown" for each when it is unset.
 // The caller owns the fds (hands one to an acceptor, closes the others). Every value is checked
-// before any fd is touched. Throws std::invalid_argument for a malformed value or a LISTEN_FDNAMES
-// count that differs from LISTEN_FDS, and shaper::SystemError when an fd is not open.
+// before any fd is touched. Throws shaper::EnvironmentError for a malformed value or a
+// LISTEN_FDNAMES count that differs from LISTEN_FDS, and shaper::SystemError when an fd is not
+// open.
 std::vector<int> listen_fds(const ListenEnvironment& environment,
                             std::vector<std::string>* names = nullptr);
 

@@ -36,11 +36,12 @@ ApplyRequest redis(DaemonRig& rig) {
 
 template <typename T>
 T value(Outcome<T> o) {
-  if (auto* e = std::get_if<RequestError>(&o)) {
-    ADD_FAILURE() << e->code << ": " << e->message << " at " << e->where;
+  if (!o) {
+    const RequestError& e = o.error();
+    ADD_FAILURE() << e.code << ": " << e.message << " at " << e.where;
     return {};
   }
-  return std::get<T>(std::move(o));
+  return *std::move(o);
 }
 
 TEST(Lanes, BothDirectionsAreTwoSessionsAndOneClearRemovesBoth) {
@@ -121,8 +122,7 @@ TEST(Lanes, TheSshGuardSparesSshOnlyOnTheDefaultRouteInterface) {
 
   rig.backend.set_default_route(6, true);
   ApplyRequest r = rig.request("veth1", profile());
-  shaper::Diagnostics d;
-  r.ssh_connections.push_back(*shaper::parse_ssh_connection("192.0.2.7 51234 192.0.2.1 2222", d));
+  r.ssh_connections.push_back(**shaper::parse_ssh_connection("192.0.2.7 51234 192.0.2.1 2222"));
   status = rig.apply_ok(r);
   ASSERT_EQ(status.unshaped.size(), 2u);
   EXPECT_EQ(status.unshaped[0], "tcp port 22 (either side)");
@@ -218,8 +218,8 @@ TEST(Lanes, RequestsNamingAMissingLaneSayWhichLanesExist) {
   Target t("veth0");
   t.direction = Direction::kIngress;
   const auto o = rig.sessions.switch_phase(t, "b", std::nullopt, test_peer());
-  ASSERT_TRUE(std::holds_alternative<RequestError>(o));
-  const auto& e = std::get<RequestError>(o);
+  ASSERT_FALSE(o);
+  const auto& e = o.error();
   EXPECT_EQ(e.code, "not-found");
   EXPECT_EQ(e.message, "veth0 ingress has no jitterd session");
   EXPECT_EQ(e.hint, "sessions on veth0: veth0");

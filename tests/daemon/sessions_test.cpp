@@ -51,19 +51,19 @@ Nanoseconds mono(Clock::time_point t) {
 
 template <typename T>
 RequestError error_of(const Outcome<T>& outcome) {
-  if (auto* e = std::get_if<RequestError>(&outcome)) return *e;
+  if (!outcome) return outcome.error();
   ADD_FAILURE() << "expected a RequestError, the request succeeded";
   return {};
 }
 
 template <typename T>
 T value_of(Outcome<T> outcome) {
-  if (auto* e = std::get_if<RequestError>(&outcome)) {
-    ADD_FAILURE() << "request refused: " << e->code << ": " << e->message << " (" << e->where
-                  << ")";
+  if (!outcome) {
+    const RequestError& e = outcome.error();
+    ADD_FAILURE() << "request refused: " << e.code << ": " << e.message << " (" << e.where << ")";
     return {};
   }
-  return std::get<T>(std::move(outcome));
+  return *std::move(outcome);
 }
 
 // The one session a request named (apply, switch ... answer with every session they touched).

@@ -7,9 +7,8 @@ namespace jitterd::testing {
 
 LoadedProfile parse_test_profile(const std::string& json_text) {
   auto load = shaper::parse_profile(json_text);
-  if (!load.profile)
-    throw std::runtime_error("test profile: " + shaper::to_string(load.diagnostics));
-  return {std::make_shared<const shaper::Profile>(std::move(*load.profile)), load.digest};
+  if (!load) throw std::runtime_error("test profile: " + shaper::to_string(load.diagnostics()));
+  return {std::make_shared<const shaper::Profile>(std::move(load->profile)), load->digest};
 }
 
 Peer test_peer() {
@@ -77,11 +76,12 @@ ApplyRequest DaemonRig::request(const std::string& interface, const LoadedProfil
 
 SessionStatus DaemonRig::apply_ok(const ApplyRequest& request) {
   auto outcome = sessions.apply(request, test_peer());
-  if (auto* e = std::get_if<RequestError>(&outcome)) {
-    ADD_FAILURE() << "apply refused: " << e->code << ": " << e->message << " at " << e->where;
+  if (!outcome) {
+    const RequestError& e = outcome.error();
+    ADD_FAILURE() << "apply refused: " << e.code << ": " << e.message << " at " << e.where;
     return {};
   }
-  auto& list = std::get<SessionManager::Statuses>(outcome);
+  auto& list = *outcome;
   if (list.empty()) {
     ADD_FAILURE() << "apply answered with no session";
     return {};

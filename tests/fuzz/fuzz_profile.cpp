@@ -19,12 +19,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text = jitterd::fuzz::expand(data, size, shaper::kMaxProfileBytes + 1);
   const shaper::ProfileLoad load = shaper::parse_profile(text);
-  if (load.profile.has_value() == !load.diagnostics.empty()) std::abort();
-  jitterd::fuzz::check_bounded(load.diagnostics);
-  if (load.profile) {
-    const shaper::ProfileLoad again = shaper::parse_profile(shaper::profile_to_json(*load.profile));
-    if (!again.profile || !(*again.profile == *load.profile) || again.digest != load.digest)
-      std::abort();
+  if (load.has_value() == !load.diagnostics().empty()) std::abort();
+  jitterd::fuzz::check_bounded(load.diagnostics());
+  if (load) {
+    const shaper::ProfileLoad again = shaper::parse_profile(shaper::profile_to_json(load->profile));
+    if (!again || !(again->profile == load->profile) || again->digest != load->digest) std::abort();
   }
   return 0;
 }

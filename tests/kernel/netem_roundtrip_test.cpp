@@ -269,9 +269,9 @@ TEST(ShippedProfilesInTheKernel, EveryPhaseInstallsAndChangesInPlace) {
        std::filesystem::directory_iterator(std::string(JITTERD_VM_SOURCE_DIR) + "/profiles")) {
     if (entry.path().extension() != ".json") continue;
     const ProfileLoad load = load_profile_file(entry.path().string());
-    ASSERT_TRUE(load.profile) << entry.path() << ": " << to_string(load.diagnostics);
-    for (const auto& phase : load.profile->phases) {
-      SCOPED_TRACE(load.profile->name + " phase " + phase.name);
+    ASSERT_TRUE(load) << entry.path() << ": " << to_string(load.diagnostics());
+    for (const auto& phase : load->profile.phases) {
+      SCOPED_TRACE(load->profile.name + " phase " + phase.name);
       if (!qdisc) {
         qdisc.emplace(bed.engine.install(bed.dev, phase.spec));
       } else {

@@ -42,8 +42,9 @@ constexpr const char* kUsage =
 
 std::optional<Profile> load_profile(const std::string& path) {
   const ProfileLoad load = load_profile_file(path);
-  for (const auto& d : load.diagnostics) std::cerr << path << ": " << d.to_string() << '\n';
-  return load.profile;
+  for (const auto& d : load.diagnostics()) std::cerr << path << ": " << d.to_string() << '\n';
+  if (!load) return std::nullopt;
+  return load->profile;
 }
 
 int install_phase(const std::string& dev, const std::string& path, const std::string& phase_name) {

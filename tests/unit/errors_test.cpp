@@ -106,3 +106,31 @@ TEST(Errors, HandlesFormatLikeTc) {
   EXPECT_EQ(format_handle(0x00010003), "1:3");
   EXPECT_EQ(format_handle(0), "0:");
 }
+
+TEST(Errors, EnvironmentErrorsAreSystemErrorsWithTheirTextAlone) {
+  // std::system_error's own what() appends ": <the code's message>"; ours is the text alone.
+  const SystemError system("open", "/run/jitterd/state.json", EACCES);
+  EXPECT_EQ(system.code(), std::error_code(EACCES, std::system_category()));
+  EXPECT_EQ(system.code(), std::errc::permission_denied);
+  EXPECT_STREQ(system.what(), "open (/run/jitterd/state.json): Permission denied");
+
+  const NetlinkError netlink("qdisc add", "dev eth0", EPERM, "");
+  EXPECT_EQ(netlink.code(), std::errc::operation_not_permitted);
+  EXPECT_STREQ(netlink.what(), "qdisc add (dev eth0): Operation not permitted");
+
+  const OwnershipError ownership("root qdisc of eth0 is htb 1:, installed by someone else");
+  EXPECT_EQ(ownership.code(), Errc::kNotOurs);
+  EXPECT_STREQ(ownership.code().category().name(), "jitterd");
+  EXPECT_STREQ(ownership.what(), "root qdisc of eth0 is htb 1:, installed by someone else");
+
+  // Caught as what it always was, too: every catch (const std::runtime_error&) still sees it.
+  try {
+    throw CryptoError("EVP_DigestInit_ex (SHA-256): unsupported");
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "EVP_DigestInit_ex (SHA-256): unsupported");
+  }
+  // A copy shares the text, and copying does not throw.
+  static_assert(std::is_nothrow_copy_constructible_v<EnvironmentError>);
+  const OwnershipError copy = ownership;
+  EXPECT_STREQ(copy.what(), ownership.what());
+}

@@ -357,10 +357,15 @@ TEST(IpAddresses, ParseAndPrint) {
   EXPECT_FALSE(parse_ip_address("192.0.2"));
   EXPECT_FALSE(parse_ip_address("fe80::1%eth0"));
   EXPECT_FALSE(parse_ip_address(std::string(100, '1')));
-  std::string error;
-  EXPECT_FALSE(parse_ip_prefix("10.0.0.0/", &error));
-  EXPECT_NE(error.find("prefix length must be a number from 0 to 32"), std::string::npos) << error;
-  EXPECT_FALSE(parse_ip_prefix("::/129", &error));
-  EXPECT_NE(error.find("from 0 to 128 for IPv6"), std::string::npos) << error;
-  EXPECT_EQ(parse_ip_prefix("::/0", &error)->length, 0);
+  const auto no_length = parse_ip_prefix("10.0.0.0/");
+  ASSERT_FALSE(no_length);
+  ASSERT_EQ(no_length.diagnostics().size(), 1u);
+  EXPECT_EQ(no_length.diagnostics()[0].where, "");
+  EXPECT_EQ(no_length.diagnostics()[0].message,
+            "\"10.0.0.0/\": the prefix length must be a number from 0 to 32 for IPv4");
+  const auto too_long = parse_ip_prefix("::/129");
+  ASSERT_FALSE(too_long);
+  EXPECT_NE(to_string(too_long.diagnostics()).find("from 0 to 128 for IPv6"), std::string::npos)
+      << to_string(too_long.diagnostics());
+  EXPECT_EQ(parse_ip_prefix("::/0")->length, 0);
 }

@@ -20,17 +20,17 @@ using jitterd_test::matches;
 namespace {
 
 SshConnection parse_ok(std::string_view text) {
-  Diagnostics d;
-  auto c = parse_ssh_connection(text, d);
-  EXPECT_TRUE(d.empty()) << to_string(d);
-  EXPECT_TRUE(c.has_value()) << text;
-  return c.value_or(SshConnection{});
+  const auto c = parse_ssh_connection(text);
+  EXPECT_TRUE(c.diagnostics().empty()) << to_string(c.diagnostics());
+  EXPECT_TRUE(c && c->has_value()) << text;
+  return c ? c->value_or(SshConnection{}) : SshConnection{};
 }
 
 void expect_parse_error(std::string_view text, const std::string& where,
                         const std::string& fragment) {
-  Diagnostics d;
-  EXPECT_FALSE(parse_ssh_connection(text, d).has_value()) << text;
+  const auto c = parse_ssh_connection(text);
+  EXPECT_FALSE(c) << text;
+  const Diagnostics& d = c.diagnostics();
   ASSERT_EQ(d.size(), 1u) << text << "\n" << to_string(d);
   EXPECT_EQ(d[0].where, where) << d[0].message;
   EXPECT_NE(d[0].message.find(fragment), std::string::npos) << d[0].message;
@@ -55,9 +55,10 @@ TEST(SshConnection, MappedAddressesBecomeIpv4AndZonesAreDropped) {
 }
 
 TEST(SshConnection, EmptyMeansNoSessionWithoutDiagnostics) {
-  Diagnostics d;
-  EXPECT_FALSE(parse_ssh_connection("", d).has_value());
-  EXPECT_TRUE(d.empty());
+  const auto c = parse_ssh_connection("");
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->has_value());
+  EXPECT_TRUE(c.diagnostics().empty());
 }
 
 TEST(SshConnection, MalformedTextIsReportedWithItsColumn) {
@@ -104,9 +105,8 @@ TEST(SshProtection, GivenPortsReplaceTheDefaultAndRepeatsCollapse) {
 // sshd on a port outside the list (2200 here): only the named connection is kept unshaped, in both
 // directions, and only that one (another client, another client port, another family: shaped).
 TEST(SshProtection, NamedConnectionIsKeptInBothOrientations) {
-  Diagnostics d;
   const std::vector<SshConnection> connections{
-      *parse_ssh_connection("192.0.2.10 51234 198.51.100.5 2200", d)};
+      **parse_ssh_connection("192.0.2.10 51234 198.51.100.5 2200")};
   const std::vector<std::uint16_t> ports{22};
   const auto rules = ssh_protection_rules(connections, ports);
   ASSERT_EQ(rules.size(), 4u);

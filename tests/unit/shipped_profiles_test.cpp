@@ -56,8 +56,8 @@ constexpr std::size_t kProbes = 1'000'000;
 
 Profile load(const std::string& name) {
   ProfileLoad load = load_profile_file(kProfiles + "/" + name + ".json");
-  if (!load.profile) throw std::runtime_error(name + ": " + to_string(load.diagnostics));
-  return *load.profile;
+  if (!load) throw std::runtime_error(name + ": " + to_string(load.diagnostics()));
+  return load->profile;
 }
 
 DelaySeries probes(std::size_t count, Nanoseconds interval) {

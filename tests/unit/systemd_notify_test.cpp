@@ -246,7 +246,8 @@ TEST(SystemdNotifier, MalformedSocketNamesAreRefusedByName) {
   const auto message_for = [](const std::string& value) -> std::string {
     try {
       SystemdNotifier notifier(NotifyEnvironment{.notify_socket = value});
-    } catch (const std::invalid_argument& e) {
+    } catch (const shaper::EnvironmentError& e) {
+      EXPECT_EQ(e.code(), std::errc::invalid_argument);
       return e.what();
     }
     return "accepted";
@@ -359,7 +360,8 @@ TEST(SystemdWatchdog, MalformedValuesAreRefusedByName) {
     try {
       SystemdNotifier notifier(NotifyEnvironment{
           .notify_socket = dir.file("notify"), .watchdog_usec = usec, .watchdog_pid = pid});
-    } catch (const std::invalid_argument& e) {
+    } catch (const shaper::EnvironmentError& e) {
+      EXPECT_EQ(e.code(), std::errc::invalid_argument);
       return e.what();
     }
     return "accepted";
@@ -449,7 +451,8 @@ TEST(ListenFds, MalformedValuesAreRefusedBeforeAnyFdIsTouched) {
   const auto message_for = [&](const ListenEnvironment& environment) -> std::string {
     try {
       listen_fds(environment);
-    } catch (const std::invalid_argument& e) {
+    } catch (const shaper::EnvironmentError& e) {
+      EXPECT_EQ(e.code(), std::errc::invalid_argument);
       return e.what();
     }
     return "accepted";

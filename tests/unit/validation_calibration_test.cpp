@@ -32,8 +32,8 @@ constexpr Nanoseconds kInterval = 20ms;
 Profile lab_regimes(const std::string& phase) {
   ProfileLoad load =
       load_profile_file(std::string(JITTERD_SOURCE_DIR) + "/profiles/lab-regimes.json");
-  if (!load.profile) throw std::runtime_error("lab-regimes: " + to_string(load.diagnostics));
-  auto held = load.profile->held(phase);
+  if (!load) throw std::runtime_error("lab-regimes: " + to_string(load.diagnostics()));
+  auto held = load->profile.held(phase);
   if (!held) throw std::runtime_error("lab-regimes has no " + phase);
   return *held;
 }

@@ -390,8 +390,8 @@ namespace {
 Profile demo_regime2() {
   ProfileLoad load =
       load_profile_file(std::string(JITTERD_SOURCE_DIR) + "/profiles/lab-regimes.json");
-  EXPECT_TRUE(load.profile) << to_string(load.diagnostics);
-  return *load.profile->held("regime-2");
+  EXPECT_TRUE(load) << to_string(load.diagnostics());
+  return *load->profile.held("regime-2");
 }
 
 DelaySeries every_20ms(std::size_t count) {

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace shaper {
 
@@ -29,11 +30,40 @@ std::string netlink_cause(int error_number, const std::string& kernel_message,
   return out;
 }
 
+class JitterdCategory : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "jitterd"; }
+  std::string message(int value) const override {
+    switch (static_cast<Errc>(value)) {
+      case Errc::kNotOurs:
+        return "not jitterd's";
+      case Errc::kCryptoFailed:
+        return "libcrypto failed";
+      case Errc::kProtocolBroken:
+        return "protocol broken";
+    }
+    return "unknown jitterd error " + std::to_string(value);
+  }
+};
+
 }  // namespace
+
+const std::error_category& jitterd_category() noexcept {
+  static const JitterdCategory category;
+  return category;
+}
+
+std::error_code make_error_code(Errc e) noexcept {
+  return {static_cast<int>(e), jitterd_category()};
+}
+
+EnvironmentError::EnvironmentError(std::error_code code, std::string text)
+    : std::system_error(code), text_(std::make_shared<const std::string>(std::move(text))) {}
 
 SystemError::SystemError(std::string operation, std::string object, int error_number,
                          std::string hint)
-    : std::runtime_error(what_for(operation, object, std::strerror(error_number))),
+    : EnvironmentError(std::error_code(error_number, std::system_category()),
+                       what_for(operation, object, std::strerror(error_number))),
       operation_(std::move(operation)),
       object_(std::move(object)),
       errno_(error_number),
@@ -41,7 +71,8 @@ SystemError::SystemError(std::string operation, std::string object, int error_nu
 
 NetlinkError::NetlinkError(std::string operation, std::string object, int error_number,
                            std::string kernel_message, std::string hint)
-    : std::runtime_error(
+    : EnvironmentError(
+          std::error_code(error_number, std::system_category()),
           what_for(operation, object, netlink_cause(error_number, kernel_message, hint))),
       operation_(std::move(operation)),
       object_(std::move(object)),

@@ -59,6 +59,16 @@ std::string quoted(std::string_view s) {
   return json(std::string(s)).dump();
 }
 
+// A parser's refusal: one diagnostic without a `where`, which its caller knows (a JSON pointer, a
+// column of $JITTERD_RULES...), and `why` to read it back.
+Diagnostics refusal(std::string message) {
+  return {{"", std::move(message)}};
+}
+template <typename T>
+const std::string& why(const Expected<T>& refused) {
+  return refused.diagnostics().front().message;
+}
+
 IpPrefix masked(IpPrefix p) {
   for (int i = 0; i < 16; ++i) {
     const int bits_here = std::clamp(p.length - i * 8, 0, 8);
@@ -92,14 +102,14 @@ bool has_ports(std::uint8_t protocol) {
   return protocol == kProtoTcp || protocol == kProtoUdp || protocol == kProtoSctp;
 }
 
-std::optional<std::uint8_t> parse_protocol(std::string_view s, std::string* error) {
+Expected<std::uint8_t> parse_protocol(std::string_view s) {
   for (std::uint8_t p : {kProtoTcp, kProtoUdp, kProtoSctp, kProtoIcmp, kProtoIcmpV6}) {
     if (s == protocol_name(p)) return p;
   }
   if (auto n = parse_decimal(s, 255)) return static_cast<std::uint8_t>(*n);
-  *error = quoted(s) +
-           " is not a protocol; expected tcp, udp, sctp, icmp, icmpv6 or a number from 0 to 255";
-  return std::nullopt;
+  return refusal(
+      quoted(s) +
+      " is not a protocol; expected tcp, udp, sctp, icmp, icmpv6 or a number from 0 to 255");
 }
 
 std::string port_range_text(PortRange r) {
@@ -108,20 +118,19 @@ std::string port_range_text(PortRange r) {
 }
 
 // "6379" or "6000-6100".
-std::optional<PortRange> parse_ports(std::string_view s, std::string* error) {
+Expected<PortRange> parse_ports(std::string_view s) {
   const auto dash = s.find('-');
   const auto first = parse_decimal(s.substr(0, dash), 65535);
   const auto last =
       dash == std::string_view::npos ? first : parse_decimal(s.substr(dash + 1), 65535);
   if (!first || !last) {
-    *error = quoted(s) +
-             " is not a port; expected a number from 0 to 65535 or a range such as \"6000-6100\"";
-    return std::nullopt;
+    return refusal(quoted(s) +
+                   " is not a port; expected a number from 0 to 65535 or a range such as "
+                   "\"6000-6100\"");
   }
   if (*first > *last) {
-    *error = quoted(s) + ": the first port is above the last; write " + std::to_string(*last) +
-             "-" + std::to_string(*first);
-    return std::nullopt;
+    return refusal(quoted(s) + ": the first port is above the last; write " +
+                   std::to_string(*last) + "-" + std::to_string(*first));
   }
   return PortRange{static_cast<std::uint16_t>(*first), static_cast<std::uint16_t>(*last)};
 }
@@ -265,29 +274,26 @@ std::string to_string(const IpPrefix& prefix) {
   return to_string(IpAddress{prefix.family, prefix.bytes}) + "/" + std::to_string(prefix.length);
 }
 
-std::optional<IpPrefix> parse_ip_prefix(std::string_view text, std::string* error) {
+Expected<IpPrefix> parse_ip_prefix(std::string_view text) {
   const auto slash = text.find('/');
   const auto address = parse_ip_address(text.substr(0, slash));
   if (!address) {
-    *error = quoted(text) +
-             " is not an address or prefix; expected one such as 10.0.0.0/8, 192.0.2.7 or "
-             "2001:db8::/32";
-    return std::nullopt;
+    return refusal(quoted(text) +
+                   " is not an address or prefix; expected one such as 10.0.0.0/8, 192.0.2.7 or "
+                   "2001:db8::/32");
   }
   IpPrefix p = host_prefix(*address);
   if (slash != std::string_view::npos) {
     const auto length =
         parse_decimal(text.substr(slash + 1), static_cast<std::uint32_t>(family_bits(p.family)));
     if (!length) {
-      *error = quoted(text) + ": the prefix length must be a number from 0 to " +
-               std::to_string(family_bits(p.family)) + " for " + family_name(p.family);
-      return std::nullopt;
+      return refusal(quoted(text) + ": the prefix length must be a number from 0 to " +
+                     std::to_string(family_bits(p.family)) + " for " + family_name(p.family));
     }
     p.length = static_cast<std::uint8_t>(*length);
   }
   if (has_host_bits(p)) {
-    *error = quoted(text) + " has host bits set; did you mean " + to_string(masked(p)) + "?";
-    return std::nullopt;
+    return refusal(quoted(text) + " has host bits set; did you mean " + to_string(masked(p)) + "?");
   }
   return p;
 }
@@ -381,7 +387,6 @@ std::optional<MatchRule> read_match_rule(JsonReader& reader, const json& j,
     return std::nullopt;
   }
   MatchRule rule;
-  std::string error;
   for (const char* name : {"src", "dst"}) {
     const json* v = local.member(j, pointer, name, false);
     if (!v) continue;
@@ -390,18 +395,18 @@ std::optional<MatchRule> read_match_rule(JsonReader& reader, const json& j,
                   "expected an address or prefix such as \"10.0.0.0/8\", found " + v->dump());
       continue;
     }
-    if (auto p = parse_ip_prefix(v->get<std::string>(), &error)) {
+    if (auto p = parse_ip_prefix(v->get<std::string>())) {
       (std::string_view(name) == "src" ? rule.src : rule.dst) = *p;
     } else {
-      local.error(pointer + "/" + name, error);
+      local.error(pointer + "/" + name, why(p));
     }
   }
   if (const json* v = local.member(j, pointer, "protocol", false)) {
     if (v->is_string()) {
-      if (auto p = parse_protocol(v->get<std::string>(), &error)) {
-        rule.protocol = p;
+      if (auto p = parse_protocol(v->get<std::string>())) {
+        rule.protocol = *p;
       } else {
-        local.error(pointer + "/protocol", error);
+        local.error(pointer + "/protocol", why(p));
       }
     } else if (v->is_number_unsigned() && v->get<std::uint64_t>() <= 255) {
       rule.protocol = static_cast<std::uint8_t>(v->get<std::uint64_t>());
@@ -419,8 +424,12 @@ std::optional<MatchRule> read_match_rule(JsonReader& reader, const json& j,
       const auto port = static_cast<std::uint16_t>(v->get<std::uint64_t>());
       ports = PortRange{port, port};
     } else if (v->is_string()) {
-      ports = parse_ports(v->get<std::string>(), &error);
-      if (!ports) local.error(pointer + "/" + name, error);
+      auto parsed = parse_ports(v->get<std::string>());
+      if (parsed) {
+        ports = *parsed;
+      } else {
+        local.error(pointer + "/" + name, why(parsed));
+      }
     } else {
       local.error(
           pointer + "/" + name,
@@ -506,7 +515,6 @@ MatchRuleParse parse_match_rule_text(std::string_view text) {
       const std::string_view name = item.substr(0, eq);
       const std::string_view value = item.substr(eq + 1);
       const std::size_t value_at = start + eq + 1;
-      std::string error;
       Field field = Field::kRule;
       bool given = false;
       if (name == "src" || name == "dst") {
@@ -514,23 +522,32 @@ MatchRuleParse parse_match_rule_text(std::string_view text) {
         auto& slot = name == "src" ? rule.src : rule.dst;
         given = slot.has_value();
         if (!given) {
-          slot = parse_ip_prefix(value, &error);
-          if (!slot) out.push_back({column(value_at), error});
+          auto p = parse_ip_prefix(value);
+          if (p)
+            slot = *p;
+          else
+            out.push_back({column(value_at), why(p)});
         }
       } else if (name == "proto") {
         field = Field::kProtocol;
         given = rule.protocol.has_value();
         if (!given) {
-          rule.protocol = parse_protocol(value, &error);
-          if (!rule.protocol) out.push_back({column(value_at), error});
+          auto p = parse_protocol(value);
+          if (p)
+            rule.protocol = *p;
+          else
+            out.push_back({column(value_at), why(p)});
         }
       } else if (name == "sport" || name == "dport") {
         field = name == "sport" ? Field::kSrcPort : Field::kDstPort;
         auto& slot = name == "sport" ? rule.src_ports : rule.dst_ports;
         given = slot.has_value();
         if (!given) {
-          slot = parse_ports(value, &error);
-          if (!slot) out.push_back({column(value_at), error});
+          auto p = parse_ports(value);
+          if (p)
+            slot = *p;
+          else
+            out.push_back({column(value_at), why(p)});
         }
       } else {
         out.push_back({column(start), "unknown key " + quoted(name) +

@@ -551,30 +551,103 @@ Diagnostics validate(const Profile& profile) {
   return out;
 }
 
-ProfileLoad parse_profile(std::string_view text) {
-  ProfileLoad result;
-  Diagnostics& out = result.diagnostics;
-  if (text.size() > kMaxProfileBytes) {
-    out.push_back({"", "the profile is " + std::to_string(text.size()) +
-                           " bytes; at most 8 MiB are accepted"});
-    return result;
-  }
-  // Bounded before any document is built: depth (a value nested 100 000 deep crashed every error
-  // path that quoted it), repeated keys (nlohmann keeps the last silently), a NUL byte.
-  JsonDocument doc = parse_json_bounded(text);
-  if (doc.problem != JsonProblem::kNone) {
-    out.push_back(
-        {doc.where, (doc.problem == JsonProblem::kSyntax ? "invalid JSON: " : "") + doc.message});
-    return result;
-  }
-  const json& j = doc.value;
+namespace {
 
-  JsonReader r(out);
-  if (!r.object(j, "",
-                {"version", "name", "description", "provenance", "reorder", "phases", "schedule",
-                 "digest"})) {
-    return result;
+// The steps of parse_profile, in the order its diagnostics come: each reads one member of the
+// profile object (type, range, unknown keys), reporting through `r`.
+
+std::optional<Provenance> read_provenance(JsonReader& r, const json& v) {
+  if (!r.object(v, "/provenance",
+                {"capture", "format", "start", "end", "samples", "sha256", "baseline", "halved"})) {
+    return std::nullopt;
   }
+  Provenance prov;
+  assign(r.string(v, "/provenance", "capture", true, 4096), prov.capture);
+  assign(r.string(v, "/provenance", "format", true, 64), prov.format);
+  assign(r.integer<std::uint64_t>(v, "/provenance", "samples", 0,
+                                  std::numeric_limits<std::uint64_t>::max(), 0),
+         prov.samples);
+  assign(r.duration(v, "/provenance", "baseline", false), prov.baseline);
+  assign(r.boolean(v, "/provenance", "halved", false), prov.halved);
+  if (auto hex = r.string(v, "/provenance", "sha256", true, 64)) {
+    const bool is_hex = hex->size() == 64 && std::all_of(hex->begin(), hex->end(), [](char c) {
+                          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                        });
+    if (!is_hex) r.error("/provenance/sha256", "expected 64 lower-case hex digits");
+    prov.sha256 = *hex;
+  }
+  for (const char* key : {"start", "end"}) {
+    if (auto t = r.string(v, "/provenance", key, false, 64); t && !t->empty()) {
+      auto when = parse_timestamp(*t);
+      if (!when) {
+        r.error(std::string("/provenance/") + key,
+                "expected an RFC 3339 UTC time from 1970 to 2261, such as 2026-11-30T16:28:01.5Z");
+      }
+      (std::string(key) == "start" ? prov.start : prov.end) = when;
+    }
+  }
+  return prov;
+}
+
+// `out` is the list `r` reports to: object() reports every phase name as an unknown key, and those
+// reports are taken back.
+void read_phases(JsonReader& r, const json& v, Diagnostics& out, std::vector<Phase>& phases) {
+  if (!r.object(v, "/phases", {})) return;
+  // object() reported every key as unknown against the empty list; phases are free-form names.
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [](const Diagnostic& d) {
+                             return d.where.rfind("/phases/", 0) == 0 &&
+                                    d.message.rfind("unknown key", 0) == 0 &&
+                                    std::count(d.where.begin(), d.where.end(), '/') == 2;
+                           }),
+            out.end());
+  if (v.size() > kMaxPhases) {
+    r.error("/phases", std::to_string(v.size()) + " phases; at most 64 are allowed");
+    return;
+  }
+  for (const auto& [name, body] : v.items()) {
+    if (name.size() > kMaxNameLength) {
+      // Refused here, so that no pointer or message below quotes a name of megabytes.
+      r.error("/phases/" + pointer_escape(text_excerpt(name, kMaxNameLength)),
+              "a phase name of " + std::to_string(name.size()) + " characters; at most " +
+                  std::to_string(kMaxNameLength) + " are allowed");
+      continue;
+    }
+    if (auto phase = read_phase(r, name, body, "/phases/" + pointer_escape(name))) {
+      phases.push_back(std::move(*phase));
+    }
+  }
+}
+
+std::optional<Schedule> read_schedule(JsonReader& r, const json& v) {
+  if (!r.object(v, "/schedule", {"steps", "loop", "replay_window"})) return std::nullopt;
+  Schedule schedule;
+  assign(r.boolean(v, "/schedule", "loop", false), schedule.loop);
+  if (r.member(v, "/schedule", "replay_window", false)) {
+    schedule.replay_window = r.duration(v, "/schedule", "replay_window", true);
+  }
+  const json* steps = r.member(v, "/schedule", "steps", true);
+  if (!steps) return schedule;
+  if (!steps->is_array()) {
+    r.error("/schedule/steps", "expected an array of {\"phase\": NAME, \"duration\": \"30s\"}");
+  } else if (steps->size() > kMaxScheduleSteps) {
+    r.error("/schedule/steps", std::to_string(steps->size()) + " steps; at most 10000 are allowed");
+  } else {
+    for (std::size_t i = 0; i < steps->size(); ++i) {
+      const std::string ptr = "/schedule/steps/" + std::to_string(i);
+      if (!r.object((*steps)[i], ptr, {"phase", "duration"})) continue;
+      ScheduleStep step;
+      assign(r.string((*steps)[i], ptr, "phase", true, kMaxNameLength), step.phase);
+      assign(r.duration((*steps)[i], ptr, "duration", true), step.duration);
+      schedule.steps.push_back(std::move(step));
+    }
+  }
+  return schedule;
+}
+
+// Every member of the profile object `j`, each checked on its own; `out` as for read_phases. The
+// profile is complete only if nothing was reported.
+Profile read_profile_members(JsonReader& r, const json& j, Diagnostics& out) {
   Profile p;
   if (const json* v = r.member(j, "", "version", true)) {
     if (v->is_number_integer()) {
@@ -586,98 +659,38 @@ ProfileLoad parse_profile(std::string_view text) {
   assign(r.string(j, "", "name", true, kMaxNameLength), p.name);
   assign(r.string(j, "", "description", false, kMaxDescriptionLength), p.description);
   assign(r.boolean(j, "", "reorder", true), p.reorder);
+  if (const json* v = r.member(j, "", "provenance", false)) p.provenance = read_provenance(r, *v);
+  if (const json* v = r.member(j, "", "phases", true)) read_phases(r, *v, out, p.phases);
+  if (const json* v = r.member(j, "", "schedule", false)) p.schedule = read_schedule(r, *v);
+  return p;
+}
 
-  if (const json* v = r.member(j, "", "provenance", false)) {
-    if (r.object(
-            *v, "/provenance",
-            {"capture", "format", "start", "end", "samples", "sha256", "baseline", "halved"})) {
-      Provenance prov;
-      assign(r.string(*v, "/provenance", "capture", true, 4096), prov.capture);
-      assign(r.string(*v, "/provenance", "format", true, 64), prov.format);
-      assign(r.integer<std::uint64_t>(*v, "/provenance", "samples", 0,
-                                      std::numeric_limits<std::uint64_t>::max(), 0),
-             prov.samples);
-      assign(r.duration(*v, "/provenance", "baseline", false), prov.baseline);
-      assign(r.boolean(*v, "/provenance", "halved", false), prov.halved);
-      if (auto hex = r.string(*v, "/provenance", "sha256", true, 64)) {
-        const bool is_hex = hex->size() == 64 && std::all_of(hex->begin(), hex->end(), [](char c) {
-                              return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                            });
-        if (!is_hex) r.error("/provenance/sha256", "expected 64 lower-case hex digits");
-        prov.sha256 = *hex;
-      }
-      for (const char* key : {"start", "end"}) {
-        if (auto t = r.string(*v, "/provenance", key, false, 64); t && !t->empty()) {
-          auto when = parse_timestamp(*t);
-          if (!when) {
-            r.error(
-                std::string("/provenance/") + key,
-                "expected an RFC 3339 UTC time from 1970 to 2261, such as 2026-11-30T16:28:01.5Z");
-          }
-          (std::string(key) == "start" ? prov.start : prov.end) = when;
-        }
-      }
-      p.provenance = prov;
-    }
-  }
+}  // namespace
 
-  if (const json* v = r.member(j, "", "phases", true)) {
-    if (r.object(*v, "/phases", {})) {
-      // object() reported every key as unknown against the empty list; phases are free-form names.
-      out.erase(std::remove_if(out.begin(), out.end(),
-                               [](const Diagnostic& d) {
-                                 return d.where.rfind("/phases/", 0) == 0 &&
-                                        d.message.rfind("unknown key", 0) == 0 &&
-                                        std::count(d.where.begin(), d.where.end(), '/') == 2;
-                               }),
-                out.end());
-      if (v->size() > kMaxPhases) {
-        r.error("/phases", std::to_string(v->size()) + " phases; at most 64 are allowed");
-      } else {
-        for (const auto& [name, body] : v->items()) {
-          if (name.size() > kMaxNameLength) {
-            // Refused here, so that no pointer or message below quotes a name of megabytes.
-            r.error("/phases/" + pointer_escape(text_excerpt(name, kMaxNameLength)),
-                    "a phase name of " + std::to_string(name.size()) + " characters; at most " +
-                        std::to_string(kMaxNameLength) + " are allowed");
-            continue;
-          }
-          if (auto phase = read_phase(r, name, body, "/phases/" + pointer_escape(name))) {
-            p.phases.push_back(std::move(*phase));
-          }
-        }
-      }
-    }
+ProfileLoad parse_profile(std::string_view text) {
+  Diagnostics out;
+  if (text.size() > kMaxProfileBytes) {
+    out.push_back({"", "the profile is " + std::to_string(text.size()) +
+                           " bytes; at most 8 MiB are accepted"});
+    return out;
   }
+  // Bounded before any document is built: depth (a value nested 100 000 deep crashed every error
+  // path that quoted it), repeated keys (nlohmann keeps the last silently), a NUL byte.
+  JsonDocument doc = parse_json_bounded(text);
+  if (doc.problem != JsonProblem::kNone) {
+    out.push_back(
+        {doc.where, (doc.problem == JsonProblem::kSyntax ? "invalid JSON: " : "") + doc.message});
+    return out;
+  }
+  const json& j = doc.value;
 
-  if (const json* v = r.member(j, "", "schedule", false)) {
-    if (r.object(*v, "/schedule", {"steps", "loop", "replay_window"})) {
-      Schedule schedule;
-      assign(r.boolean(*v, "/schedule", "loop", false), schedule.loop);
-      if (r.member(*v, "/schedule", "replay_window", false)) {
-        schedule.replay_window = r.duration(*v, "/schedule", "replay_window", true);
-      }
-      if (const json* steps = r.member(*v, "/schedule", "steps", true)) {
-        if (!steps->is_array()) {
-          r.error("/schedule/steps",
-                  "expected an array of {\"phase\": NAME, \"duration\": \"30s\"}");
-        } else if (steps->size() > kMaxScheduleSteps) {
-          r.error("/schedule/steps",
-                  std::to_string(steps->size()) + " steps; at most 10000 are allowed");
-        } else {
-          for (std::size_t i = 0; i < steps->size(); ++i) {
-            const std::string ptr = "/schedule/steps/" + std::to_string(i);
-            if (!r.object((*steps)[i], ptr, {"phase", "duration"})) continue;
-            ScheduleStep step;
-            assign(r.string((*steps)[i], ptr, "phase", true, kMaxNameLength), step.phase);
-            assign(r.duration((*steps)[i], ptr, "duration", true), step.duration);
-            schedule.steps.push_back(std::move(step));
-          }
-        }
-      }
-      p.schedule = std::move(schedule);
-    }
+  JsonReader r(out);
+  if (!r.object(j, "",
+                {"version", "name", "description", "provenance", "reorder", "phases", "schedule",
+                 "digest"})) {
+    return out;
   }
+  Profile p = read_profile_members(r, j, out);
 
   // The digest's type is checked with the other members; whether it matches, once there is a
   // profile.
@@ -688,25 +701,21 @@ ProfileLoad parse_profile(std::string_view text) {
                            "; it is optional: remove it to load the profile without the check");
   }
 
-  if (!out.empty()) return result;
+  if (!out.empty()) return out;
   std::sort(p.phases.begin(), p.phases.end(),
             [](const Phase& a, const Phase& b) { return a.name < b.name; });
   for (auto& d : validate(p)) out.push_back(std::move(d));
-  if (!out.empty()) return result;
+  if (!out.empty()) return out;
 
-  result.digest = profile_digest(p);
-  if (written_digest) {
-    if (written_digest->get<std::string>() != result.digest) {
-      out.push_back(
-          {"/digest",
-           "does not match the content (" + result.digest +
-               "): the profile was edited after it was written; remove \"digest\" to accept "
-               "the edit"});
-      return result;
-    }
+  std::string digest = profile_digest(p);
+  if (written_digest && written_digest->get<std::string>() != digest) {
+    out.push_back(
+        {"/digest", "does not match the content (" + digest +
+                        "): the profile was edited after it was written; remove \"digest\" to "
+                        "accept the edit"});
+    return out;
   }
-  result.profile = std::move(p);
-  return result;
+  return LoadedProfile{std::move(p), std::move(digest)};
 }
 
 ProfileLoad load_profile_file(const std::string& path) {

@@ -53,8 +53,9 @@ MatchRule tcp_flow(const IpAddress& src, std::uint16_t sport, const IpAddress& d
 
 }  // namespace
 
-std::optional<SshConnection> parse_ssh_connection(std::string_view text, Diagnostics& diagnostics) {
-  if (text.empty()) return std::nullopt;
+Expected<std::optional<SshConnection>> parse_ssh_connection(std::string_view text) {
+  if (text.empty()) return std::optional<SshConnection>();
+  Diagnostics diagnostics;
   std::vector<std::string_view> fields;
   for (std::size_t start = 0; start <= text.size();) {
     const std::size_t end = std::min(text.find(' ', start), text.size());
@@ -66,9 +67,8 @@ std::optional<SshConnection> parse_ssh_connection(std::string_view text, Diagnos
                            "expected \"client_ip client_port server_ip server_port\" "
                            "(four fields separated by single spaces), found " +
                                std::to_string(fields.size()) + " fields"});
-    return std::nullopt;
+    return diagnostics;
   }
-  const std::size_t before = diagnostics.size();
   auto address = [&](std::string_view f, const char* what) {
     auto a = ssh_address(f);
     if (!a)
@@ -92,8 +92,8 @@ std::optional<SshConnection> parse_ssh_connection(std::string_view text, Diagnos
         {where_in(text, fields[2]),
          "the server address is of another family than the client's; one connection has one"});
   }
-  if (diagnostics.size() != before) return std::nullopt;
-  return SshConnection{*client, *client_port, *server, *server_port};
+  if (!diagnostics.empty()) return diagnostics;
+  return std::optional(SshConnection{*client, *client_port, *server, *server_port});
 }
 
 std::vector<MatchRule> ssh_protection_rules(std::span<const SshConnection> connections,

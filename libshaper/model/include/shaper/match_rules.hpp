@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "shaper/diagnostics.hpp"
+#include "shaper/expected.hpp"
 #include "shaper/json_reader.hpp"
 #include "shaper/u32_match.hpp"
 
@@ -49,9 +50,10 @@ struct IpPrefix {
 IpPrefix host_prefix(const IpAddress& address);
 std::string to_string(const IpPrefix& prefix);
 
-// "10.0.0.0/8", "2001:db8::/32", or a bare address (/32, /128). On failure returns nullopt and sets
-// `error` to what is wrong and the fix ("10.1.2.3/8 has host bits set; did you mean 10.0.0.0/8?").
-std::optional<IpPrefix> parse_ip_prefix(std::string_view text, std::string* error);
+// "10.0.0.0/8", "2001:db8::/32", or a bare address (/32, /128). On failure, one diagnostic without
+// a `where` (the caller knows it) saying what is wrong and the fix ("10.1.2.3/8 has host bits set;
+// did you mean 10.0.0.0/8?").
+Expected<IpPrefix> parse_ip_prefix(std::string_view text);
 
 // IP protocol numbers the rules name (IANA "Protocol Numbers").
 inline constexpr std::uint8_t kProtoIcmp = 1;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "shaper/diagnostics.hpp"
+#include "shaper/expected.hpp"
 #include "shaper/netem_spec.hpp"
 
 namespace shaper {
@@ -83,11 +84,15 @@ struct Profile {
   std::optional<Profile> held(std::string_view phase_name) const;
 };
 
-struct ProfileLoad {
-  std::optional<Profile> profile;  // set only when there are no diagnostics
-  Diagnostics diagnostics;         // each `where` is a JSON pointer ("/phases/high/loss/p")
-  std::string digest;              // "sha256:<hex>" of the canonical form, when loaded
+// A profile as loaded, with its digest (computed once, while loading).
+struct LoadedProfile {
+  Profile profile;
+  std::string digest;  // "sha256:<hex>" of the canonical form
 };
+
+// A profile, or the diagnostics that refused it: each `where` is a JSON pointer
+// ("/phases/high/loss/p").
+using ProfileLoad = Expected<LoadedProfile>;
 
 // Parses and strictly validates a profile: unknown keys, wrong types, out-of-range values and
 // broken references are all reported, each with its JSON pointer and what is allowed. A "digest"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shaper/diagnostics.hpp"
+#include "shaper/expected.hpp"
 #include "shaper/match_rules.hpp"
 
 namespace shaper {
@@ -27,9 +28,9 @@ struct SshConnection {
 // The SSH_CONNECTION variable: "client_ip client_port server_ip server_port", single spaces. IPv4-
 // mapped IPv6 addresses (::ffff:192.0.2.1, from a dual-stack socket) become IPv4, which is what the
 // packets carry; a zone suffix (fe80::1%eth0) is dropped, since packets carry none. Empty text (not
-// an SSH session): nullopt and no diagnostic. Malformed text: nullopt and diagnostics whose `where`
-// is "SSH_CONNECTION:<column>".
-std::optional<SshConnection> parse_ssh_connection(std::string_view text, Diagnostics& diagnostics);
+// an SSH session): a value, nullopt, and no diagnostic. Malformed text: no value, and diagnostics
+// whose `where` is "SSH_CONNECTION:<column>".
+Expected<std::optional<SshConnection>> parse_ssh_connection(std::string_view text);
 
 // The default SSH port (IANA).
 inline constexpr std::uint16_t kSshPort = 22;
