@@ -35,56 +35,19 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# jitterd's Python package (clients/python): from this checkout when it is beside the examples,
+# else as installed (pip install ./clients/python).
+_CHECKOUT_PACKAGE = os.path.join(os.path.dirname(HERE), "clients", "python", "src")
+if os.path.isdir(os.path.join(_CHECKOUT_PACKAGE, "jitterd")):
+    sys.path.insert(0, _CHECKOUT_PACKAGE)
+import jitterd  # noqa: E402
+from jitterd import SWITCHING, Timeline  # noqa: E402
+
 PROBE_KEY = b"jitterd:probe"
-SWITCHING = "(switching)"
-BEFORE_APPLY = "(before apply)"
-UNSHAPED = "(unshaped)"
-# Events after which the interface is no longer shaped by this session.
-ENDING_EVENTS = {"cleared", "lease-expired", "interface-gone", "rolled-back"}
 
 
-class JitterdError(Exception):
-    pass
-
-
-class JitterdConnection:
-    """One connection to jitterd's socket: a JSON request per line, a JSON reply per line."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
-        self.lines = self.sock.makefile("rb")
-        self.next_id = 1
-
-    def send(self, method, params):
-        request_id = self.next_id
-        self.next_id += 1
-        line = json.dumps({"id": request_id, "method": method, "params": params}) + "\n"
-        self.sock.sendall(line.encode())
-        return request_id
-
-    def read(self):
-        line = self.lines.readline()
-        if not line:
-            raise JitterdError("jitterd closed the connection")
-        return json.loads(line)
-
-    def call(self, method, **params):
-        request_id = self.send(method, params)
-        while True:
-            reply = self.read()
-            if "event" in reply:  # only a subscribed connection gets these; not this one
-                continue
-            if reply.get("id") != request_id:
-                raise JitterdError("reply out of order: %r" % reply)
-            if not reply["ok"]:
-                e = reply["error"]
-                hint = " (%s)" % e["hint"] if e.get("hint") else ""
-                raise JitterdError("%s: %s: %s%s" % (method, e["code"], e["message"], hint))
-            return reply["result"]
-
-    def close(self):
-        self.sock.close()
+class HarnessError(Exception):
+    """The benchmark itself failed (a probe, redis-benchmark, a missing event)."""
 
 
 class EventStream(threading.Thread):
@@ -92,22 +55,17 @@ class EventStream(threading.Thread):
 
     def __init__(self, path, interface):
         super().__init__(daemon=True)
-        self.conn = JitterdConnection(path)
-        self.conn.call("subscribe", interfaces=[interface])  # the reply comes before any event
+        # Subscribed before this returns: the reply comes before any event.
+        self.stream = jitterd.Client(path).subscribe(interfaces=[interface])
         self.events = []
         self.cond = threading.Condition()
         self.closed = False
 
     def run(self):
-        try:
-            while True:
-                msg = self.conn.read()
-                if "event" in msg:
-                    with self.cond:
-                        self.events.append(msg)
-                        self.cond.notify_all()
-        except (OSError, ValueError, JitterdError):
-            pass
+        for event in self.stream:
+            with self.cond:
+                self.events.append(event)
+                self.cond.notify_all()
         with self.cond:
             self.closed = True
             self.cond.notify_all()
@@ -219,49 +177,6 @@ class BenchmarkSlices(threading.Thread):
             requests = max(self.clients * 10, int(rps * self.slice_seconds))
 
 
-class Timeline:
-    """The phases in force on the interface over time, from the event stream."""
-
-    def __init__(self, events):
-        # (window start, window end, phase or None when shaping ended), in order.
-        self.changes = []
-        for e in events:
-            at = e["at"]["monotonic_ns"]
-            if e["event"] in ("applied", "phase-changed"):
-                self.changes.append((at - e.get("apply_ns", 0), at, e["phase"]))
-            elif e["event"] == "cleared" and e.get("reason") == "replaced":
-                continue  # another apply took over in place: its `applied` came first
-            elif e["event"] in ENDING_EVENTS or (e["event"] == "external-change" and e.get("ended")):
-                self.changes.append((at, at, None))
-
-    def tag(self, t):
-        current = BEFORE_APPLY
-        for window_start, window_end, phase in self.changes:
-            if t < window_start:
-                break
-            if t <= window_end:
-                return SWITCHING
-            current = phase if phase is not None else UNSHAPED
-        return current
-
-    def tag_span(self, start, end):
-        """The phase in force all the way from start to end, or SWITCHING if a change overlaps them."""
-        for window_start, window_end, _ in self.changes:
-            if window_start <= end and window_end >= start:
-                return SWITCHING
-        return self.tag(start)
-
-    def time_in(self, phase, run_end):
-        """Seconds the phase was in force during the run: from each change to it (acknowledged) to the next
-        change's request, or the end of the run."""
-        total = 0
-        for i, (_, window_end, p) in enumerate(self.changes):
-            if p == phase:
-                until = min(self.changes[i + 1][0], run_end) if i + 1 < len(self.changes) else run_end
-                total += max(0, until - window_end)
-        return total / 1e9
-
-
 def percentile(sorted_values, q):
     """Nearest rank: the smallest value with at least q of the samples at or below it."""
     return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
@@ -309,7 +224,7 @@ def resolve_profile(ctl, spec):
     for p in ctl.call("profiles")["profiles"]:
         if p["name"] == spec:
             return spec, spec, sorted(p["phases"])
-    raise JitterdError("no profile file %r and no profile of that name in jitterd's profile folders" % spec)
+    raise HarnessError("no profile file %r and no profile of that name in jitterd's profile folders" % spec)
 
 
 def report(args, version, profile_name, plan, events, samples, slices, run_start, run_end):
@@ -389,7 +304,7 @@ def main(argv):
     # Threads hand over the interpreter every 0.5 ms instead of 5: the probe's stamp after a reply must
     # not wait for another thread's time slice.
     sys.setswitchinterval(0.0005)
-    ctl = JitterdConnection(args.socket)
+    ctl = jitterd.Client(args.socket)
     version = ctl.call("version")
     profile, profile_name, all_phases = resolve_profile(ctl, args.profile)
     phases = args.phases.split(",") if args.phases else all_phases
@@ -423,11 +338,11 @@ def main(argv):
         bench.join()
         run_end = time.monotonic_ns()
         if probe.error or bench.error:
-            raise JitterdError(probe.error or bench.error)
+            raise HarnessError(probe.error or bench.error)
         # Every transition's event, before tagging (the replies may overtake them).
         want = len(plan)
         if not events.wait_for(lambda ev: sum(e["event"] in ("applied", "phase-changed") for e in ev) >= want, 10):
-            raise JitterdError("expected %d applied/phase-changed events, got %d" % (want, len(events.snapshot())))
+            raise HarnessError("expected %d applied/phase-changed events, got %d" % (want, len(events.snapshot())))
     finally:
         if applied:
             ctl.call("clear", interface=args.interface)
@@ -439,7 +354,7 @@ def main(argv):
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
-    except (JitterdError, OSError) as e:
+    except (jitterd.JitterdError, HarnessError, OSError) as e:
         print("redis_bench: %s" % e, file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:

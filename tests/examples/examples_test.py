@@ -4,6 +4,7 @@ namespaces joined by a veth, redis-server beside), on a kernel with netem (the V
 
   examples_test.py bench JITTERD     examples/redis_bench.py end to end, its figures judged
   examples_test.py clients JITTERD   examples/client.py and client.sh against the daemon
+  examples_test.py python JITTERD    the Python package (clients/python) and its pytest plugin
 
 Exit 77 (ctest: skipped) when not root or when this kernel has no netem.
 """
@@ -243,16 +244,27 @@ def clients_inside():
             s.proc.wait()
 
 
+def python_package(jitterd):
+    """clients/python's tests: the protocol ones, and those against this jitterd in the sandbox."""
+    tests = os.path.join(ROOT, "clients", "python", "tests")
+    if subprocess.run([PYTHON, "-c", "import pytest"], capture_output=True).returncode != 0:
+        check(False, "pytest for /usr/bin/python3 is missing: run scripts/setup (python3-pytest)")
+        return
+    result = sandbox(jitterd, [PYTHON, "-m", "pytest", "-p", "pytester", "-q", "-rs", tests])
+    check(result.returncode == 0, "clients/python's tests pass against the daemon")
+
+
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "clients-inside":
         clients_inside()
-    elif len(sys.argv) == 3 and sys.argv[1] in ("bench", "clients"):
+    elif len(sys.argv) == 3 and sys.argv[1] in ("bench", "clients", "python"):
         skip_unless_netem()
         for tool in ("redis-server", "redis-benchmark", "redis-cli", "socat"):
             if subprocess.run(["sh", "-c", "command -v " + tool], capture_output=True).returncode != 0:
                 print("FAIL: %s is missing: run scripts/setup" % tool)
                 return 1
-        (bench if sys.argv[1] == "bench" else clients)(os.path.abspath(sys.argv[2]))
+        {"bench": bench, "clients": clients, "python": python_package}[sys.argv[1]](
+            os.path.abspath(sys.argv[2]))
     else:
         print(__doc__, file=sys.stderr)
         return 2
