@@ -270,10 +270,10 @@ std::optional<LinkCalibration> read_link_calibration(const std::string& path,
                                                      const ParseOptions& parse) {
   const auto calibration = load_trace(path, parse);
   if (!calibration) return std::nullopt;
-  std::string problem;
-  auto measured = link_calibration(*calibration, delay, &problem);
+  auto measured = link_calibration(*calibration, delay);
   if (!measured) {
-    std::cerr << "jitterctl: validate: " << path << ": " << problem << '\n';
+    std::cerr << "jitterctl: validate: " << path << ": " << to_string(measured.diagnostics())
+              << '\n';
     return std::nullopt;
   }
   if (measured->print_step >= std::chrono::microseconds(100)) {
@@ -283,7 +283,7 @@ std::optional<LinkCalibration> read_link_calibration(const std::string& path,
                  "through a "
                  "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
   }
-  return measured;
+  return std::move(measured).take_value();
 }
 
 // validate's text report: the series' figures, each comparison's judged figures, the verdict.

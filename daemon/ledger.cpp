@@ -112,9 +112,9 @@ StateFolderLock StateFolderLock::acquire(const std::string& state_dir) {
 
 Ledger::Ledger(std::string state_dir) : state_dir_(std::move(state_dir)) {}
 
-LedgerContents Ledger::load(std::string* problem) const {
+shaper::Expected<LedgerContents> Ledger::load() const {
   std::ifstream in(path());
-  if (!in) return {};
+  if (!in) return LedgerContents{};
   std::stringstream text;
   text << in.rdbuf();
   // Bounded like every other JSON jitterd reads: a ledger damaged into deep nesting must not take
@@ -124,14 +124,12 @@ LedgerContents Ledger::load(std::string* problem) const {
   LedgerContents out;
   if (doc.problem != shaper::JsonProblem::kNone || !j.is_object() || !j.contains("interfaces") ||
       !j["interfaces"].is_array()) {
-    if (problem) {
-      *problem =
-          path() + " is not a jitterd ledger" +
-          (doc.problem != shaper::JsonProblem::kNone ? " (" + doc.where + ": " + doc.message + ")"
-                                                     : "") +
-          "; relying on the handle scan";
-    }
-    return out;
+    return {std::move(out),
+            shaper::Diagnostics{{"", path() + " is not a jitterd ledger" +
+                                         (doc.problem != shaper::JsonProblem::kNone
+                                              ? " (" + doc.where + ": " + doc.message + ")"
+                                              : std::string()) +
+                                         "; relying on the handle scan"}}};
   }
   for (const auto& e : j["interfaces"]) {
     if (!e.is_object() || !e.contains("index") || !e["index"].is_number_integer()) continue;

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "shaper/expected.hpp"
 #include "shaper/files.hpp"
 
 namespace jitterd {
@@ -79,8 +80,9 @@ class Ledger {
   explicit Ledger(std::string state_dir);
 
   // What a previous process left (empty when there is no state file). A file that cannot be parsed
-  // is reported in `problem` and treated as empty: the handle scan still finds the qdiscs.
-  LedgerContents load(std::string* problem) const;
+  // is treated as empty, with a warning saying so: the handle scan still finds the qdiscs. Always a
+  // value.
+  shaper::Expected<LedgerContents> load() const;
 
   // Writes the ledger as it stands (at startup: proves the state folder is writable before anything
   // is installed, and replaces what the previous process left once recovery has dealt with it).

@@ -192,9 +192,8 @@ int run(const Options& options) {
   if (handed.empty()) jitterd::free_socket_path(config.socket.path);
   // And any other jitterd in this network namespace, whatever its folder and socket: its qdiscs
   // carry the same handle, which recovery would take for leftovers.
-  std::string claim_warning;
-  const auto namespace_claim = jitterd::NamespaceClaim::acquire(&claim_warning);
-  if (!claim_warning.empty()) log.warning(claim_warning);
+  const auto namespace_claim = jitterd::NamespaceClaim::acquire();
+  for (const auto& warning : namespace_claim.diagnostics()) log.warning(warning.to_string());
   jitterd::asio::io_context io(1);
   // SIGTERM and SIGINT are caught from here on, before the socket is visible: a signal that comes
   // as soon as a client can see jitterd (a supervisor, a test waiting for the socket) is queued

@@ -11,7 +11,7 @@
 
 namespace jitterd {
 
-NamespaceClaim NamespaceClaim::acquire(std::string* warning) {
+shaper::Expected<NamespaceClaim> NamespaceClaim::acquire() {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   const std::size_t length = std::strlen(kName);
@@ -34,13 +34,11 @@ NamespaceClaim NamespaceClaim::acquire(std::string* warning) {
   const ucred cred = probe_listener(address, size, object).listener;
   const pid_t holder = cred.pid;
   if (holder > 0 && cred.uid != 0 && cred.uid != ::geteuid()) {
-    if (warning) {
-      *warning =
-          object + " is held by uid " + std::to_string(cred.uid) + describe_pid(holder) +
-          ", which is not a jitterd: another jitterd in this network namespace cannot be detected "
-          "(it would lose its shaping to this one's recovery)";
-    }
-    return NamespaceClaim(shaper::UniqueFd());
+    return {NamespaceClaim(shaper::UniqueFd()),
+            shaper::Diagnostics{
+                {"", object + " is held by uid " + std::to_string(cred.uid) + describe_pid(holder) +
+                         ", which is not a jitterd: another jitterd in this network namespace "
+                         "cannot be detected (it would lose its shaping to this one's recovery)"}}};
   }
   throw shaper::SystemError(
       "another jitterd" + describe_pid(holder) + " runs in this network namespace", object, error,

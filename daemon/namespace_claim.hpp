@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "shaper/expected.hpp"
 #include "shaper/files.hpp"
 
 namespace jitterd {
@@ -22,8 +23,8 @@ class NamespaceClaim {
 
   // Throws shaper::SystemError naming the jitterd that holds the claim (its pid, from the socket's
   // peer credentials) with a hint, or the failing system call. A holder of another user (not root,
-  // not this process's) leaves the claim unheld and says so in `warning`.
-  static NamespaceClaim acquire(std::string* warning);
+  // not this process's) leaves the claim unheld, with a warning saying so. Always a value.
+  static shaper::Expected<NamespaceClaim> acquire();
 
  private:
   explicit NamespaceClaim(shaper::UniqueFd fd) : fd_(std::move(fd)) {}

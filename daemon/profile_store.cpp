@@ -120,13 +120,11 @@ ProfileListing ProfileStore::list() const {
   return scan();
 }
 
-std::optional<StoredProfile> ProfileStore::load(const std::string& name, std::string* error,
-                                                bool* not_found) const {
-  const ProfileLookup found =
+shaper::Expected<StoredProfile, ProfileRefusal> ProfileStore::load(const std::string& name) const {
+  ProfileLookup found =
       lent_ && lent_->lookup && lent_->lookup->name == name ? *lent_->lookup : lookup(name);
-  *error = found.error;
-  *not_found = found.not_found;
-  return found.profile;
+  if (found.profile) return std::move(*found.profile);
+  return ProfileRefusal{std::move(found.error), found.not_found};
 }
 
 ProfileListing ProfileStore::scan() const {

@@ -18,6 +18,7 @@
 
 #include "protocol/results.hpp"
 #include "shaper/diagnostics.hpp"
+#include "shaper/expected.hpp"
 #include "shaper/profile.hpp"
 
 namespace jitterd {
@@ -39,6 +40,12 @@ struct ProfileListing {
 
 // One profile looked up by name: the profile, or why not (`not_found` tells a missing profile from
 // a broken one).
+// Why a profile cannot be had.
+struct ProfileRefusal {
+  std::string message;
+  bool not_found = false;  // no such profile, rather than one that is broken
+};
+
 struct ProfileLookup {
   std::string name;
   std::optional<StoredProfile> profile;
@@ -56,11 +63,9 @@ class ProfileStore {
   // From the loan when there is one.
   ProfileListing list() const;
 
-  // The profile called `name`. On failure, `error` says why (not found, invalid, outside the
-  // folders) and `not_found` tells a missing profile from a broken one. From the loan when it has
-  // this name.
-  std::optional<StoredProfile> load(const std::string& name, std::string* error,
-                                    bool* not_found) const;
+  // The profile called `name`, or why not (not found, invalid, outside the folders), telling a
+  // missing profile from a broken one. From the loan when it has this name.
+  shaper::Expected<StoredProfile, ProfileRefusal> load(const std::string& name) const;
 
   // What list() and load() read, read now. Safe on any thread, beside each other and the loop.
   ProfileListing scan() const;

@@ -586,13 +586,13 @@ std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& 
                                                            ApplyRequest& a) {
   const std::string where = c.p + "/profile";
   if (prof.is_string()) {
-    std::string error;
-    bool not_found = false;
-    auto stored = profiles_.load(prof.get<std::string>(), &error, &not_found);
+    auto stored = profiles_.load(prof.get<std::string>());
     if (!stored) {
+      const ProfileRefusal& refusal = stored.error();
       return RequestError{
-          not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, error, where,
-          not_found ? "the profiles method lists them; or send the profile inline" : ""};
+          refusal.not_found ? ErrorCode::kNotFound : ErrorCode::kInvalidParams, refusal.message,
+          where,
+          refusal.not_found ? "the profiles method lists them; or send the profile inline" : ""};
     }
     a.profile = stored->profile;
     a.digest = stored->digest;

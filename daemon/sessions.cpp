@@ -1486,9 +1486,9 @@ void SessionManager::shutdown() {
 }
 
 void SessionManager::recover() {
-  std::string problem;
-  const auto left = ledger_.load(&problem);
-  if (!problem.empty()) log_.warning(problem);
+  const auto loaded = ledger_.load();
+  for (const auto& warning : loaded.diagnostics()) log_.warning(warning.to_string());
+  const LedgerContents& left = *loaded;
   const auto interfaces = backend_.interfaces();
   auto name_of = [&](int index) -> std::string {
     for (const auto& i : interfaces) {

@@ -172,9 +172,9 @@ TEST(Lanes, OffloadsAreRecordedBeforeTheDriverIsAskedToTurnThemOff) {
   DaemonRig rig;
   std::optional<std::vector<LedgerOffloads>> in_file;
   rig.backend.on_disable_offloads([&] {
-    std::string problem;
-    in_file = rig.ledger.load(&problem).offloads;
-    EXPECT_EQ(problem, "");
+    const auto loaded = rig.ledger.load();
+    in_file = loaded->offloads;
+    EXPECT_TRUE(loaded.diagnostics().empty());
   });
   ApplyRequest r = rig.request("veth0", profile());
   r.offloads_off = true;
@@ -192,8 +192,7 @@ TEST(Lanes, OffloadsTheDriverRefusesLeaveNeitherShapingNorARecord) {
   EXPECT_THROW(rig.sessions.apply(r, test_peer()), shaper::SystemError);
   EXPECT_FALSE(rig.backend.offloads_off(5));
   EXPECT_FALSE(rig.backend.spec_on(5)) << "the apply failed as a whole";
-  std::string problem;
-  const LedgerContents left = rig.ledger.load(&problem);
+  const LedgerContents left = *rig.ledger.load();
   EXPECT_TRUE(left.offloads.empty()) << "a record of offloads that were never turned off";
   EXPECT_TRUE(left.sessions.empty());
 }

@@ -20,6 +20,16 @@
 namespace jitterd {
 namespace {
 
+// ProfileStore::load, with its refusal's message and kind in `error` and `not_found` (cleared on
+// success), as the tests below read them.
+std::optional<StoredProfile> load_into(const ProfileStore& store, const std::string& name,
+                                       std::string& error, bool& not_found) {
+  auto loaded = store.load(name);
+  error = loaded ? std::string() : loaded.error().message;
+  not_found = !loaded && loaded.error().not_found;
+  return std::move(loaded).take_value();
+}
+
 using testing::profile_json;
 using testing::TempDir;
 
@@ -85,7 +95,7 @@ TEST(ProfileStore, TheFirstFolderWins) {
 
   std::string error;
   bool not_found = true;
-  const auto wifi = store.load("wifi", &error, &not_found);
+  const auto wifi = load_into(store, "wifi", error, not_found);
   ASSERT_TRUE(wifi) << error;
   EXPECT_FALSE(not_found);
   EXPECT_EQ(wifi->file, first.file("wifi.json"));
@@ -116,7 +126,7 @@ TEST(ProfileStore, InvalidProfilesAreListedWithTheirErrors) {
   // Loading it by name says why, and that it exists (not "not found").
   std::string error;
   bool not_found = true;
-  EXPECT_FALSE(store.load("bad", &error, &not_found));
+  EXPECT_FALSE(load_into(store, "bad", error, not_found));
   EXPECT_FALSE(not_found);
   EXPECT_NE(error.find("1.7 is not a probability"), std::string::npos) << error;
 }
@@ -125,7 +135,7 @@ TEST(ProfileStore, AMissingProfileIsNotFoundAndTheFoldersAreNamed) {
   TempDir first, second;
   std::string error;
   bool not_found = false;
-  EXPECT_FALSE(ProfileStore({first.path(), second.path()}).load("wifi", &error, &not_found));
+  EXPECT_FALSE(load_into(ProfileStore({first.path(), second.path()}), "wifi", error, not_found));
   EXPECT_TRUE(not_found);
   EXPECT_EQ(error, "no profile \"wifi\" in " + first.path() + ", " + second.path());
 }
@@ -154,7 +164,7 @@ TEST(ProfileStore, NamesThatCouldLeaveTheFolderAreRefusedBeforeAnyFileIsRead) {
   for (const char* name : {"../outside", "sub/inner", ".hidden", "..", "/tmp/outside"}) {
     std::string error;
     bool not_found = true;
-    EXPECT_FALSE(store.load(name, &error, &not_found)) << name;
+    EXPECT_FALSE(load_into(store, name, error, not_found)) << name;
     EXPECT_FALSE(not_found) << name << ": a bad name is not a missing profile";
     EXPECT_NE(error.find("is not a profile name"), std::string::npos) << error;
   }
@@ -178,7 +188,7 @@ TEST(ProfileStore, ASymlinkResolvingOutsideTheFolderIsRefused) {
 
   std::string error;
   bool not_found = true;
-  EXPECT_FALSE(store.load("evil", &error, &not_found));
+  EXPECT_FALSE(load_into(store, "evil", error, not_found));
   EXPECT_FALSE(not_found);
   EXPECT_NE(error.find("resolves outside"), std::string::npos) << error;
 }
@@ -191,7 +201,7 @@ TEST(ProfileStore, ASymlinkWithinTheFolderIsFollowed) {
   EXPECT_EQ(names(store.list()), (std::vector<std::string>{"default", "wifi"}));
   std::string error;
   bool not_found = true;
-  const auto p = store.load("default", &error, &not_found);
+  const auto p = load_into(store, "default", error, not_found);
   ASSERT_TRUE(p) << error;
   EXPECT_EQ(p->profile->name, "wifi");
 }
@@ -213,7 +223,7 @@ TEST(ProfileStore, ListAndLoadAgreeWhenTheFirstFolderRefusesAName) {
   for (const auto& listed : listing.profiles) {
     std::string error;
     bool not_found = false;
-    const auto loaded = store.load(listed.name, &error, &not_found);
+    const auto loaded = load_into(store, listed.name, error, not_found);
     EXPECT_TRUE(loaded) << "\"" << listed.name << "\" is listed (" << listed.file
                         << ") but does not load: " << error;
     if (loaded) {
@@ -272,7 +282,7 @@ TEST(ProfileStore, AFifoIsReportedAndNeverOpenedForReading) {
 
   std::string error;
   bool not_found = true;
-  EXPECT_FALSE(ProfileStore({dir.path()}).load("x", &error, &not_found));
+  EXPECT_FALSE(load_into(ProfileStore({dir.path()}), "x", error, not_found));
   EXPECT_FALSE(not_found) << "it is there, and broken";
   EXPECT_NE(error.find("is a FIFO"), std::string::npos) << error;
   EXPECT_FALSE(fifo.opened_by_reader())
@@ -317,8 +327,9 @@ TEST(ProfileStore, ALoanAnswersInsteadOfTheFolders) {
     EXPECT_EQ(names(store.list()), (std::vector<std::string>{"wifi"}));
     std::string error;
     bool not_found = false;
-    EXPECT_TRUE(store.load("wifi", &error, &not_found)) << error;
-    EXPECT_FALSE(store.load("lte", &error, &not_found)) << "a name the loan does not have is read";
+    EXPECT_TRUE(load_into(store, "wifi", error, not_found)) << error;
+    EXPECT_FALSE(load_into(store, "lte", error, not_found))
+        << "a name the loan does not have is read";
     EXPECT_TRUE(not_found);
   }
   EXPECT_TRUE(store.list().profiles.empty()) << "after the loan, the folders again";

@@ -34,11 +34,9 @@ NetemSpec expected_readback(const NetemSpec& spec) {
   const std::size_t options = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(tcmsg)) + 12;
   std::uint16_t len;
   std::memcpy(&len, base + options, 2);
-  std::string error;
-  auto decoded =
-      decode_netem_options({base + options + 4, static_cast<std::size_t>(len - 4)}, &error);
-  EXPECT_TRUE(decoded) << error;
-  NetemSpec out = decoded->spec;
+  const DecodedNetem decoded = decode_netem_options(
+      {base + options + 4, static_cast<std::size_t>(len - 4)}, "decode", "the message built");
+  NetemSpec out = decoded.spec;
   out.prng_seed.reset();
   return out;
 }

@@ -107,9 +107,8 @@ TEST(ProfileShaped, CompiledMultimodalCaptureOnVethPassesValidateShaped) {
       "ip netns exec " + bed.net.ns_a() + " ping -D -n -i " + kPingInterval + " -c " +
       std::to_string(kCalibrationProbes) + " " + VethPair::kAddrB + " || test $? -eq 1");
   const Trace calibration = parse_trace_text(calibration_text, "calibration ping");
-  std::string problem;
-  auto noise = link_calibration(calibration, constant.delay.latency, &problem);
-  ASSERT_TRUE(noise) << problem;
+  auto noise = link_calibration(calibration, constant.delay.latency);
+  ASSERT_TRUE(noise) << to_string(noise.diagnostics());
 
   qdisc.change(profile.phases.front().spec);
 

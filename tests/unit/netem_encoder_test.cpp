@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shaper/distribution_tables.hpp"
+#include "shaper/errors.hpp"
 #include "shaper/kernel_units.hpp"
 #include "shaper/netem_encoder.hpp"
 
@@ -273,11 +274,9 @@ TEST(NetemEncoder, FullTableFitsAndIsCountedInTheOptionsLength) {
 TEST(NetemDecoder, RoundTripsEveryFieldInKernelUnits) {
   NetemSpec spec = rich_spec();
   const auto e = encode(spec, {});
-  std::string error;
-  const auto decoded = decode_netem_options(
+  const DecodedNetem decoded = decode_netem_options(
       {reinterpret_cast<const std::byte*>(e.options_payload.data()), e.options_payload.size()},
-      &error);
-  ASSERT_TRUE(decoded) << error;
+      "decode", "the options encoded");
   // Tables are never dumped by the kernel, so the decoder has none; compare the rest after putting
   // the user's doubles through the kernel's u32 grid.
   NetemSpec expected = spec;
@@ -295,13 +294,19 @@ TEST(NetemDecoder, RoundTripsEveryFieldInKernelUnits) {
   expected.corrupt = {grid(expected.corrupt.probability), grid(expected.corrupt.correlation)};
   expected.reorder.probability = grid(expected.reorder.probability);
   expected.reorder.correlation = grid(expected.reorder.correlation);
-  EXPECT_EQ(decoded->spec, expected);
-  EXPECT_TRUE(decoded->prng_seed_reported);
+  EXPECT_EQ(decoded.spec, expected);
+  EXPECT_TRUE(decoded.prng_seed_reported);
 }
 
-TEST(NetemDecoder, RejectsTruncatedOptions) {
-  std::string error;
+TEST(NetemDecoder, TruncatedOptionsAreTheKernelsErrorNamingTheReply) {
   std::vector<std::byte> short_payload(10);
-  EXPECT_FALSE(decode_netem_options(short_payload, &error));
-  EXPECT_EQ(error, "netem options shorter than tc_netem_qopt");
+  try {
+    decode_netem_options(short_payload, "qdisc dump", "dev veth0 handle 1a7e:");
+    ADD_FAILURE() << "no NetlinkError";
+  } catch (const NetlinkError& e) {
+    EXPECT_EQ(e.error_number(), EPROTO);
+    EXPECT_EQ(e.kernel_message(), "netem options shorter than tc_netem_qopt");
+    EXPECT_EQ(std::string(e.what()).rfind("qdisc dump (dev veth0 handle 1a7e:): ", 0), 0u)
+        << e.what();
+  }
 }

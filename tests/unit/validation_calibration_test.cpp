@@ -184,9 +184,10 @@ class LinkModel {
   explicit LinkModel(std::uint64_t seed) : rng_(seed) {
     const Trace fixture = parse_trace_file(std::string(JITTERD_SOURCE_DIR) +
                                            "/tests/fixtures/captures/link-calibration.txt");
-    std::string problem;
-    auto calibration = link_calibration(fixture, std::nullopt, &problem);
-    if (!calibration) throw std::runtime_error("link-calibration.txt: " + problem);
+    auto calibration = link_calibration(fixture, std::nullopt);
+    if (!calibration) {
+      throw std::runtime_error("link-calibration.txt: " + to_string(calibration.diagnostics()));
+    }
     printed_ = std::move(calibration->noise);
   }
   // One draw of the link's own noise.
@@ -229,9 +230,8 @@ Outcome calibrate_through_link(const Profile& profile, Nanoseconds calibration_d
   for (std::size_t t = 0; t < trials; ++t) {
     const Trace calibration =
         link.ping(std::vector<std::optional<Nanoseconds>>(1000, calibration_delay));
-    std::string problem;
-    auto measured = link_calibration(calibration, calibration_delay, &problem);
-    if (!measured) throw std::runtime_error(problem);
+    auto measured = link_calibration(calibration, calibration_delay);
+    if (!measured) throw std::runtime_error(to_string(measured.diagnostics()));
     const LinkNoise noise = with_link_noise(std::move(*measured), reference, false);
     const Trace shaped_trace =
         link.ping(simulate_profile(profile, like, kInterval, 1000 + t).delay);

@@ -88,10 +88,8 @@ Profile two_rate_profile() {
 }  // namespace
 
 TEST(LinkCalibration, TheNoiseIsWhatLiesAboveTheCalibrationsMinimum) {
-  std::string problem;
-  const auto calibration =
-      link_calibration(calibration_trace(200, 10300us), std::nullopt, &problem);
-  ASSERT_TRUE(calibration) << problem;
+  const auto calibration = link_calibration(calibration_trace(200, 10300us), std::nullopt);
+  ASSERT_TRUE(calibration) << to_string(calibration.diagnostics());
   const auto& noise = calibration->noise;
   ASSERT_EQ(noise.size(), 200u);  // the lost probe carries no noise
   EXPECT_EQ(*std::min_element(noise.begin(), noise.end()), 0ns);
@@ -105,27 +103,28 @@ TEST(LinkCalibration, TheNoiseIsWhatLiesAboveTheCalibrationsMinimum) {
 }
 
 TEST(LinkCalibration, WithItsConstantDelayTheLinksBaseIsMeasured) {
-  std::string problem;
   Trace trace = calibration_trace(200, 10300us);
   trace.samples[3].rtt = 10300us + 7us;  // printed to the microsecond
-  const auto calibration = link_calibration(trace, 10ms, &problem);
-  ASSERT_TRUE(calibration) << problem;
+  const auto calibration = link_calibration(trace, 10ms);
+  ASSERT_TRUE(calibration) << to_string(calibration.diagnostics());
   ASSERT_TRUE(calibration->base);
   EXPECT_EQ(*calibration->base, 300us);
   EXPECT_EQ(calibration->print_step, 0ns);
 }
 
 TEST(LinkCalibration, AReplyFasterThanTheConstantDelayIsAProblem) {
-  std::string problem;
-  EXPECT_FALSE(link_calibration(calibration_trace(200, 10300us), 20ms, &problem));
+  const auto calibration = link_calibration(calibration_trace(200, 10300us), 20ms);
+  EXPECT_FALSE(calibration);
+  const std::string problem = to_string(calibration.diagnostics());
   EXPECT_NE(problem.find("fastest reply took 10.3 ms, less than the constant delay of 20 ms"),
             std::string::npos)
       << problem;
 }
 
 TEST(LinkCalibration, TooFewRepliesIsAProblemNotANoiseModel) {
-  std::string problem;
-  EXPECT_FALSE(link_calibration(calibration_trace(99, 10ms), std::nullopt, &problem));
+  const auto calibration = link_calibration(calibration_trace(99, 10ms), std::nullopt);
+  EXPECT_FALSE(calibration);
+  const std::string problem = to_string(calibration.diagnostics());
   EXPECT_NE(problem.find("99 replies"), std::string::npos) << problem;
 }
 

@@ -727,9 +727,8 @@ std::string describe(const Figure& f) {
   return out;
 }
 
-std::optional<LinkCalibration> link_calibration(const Trace& calibration,
-                                                std::optional<Nanoseconds> constant_delay,
-                                                std::string* problem) {
+Expected<LinkCalibration> link_calibration(const Trace& calibration,
+                                           std::optional<Nanoseconds> constant_delay) {
   std::vector<Nanoseconds> rtts;
   for (const auto& s : calibration.samples) {
     if (s.rtt) rtts.push_back(*s.rtt);
@@ -737,26 +736,20 @@ std::optional<LinkCalibration> link_calibration(const Trace& calibration,
   // Fewer replies than this cannot describe a noise distribution's upper percentiles.
   constexpr std::size_t kMinCalibrationReplies = 100;
   if (rtts.size() < kMinCalibrationReplies) {
-    if (problem) {
-      *problem = "the link calibration has " + std::to_string(rtts.size()) + " replies; at least " +
-                 std::to_string(kMinCalibrationReplies) +
-                 " are needed (ping -D -c 1000 through netem delay 500us)";
-    }
-    return std::nullopt;
+    return Diagnostics{{"", "the link calibration has " + std::to_string(rtts.size()) +
+                                " replies; at least " + std::to_string(kMinCalibrationReplies) +
+                                " are needed (ping -D -c 1000 through netem delay 500us)"}};
   }
   const Nanoseconds floor = *std::min_element(rtts.begin(), rtts.end());
   LinkCalibration out;
   if (constant_delay) {
     if (floor < *constant_delay) {
-      if (problem) {
-        *problem = format(
-            "its fastest reply took %s ms, less than the constant delay of %s ms it was taken "
-            "through: give the round trip that netem added (its delay; twice that if it shaped "
-            "both directions)",
-            number(ms(FractionalNanoseconds(floor))).c_str(),
-            number(ms(FractionalNanoseconds(*constant_delay))).c_str());
-      }
-      return std::nullopt;
+      return Diagnostics{{"", format("its fastest reply took %s ms, less than the constant delay "
+                                     "of %s ms it was taken through: give the round trip that "
+                                     "netem added (its delay; twice that if it shaped both "
+                                     "directions)",
+                                     number(ms(FractionalNanoseconds(floor))).c_str(),
+                                     number(ms(FractionalNanoseconds(*constant_delay))).c_str())}};
     }
     out.base = floor - *constant_delay;
   }

@@ -188,12 +188,11 @@ bool read_struct(const nlattr* attr, T* out) {
 
 }  // namespace
 
-std::optional<DecodedNetem> decode_netem_options(std::span<const std::byte> payload,
-                                                 std::string* error) {
+DecodedNetem decode_netem_options(std::span<const std::byte> payload, const std::string& operation,
+                                  const std::string& object) {
   using namespace kernel_units;
-  auto fail = [&](const std::string& why) -> std::optional<DecodedNetem> {
-    if (error) *error = why;
-    return std::nullopt;
+  auto fail = [&](const std::string& why) -> DecodedNetem {
+    throw NetlinkError(operation, object, EPROTO, why);
   };
   if (payload.size() < sizeof(tc_netem_qopt))
     return fail("netem options shorter than tc_netem_qopt");

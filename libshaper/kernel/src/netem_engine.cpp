@@ -175,30 +175,27 @@ std::vector<QdiscInfo> NetemEngine::dump_qdiscs(int ifindex, const std::string& 
   msg.append_tcmsg(ifindex, 0, 0);
 
   std::vector<QdiscInfo> out;
-  socket_->dump_parsed(
-      msg.get(), "qdisc dump", object, RTM_NEWQDISC, sizeof(tcmsg), TCA_MAX,
-      [&](const nlmsghdr& hdr, nlattr* const* tb) {
-        const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
-        // Kernels dump every device's qdiscs whatever the filter says; keep the one asked for.
-        if (ifindex != 0 && t->tcm_ifindex != ifindex) return;
-        QdiscInfo info;
-        info.ifindex = t->tcm_ifindex;
-        info.handle = t->tcm_handle;
-        info.parent = t->tcm_parent;
-        if (tb[TCA_KIND]) info.kind = nla_get_string(tb[TCA_KIND]);
-        if (tb[TCA_STATS2]) info.stats = decode_stats(tb[TCA_STATS2]);
-        if (info.kind == "netem" && tb[TCA_OPTIONS]) {
-          std::string error;
-          const auto* data = static_cast<const std::byte*>(nla_data(tb[TCA_OPTIONS]));
-          info.netem = decode_netem_options(
-              {data, static_cast<std::size_t>(nla_len(tb[TCA_OPTIONS]))}, &error);
-          if (!info.netem) {
-            throw NetlinkError("qdisc dump", object + " handle " + format_handle(info.handle),
-                               EPROTO, error);
-          }
-        }
-        out.push_back(std::move(info));
-      });
+  socket_->dump_parsed(msg.get(), "qdisc dump", object, RTM_NEWQDISC, sizeof(tcmsg), TCA_MAX,
+                       [&](const nlmsghdr& hdr, nlattr* const* tb) {
+                         const auto* t = static_cast<const tcmsg*>(nlmsg_data(&hdr));
+                         // Kernels dump every device's qdiscs whatever the filter says; keep the
+                         // one asked for.
+                         if (ifindex != 0 && t->tcm_ifindex != ifindex) return;
+                         QdiscInfo info;
+                         info.ifindex = t->tcm_ifindex;
+                         info.handle = t->tcm_handle;
+                         info.parent = t->tcm_parent;
+                         if (tb[TCA_KIND]) info.kind = nla_get_string(tb[TCA_KIND]);
+                         if (tb[TCA_STATS2]) info.stats = decode_stats(tb[TCA_STATS2]);
+                         if (info.kind == "netem" && tb[TCA_OPTIONS]) {
+                           const auto* data =
+                               static_cast<const std::byte*>(nla_data(tb[TCA_OPTIONS]));
+                           info.netem = decode_netem_options(
+                               {data, static_cast<std::size_t>(nla_len(tb[TCA_OPTIONS]))},
+                               "qdisc dump", object + " handle " + format_handle(info.handle));
+                         }
+                         out.push_back(std::move(info));
+                       });
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "shaper/expected.hpp"
 #include "shaper/profile.hpp"
 #include "shaper/statistics.hpp"
 #include "shaper/trace.hpp"
@@ -161,11 +162,10 @@ struct LinkCalibration {
 };
 
 // The calibration read from a trace taken through a constant `constant_delay` (nullopt: not
-// known). nullopt with `problem` set when the trace has fewer than 100 replies, or a reply faster
-// than `constant_delay` (it was not taken through it).
-std::optional<LinkCalibration> link_calibration(const Trace& calibration,
-                                                std::optional<Nanoseconds> constant_delay,
-                                                std::string* problem);
+// known). No value, and a diagnostic saying why, when the trace has fewer than 100 replies, or a
+// reply faster than `constant_delay` (it was not taken through it).
+Expected<LinkCalibration> link_calibration(const Trace& calibration,
+                                           std::optional<Nanoseconds> constant_delay);
 
 // The calibrated link's noise and the profile as that link shows it: with a noise draw added to
 // every delivered probe (two averaged, for a halved profile). shaped_series and the comparisons

@@ -32,9 +32,10 @@ NlMsgPtr build_netem_message(int ifindex, std::uint32_t handle, std::uint32_t pa
 // Bytes the options will take, to size the message buffer.
 std::size_t netem_options_size_hint(const NetemSpec& spec, const NetemEncodePlan& plan);
 
-// Decodes a TCA_OPTIONS payload (tc_netem_qopt followed by netem attributes). Returns nullopt with
-// `error` set if the payload is malformed (a kernel or protocol bug, not user data).
-std::optional<DecodedNetem> decode_netem_options(std::span<const std::byte> payload,
-                                                 std::string* error);
+// Decodes a TCA_OPTIONS payload (tc_netem_qopt followed by netem attributes) from a reply to
+// `operation` about `object`. A malformed payload is the kernel's data, not the user's: it throws
+// NetlinkError(operation, object, EPROTO, what is wrong).
+DecodedNetem decode_netem_options(std::span<const std::byte> payload, const std::string& operation,
+                                  const std::string& object);
 
 }  // namespace shaper
