@@ -29,6 +29,7 @@
 #include "server.hpp"
 #include "sessions.hpp"
 #include "shaper/errors.hpp"
+#include "shaper/expected.hpp"
 #include "systemd_notify.hpp"
 
 namespace {
@@ -98,16 +99,18 @@ std::optional<Options> parse_arguments(int argc, char** argv, int* exit_code) {
   return options;
 }
 
-std::optional<gid_t> socket_group(const jitterd::Config& config, std::string* error) {
-  if (config.socket.group.empty()) return std::nullopt;
+// The config's socket.group (nullopt: none configured), or why it cannot be had.
+shaper::Expected<std::optional<gid_t>> socket_group(const jitterd::Config& config) {
+  if (config.socket.group.empty()) return std::optional<gid_t>();
   const group* g = ::getgrnam(config.socket.group.c_str());
   if (!g) {
-    *error = "socket.group \"" + config.socket.group +
+    return shaper::Diagnostics{
+        {"/socket/group",
+         "socket.group \"" + config.socket.group +
              "\" does not exist; create it (systemd-sysusers, or groupadd --system " +
-             config.socket.group + ") or set socket.group to an existing group";
-    return std::nullopt;
+             config.socket.group + ") or set socket.group to an existing group"}};
   }
-  return g->gr_gid;
+  return std::optional<gid_t>(g->gr_gid);
 }
 
 // The config with the command line's overrides; nullopt when it cannot be read (`*status` 4) or is
@@ -170,8 +173,10 @@ int run(const Options& options) {
   if (!loaded) return load_status;
   const jitterd::Config& config = *loaded;
 
-  std::string group_error;
-  const auto gid = socket_group(config, &group_error);
+  const auto group_lookup = socket_group(config);
+  const std::string group_error =
+      group_lookup ? std::string() : group_lookup.diagnostics().front().message;
+  const std::optional<gid_t> gid = group_lookup ? *group_lookup : std::nullopt;
   if (options.check_config) return check_config(options, config, group_error);
   if (!group_error.empty()) {
     std::cerr << "jitterd: " << options.config << ": " << group_error << '\n';
