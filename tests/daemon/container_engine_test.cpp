@@ -12,7 +12,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -255,4 +257,53 @@ TEST(ContainerEngine, NamesAreCheckedBeforeTheyReachARequestLine) {
   const auto [number, text] =
       system_error_of([&] { EngineClient(dir.file("x.sock")).inspect("a/../../version"); });
   EXPECT_EQ(number, EINVAL);
+}
+
+namespace {
+
+// A reply recorded from the real runtime in the container bed (tests/vm/container-bed --record):
+// status line, headers and body byte for byte, chunked as it was sent.
+std::string recorded(const std::string& runtime, const std::string& name) {
+  const std::string path = std::string(JITTERD_RUNTIME_FIXTURES) + "/" + runtime + "/" + name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read the fixture " + path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+// The replies of podman 4.3.1 and Docker 20.10.24, recorded in the UML bed: a running container
+// gives its PID and namespace, a stopped one PID 0 (Docker keeps its stale SandboxKey), a removed
+// one 404; Podman is told apart by its version reply.
+TEST(ContainerEngine, RecordedRepliesOfPodmanAndDockerAreRead) {
+  for (const std::string runtime : {"podman", "docker"}) {
+    SCOPED_TRACE(runtime);
+    for (const std::string state : {"running", "running-http10", "stopped", "removed"}) {
+      SCOPED_TRACE(state);
+      jitterd::testing::TempDir dir;
+      FakeEngine engine(
+          dir.file("engine.sock"),
+          {{"/v1.40/containers/redis0/json", recorded(runtime, "container-" + state + ".http")},
+           {"/v1.40/version", recorded(runtime, "version.http")}});
+      const auto info = EngineClient(dir.file("engine.sock")).inspect("redis0");
+      if (state == "removed") {
+        EXPECT_FALSE(info);
+        continue;
+      }
+      ASSERT_TRUE(info);
+      EXPECT_EQ(info->name, "redis0");
+      EXPECT_EQ(info->id.size(), 64u);
+      EXPECT_EQ(info->runtime, runtime);
+      if (state == "stopped") {
+        EXPECT_FALSE(info->running);
+        EXPECT_EQ(info->pid, 0);
+        // Podman clears the namespace path; Docker keeps one that is no longer a namespace.
+        EXPECT_EQ(info->sandbox_key.empty(), runtime == "podman") << info->sandbox_key;
+      } else {
+        EXPECT_TRUE(info->running);
+        EXPECT_GT(info->pid, 1);
+        EXPECT_NE(info->sandbox_key.find("netns"), std::string::npos) << info->sandbox_key;
+      }
+    }
+  }
 }
