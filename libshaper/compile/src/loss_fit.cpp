@@ -170,6 +170,12 @@ double baum_welch_step(Hmm<N>& m, BaumWelchWork<N>& work) {
   return log_likelihood;
 }
 
+// Baum–Welch's stopping rule, for both fits: an iteration gained less than a millionth of the
+// likelihood's size.
+bool converged(double previous, double log_likelihood) {
+  return std::isfinite(previous) && log_likelihood - previous < 1e-6 * std::fabs(log_likelihood);
+}
+
 template <std::size_t N>
 void baum_welch(Hmm<N>& m, const std::vector<bool>& obs, int iterations) {
   BaumWelchWork<N> work;
@@ -177,8 +183,7 @@ void baum_welch(Hmm<N>& m, const std::vector<bool>& obs, int iterations) {
   double previous = -INFINITY;
   for (int k = 0; k < iterations; ++k) {
     const double ll = baum_welch_step<N>(m, work);
-    // Stop once an iteration gains less than a millionth of the likelihood's size.
-    if (std::isfinite(previous) && ll - previous < 1e-6 * std::fabs(ll)) break;
+    if (converged(previous, ll)) break;
     previous = ll;
   }
 }
@@ -216,7 +221,7 @@ std::vector<Item> items_of(const std::vector<bool>& obs) {
   for (std::size_t t = 0; t < obs.size(); ++t) {
     if (obs[t]) {
       items.push_back(Item{true, 1});
-    } else if (!items.empty() && !items.back().lost && t > 0 && !obs[t - 1]) {
+    } else if (!items.empty() && !items.back().lost) {  // the run of deliveries goes on
       ++items.back().length;
     } else {
       items.push_back(Item{false, 1});
@@ -495,8 +500,7 @@ FourStateLoss refine_four_state(const FourStateLoss& start, const std::vector<bo
   double previous = -INFINITY;
   for (int k = 0; k < iterations && !items.empty(); ++k) {
     const double ll = pass(a, initial, items, alpha);
-    // Stop once an iteration gains less than a millionth of the likelihood's size.
-    if (std::isfinite(previous) && ll - previous < 1e-6 * std::fabs(ll)) break;
+    if (converged(previous, ll)) break;
     previous = ll;
   }
   FourStateLoss out;
