@@ -23,13 +23,12 @@ NamespaceIdentity identity_of(int fd, const std::string& path) {
   return NamespaceIdentity{status.st_dev, status.st_ino};
 }
 
-// The hint for a namespace file that cannot be opened, by errno.
-std::string open_hint(int error, const std::string& description) {
+// The hint for a namespace file that cannot be opened, by errno; `named`: an `ip netns` name.
+std::string open_hint(int error, bool named) {
   switch (error) {
     case ENOENT:
-      return description.starts_with("netns ")
-                 ? "there is no such namespace: `ip netns list` shows the named ones"
-                 : "there is no such file (or process): check the path or the PID";
+      return named ? "there is no such namespace: `ip netns list` shows the named ones"
+                   : "there is no such file (or process): check the path or the PID";
     case EACCES:
     case EPERM:
       return "opening another process's network namespace needs ptrace access to that process "
@@ -40,12 +39,13 @@ std::string open_hint(int error, const std::string& description) {
 }
 
 // The namespace file `path`, checked to be a network namespace.
-UniqueFd open_network_namespace(const std::string& path, const std::string& description) {
+UniqueFd open_network_namespace(const std::string& path, const std::string& description,
+                                bool named = false) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
     throw SystemError("open network namespace " + description, path, error,
-                      open_hint(error, description));
+                      open_hint(error, named));
   }
   UniqueFd owned(fd);
   const int type = ::ioctl(owned.get(), NS_GET_NSTYPE);
@@ -99,7 +99,7 @@ NetworkNamespace NetworkNamespace::named(std::string_view name) {
   }
   const std::string path = std::string(kNetnsDirectory) + std::string(name);
   const std::string description = "netns " + std::string(name);
-  return NetworkNamespace(open_network_namespace(path, description), path, description);
+  return NetworkNamespace(open_network_namespace(path, description, true), path, description);
 }
 
 NetworkNamespace NetworkNamespace::of_process(pid_t pid) {
