@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -21,10 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include "../support/system_error_of.hpp"
 #include "shaper/errors.hpp"
 #include "test_files.hpp"
 
 using namespace jitterd;
+using test_support::system_error_of;
 
 namespace {
 
@@ -126,16 +127,6 @@ const std::string kDockerVersion = R"({"Version": "20.10.24", "ApiVersion": "1.4
   "Components": [{"Name": "Engine", "Version": "20.10.24"}]})";
 const std::string kPodmanVersion = R"({"Version": "4.3.1", "ApiVersion": "1.41",
   "Components": [{"Name": "Podman Engine", "Version": "4.3.1"}]})";
-
-std::pair<int, std::string> system_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const shaper::SystemError& e) {
-    return {e.error_number(), std::string(e.what()) + " | hint: " + e.hint()};
-  }
-  ADD_FAILURE() << "no SystemError";
-  return {0, {}};
-}
 
 }  // namespace
 

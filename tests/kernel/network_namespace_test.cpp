@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../support/system_error_of.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/host_veth.hpp"
 #include "shaper/ifb.hpp"
@@ -25,6 +26,7 @@
 
 using namespace shaper;
 using jitterd_test::run;
+using test_support::system_error_of;
 
 namespace {
 
@@ -76,18 +78,6 @@ bool has_link(RouteSocket& socket, const std::string& name) {
   const auto links = dump_links(socket);
   return std::any_of(links.begin(), links.end(),
                      [&](const LinkInfo& link) { return link.interface.name == name; });
-}
-
-// errno and what() of the SystemError `f` throws.
-template <class F>
-std::pair<int, std::string> system_error_of(F&& f) {
-  try {
-    f();
-  } catch (const SystemError& e) {
-    return {e.error_number(), std::string(e.what()) + " | hint: " + e.hint()};
-  }
-  ADD_FAILURE() << "no SystemError";
-  return {0, {}};
 }
 
 }  // namespace
