@@ -438,6 +438,8 @@ def shaped(interface: str, profile: Union[str, dict], *, lease: Duration = "10s"
     runs out), follows the lane's events into link.timeline, and clears the lane on exit, also on an
     exception or Ctrl-C. Other apply parameters (phase, schedule, match, start...) pass through."""
     client = Client(socket_path)
+    # renew and clear name one direction or neither (both lanes), never "both".
+    lane_direction = direction if direction != "both" else None
     stream = client.subscribe(interfaces=[interface])
     stop = threading.Event()
     threads: List[threading.Thread] = []
@@ -449,15 +451,15 @@ def shaped(interface: str, profile: Union[str, dict], *, lease: Duration = "10s"
 
         def follow(target: ShapedLink) -> None:
             for event in stream:
-                lane_direction = direction in (None, "both") or event.get("direction") in (None, direction)
-                if lane_direction and (rule_set is None or event.get("set") == rule_set):
+                same_direction = direction in (None, "both") or event.get("direction") in (None, direction)
+                if same_direction and (rule_set is None or event.get("set") == rule_set):
                     target._add(event)
 
         def renew() -> None:
             renewer = Client(client.socket_path)
             try:
                 while not stop.wait(max(_seconds(lease) / 3, 0.05)):
-                    renewer.renew(interface, lease, direction=direction if direction != "both" else None,
+                    renewer.renew(interface, lease, direction=lane_direction,
                                   rule_set=rule_set)
             except (JitterdError, OSError):
                 pass  # the session ended (cleared, lease expired): nothing left to renew
@@ -472,7 +474,7 @@ def shaped(interface: str, profile: Union[str, dict], *, lease: Duration = "10s"
     finally:
         stop.set()
         try:
-            client.clear(interface, direction=direction if direction != "both" else None,
+            client.clear(interface, direction=lane_direction,
                          rule_set=rule_set)
         except JitterdError as e:
             if e.code != "not-found":  # already gone (lease expired, interface deleted)
