@@ -2,7 +2,9 @@
 
 #include <fnmatch.h>
 #include <net/if.h>
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <sstream>
 
 #include "interface_pattern.hpp"
@@ -74,6 +76,58 @@ void read_limits(JsonReader& r, const json& j, Limits& out) {
   }
 }
 
+// The kinds a target allow pattern may name (TargetsConfig::allow).
+constexpr std::string_view kTargetKinds[] = {"netns", "netns-path", "pid", "container"};
+
+void read_target_allow(JsonReader& r, const json& allow, const std::string& p, TargetsConfig& out) {
+  if (!allow.is_array()) {
+    r.error(p, "expected an array of \"KIND:PATTERN\" strings, e.g. [\"container:redis*\"]");
+    return;
+  }
+  for (std::size_t i = 0; i < allow.size(); ++i) {
+    const json& e = allow[i];
+    const std::string ep = p + "/" + std::to_string(i);
+    const std::string text = e.is_string() ? e.get<std::string>() : std::string();
+    const auto colon = text.find(':');
+    const std::string kind = text.substr(0, colon);
+    const bool known =
+        std::find(std::begin(kTargetKinds), std::end(kTargetKinds), kind) != std::end(kTargetKinds);
+    if (!e.is_string() || colon == std::string::npos || !known || colon + 1 == text.size() ||
+        text.size() > 4096) {
+      r.error(ep,
+              "expected \"KIND:PATTERN\" with KIND one of netns, netns-path, pid, container "
+              "(e.g. \"container:redis*\", \"netns:lab-*\"), found " +
+                  shaper::json_excerpt(e));
+      continue;
+    }
+    out.allow.push_back(text);
+  }
+}
+
+void read_targets(JsonReader& r, const json& j, TargetsConfig& out) {
+  const std::string p = "/targets";
+  if (!r.object(j, p, {"allow", "engine_sockets"})) return;
+  if (const json* allow = r.member(j, p, "allow", false)) {
+    read_target_allow(r, *allow, p + "/allow", out);
+  }
+  if (const json* sockets = r.member(j, p, "engine_sockets", false)) {
+    if (!sockets->is_array()) {
+      r.error(p + "/engine_sockets",
+              "expected an array of socket paths, e.g. [\"/run/docker.sock\"]");
+      return;
+    }
+    for (std::size_t i = 0; i < sockets->size(); ++i) {
+      const json& e = (*sockets)[i];
+      const std::string ep = p + "/engine_sockets/" + std::to_string(i);
+      if (!e.is_string()) {
+        r.error(ep, "expected a socket path, found " + shaper::json_excerpt(e));
+      } else if (absolute_path(r, ep, e.get<std::string>())) {
+        out.engine_sockets.push_back(e.get<std::string>());
+      }
+    }
+  }
+}
+
 void read_interfaces(JsonReader& r, const json& j, Config& out) {
   const std::string p = "/interfaces";
   if (!r.object(j, p, {"allow"})) return;
@@ -120,6 +174,18 @@ void read_interfaces(JsonReader& r, const json& j, Config& out) {
 
 }  // namespace
 
+bool Config::target_allowed(std::string_view kind, std::string_view name) const {
+  const std::string prefix = std::string(kind) + ":";
+  const std::string n(name);
+  for (const auto& pattern : targets.allow) {
+    if (pattern.starts_with(prefix) &&
+        fnmatch(pattern.c_str() + prefix.size(), n.c_str(), 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool Config::interface_allowed(std::string_view name) const {
   const std::string n(name);
   for (const auto& pattern : allow_interfaces) {
@@ -148,7 +214,7 @@ ConfigLoad parse_config(std::string_view text) {
   Config config;
   if (r.object(j, "",
                {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery",
-                "limits", "leases"})) {
+                "limits", "leases", "targets"})) {
     if (const json* s = r.member(j, "", "socket", false)) read_socket(r, *s, config.socket);
     if (auto dir = r.string(j, "", "state_dir", false, 4096)) {
       if (!dir->empty() && absolute_path(r, "/state_dir", *dir)) config.state_dir = *dir;
@@ -170,6 +236,7 @@ ConfigLoad parse_config(std::string_view text) {
       }
     }
     if (const json* i = r.member(j, "", "interfaces", false)) read_interfaces(r, *i, config);
+    if (const json* t = r.member(j, "", "targets", false)) read_targets(r, *t, config.targets);
     if (auto v = r.boolean(j, "", "allow_force", false)) config.allow_force = *v;
     if (auto v = r.string(j, "", "recovery", false, 16)) {
       if (*v == "adopt") {

@@ -32,6 +32,16 @@ struct Limits {
   std::size_t max_queued_events = 4096;
 };
 
+// Shaping beyond jitterd's own namespace (docs/operations.md, "Containers and namespaces").
+struct TargetsConfig {
+  // "KIND:GLOB" (fnmatch) patterns of the targets that may be shaped: netns:NAME, netns-path:PATH,
+  // pid:PID, container:NAME. Empty: none may.
+  std::vector<std::string> allow;
+  // The Docker Engine API sockets (Docker's, Podman's) asked for `container` targets, in order;
+  // empty: default_engine_sockets().
+  std::vector<std::string> engine_sockets;
+};
+
 struct Config {
   SocketConfig socket;
   std::string state_dir = "/run/jitterd";
@@ -45,7 +55,11 @@ struct Config {
   std::chrono::nanoseconds max_lease = std::chrono::hours(24);
   bool lease_required = false;
 
+  TargetsConfig targets;
+
   bool interface_allowed(std::string_view name) const;
+  // Whether a target (kind "container", name "redis0") may be shaped.
+  bool target_allowed(std::string_view kind, std::string_view name) const;
 };
 
 struct ConfigLoad {

@@ -7,13 +7,14 @@
 namespace jitterd {
 namespace {
 
-constexpr std::array<std::pair<EventType, std::string_view>, 10> kNames = {{
+constexpr std::array<std::pair<EventType, std::string_view>, 11> kNames = {{
     {EventType::kApplied, "applied"},
     {EventType::kPhaseChanged, "phase-changed"},
     {EventType::kDeadlineMissed, "deadline-missed"},
     {EventType::kCleared, "cleared"},
     {EventType::kLeaseExpired, "lease-expired"},
     {EventType::kInterfaceGone, "interface-gone"},
+    {EventType::kTargetGone, "target-gone"},
     {EventType::kExternalChange, "external-change"},
     {EventType::kRolledBack, "rolled-back"},
     {EventType::kConfirmed, "confirmed"},

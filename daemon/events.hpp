@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "protocol/results.hpp"
 
 namespace jitterd {
 
@@ -20,6 +21,7 @@ enum class EventType {
   kCleared,
   kLeaseExpired,
   kInterfaceGone,
+  kTargetGone,  // the interface went with the target (a container stopped, a namespace deleted)
   kExternalChange,
   kRolledBack,  // a commit-confirmed apply was not confirmed in time
   kConfirmed,
@@ -35,8 +37,9 @@ struct Event {
   EventType type = EventType::kError;
   std::uint64_t seq = 0;  // assigned by the bus, strictly increasing
   std::string interface;
-  std::string direction;  // egress, ingress
-  std::string set;        // the rule set; "" = the whole direction
+  std::optional<protocol::TargetInfo> target;  // a session of a target (status's "target")
+  std::string direction;                       // egress, ingress
+  std::string set;                             // the rule set; "" = the whole direction
   std::string profile;
   std::string digest;
   std::string phase;

@@ -211,7 +211,8 @@ int run(const Options& options) {
   sessions.recover();
   jitterd::ProfileStore profiles(config.profile_dirs);
   jitterd::ServerStats stats;
-  jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats);
+  const auto targets = jitterd::make_namespace_resolver(config.targets);
+  jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats, targets.get());
   jitterd::AccessPolicy policy{
       static_cast<std::uint32_t>(::geteuid()),
       gid ? std::optional<std::uint32_t>(*gid) : std::optional<std::uint32_t>(::getegid())};

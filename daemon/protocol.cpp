@@ -12,6 +12,7 @@
 #include "shaper/json_reader.hpp"
 #include "shaper/match_rules.hpp"
 #include "shaper/route_facts.hpp"
+#include "target_resolver.hpp"
 
 namespace jitterd {
 namespace {
@@ -178,6 +179,46 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params,
   return at;
 }
 
+// "target": exactly one of {"netns": NAME}, {"netns_path": PATH}, {"pid": PID}, {"container":
+// NAME}, and optionally "via" (how it is reached: "host-veth"). nullopt when absent or wrong (the
+// problems are in `r`).
+std::optional<TargetRequest> read_target_request(JsonReader& r, const json& params,
+                                                 const std::string& p) {
+  const json* t = r.member(params, p, "target", false);
+  if (!t) return std::nullopt;
+  const std::string tp = p + "/target";
+  if (!r.object(*t, tp, {"netns", "netns_path", "pid", "container", "via"})) return std::nullopt;
+  TargetRequest out;
+  int given = 0;
+  for (const auto& [key, kind] :
+       {std::pair{"netns", "netns"}, {"netns_path", "netns-path"}, {"container", "container"}}) {
+    if (!t->contains(key)) continue;
+    ++given;
+    out.kind = kind;
+    out.name = r.string(*t, tp, key, true, 4096).value_or("");
+  }
+  if (t->contains("pid")) {
+    ++given;
+    out.kind = "pid";
+    if (auto pid = r.integer<std::int64_t>(*t, tp, "pid", 1, 4194304, 0)) {
+      out.name = std::to_string(*pid);
+    }
+  }
+  if (given != 1) {
+    r.error(tp,
+            "give exactly one of \"netns\" (an `ip netns` name), \"netns_path\" (a namespace "
+            "file), \"pid\" (a process) and \"container\" (a Docker or Podman container)");
+    return std::nullopt;
+  }
+  const auto via = r.string(*t, tp, "via", false, 32).value_or("");
+  if (!via.empty()) out.via = via;
+  return out;
+}
+
+Direction reversed(Direction d) {
+  return d == Direction::kEgress ? Direction::kIngress : Direction::kEgress;
+}
+
 // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
 Outcome<json> lanes_outcome(const Outcome<SessionManager::Statuses>& o) {
   if (!o) return o.error();
@@ -212,12 +253,13 @@ bool SubscribeFilter::matches(const Event& e) const {
 }
 
 Dispatcher::Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
-                       const Config& config, ServerStats& stats)
+                       const Config& config, ServerStats& stats, TargetResolver* targets)
     : sessions_(sessions),
       profiles_(profiles),
       backend_(backend),
       config_(config),
       stats_(stats),
+      targets_(targets),
       started_(now_stamp()) {}
 
 std::string Dispatcher::error_line(ErrorCode code, std::string_view message,
@@ -242,6 +284,7 @@ RequestError Dispatcher::permission_denied(const Peer& peer, const std::string& 
 
 std::string Dispatcher::event_line(const Event& e) {
   json j = {{"event", to_string(e.type)}, {"seq", e.seq}, {"interface", e.interface}, {"at", e.at}};
+  if (e.target) j["target"] = *e.target;
   if (!e.direction.empty()) j["direction"] = e.direction;
   if (!e.direction.empty()) j["set"] = e.set.empty() ? json(nullptr) : json(e.set);
   if (!e.profile.empty()) j["profile"] = e.profile;
@@ -502,6 +545,44 @@ Outcome<json> Dispatcher::interfaces(Call& c) {
   return json(list);
 }
 
+Outcome<std::optional<ResolvedTarget>> Dispatcher::resolve_target(Call& c,
+                                                                  const std::string& interface) {
+  const auto request = read_target_request(c.r, c.params, c.p);
+  if (!request || !c.ok()) return std::optional<ResolvedTarget>();
+  const std::string where = c.p + "/target";
+  if (!config_.target_allowed(request->kind, request->name)) {
+    return RequestError{
+        ErrorCode::kPermissionDenied,
+        request->kind + " " + request->name + " is not in the target allowlist", where,
+        "add \"" + request->kind + ":" + request->name + "\" (or a pattern such as \"" +
+            request->kind + ":lab-*\") to targets.allow in the config and restart jitterd"};
+  }
+  if (targets_ == nullptr) {
+    return RequestError{ErrorCode::kInvalidParams, "this jitterd cannot shape targets", where, ""};
+  }
+  auto resolved = targets_->resolve(*request, interface);
+  if (!resolved) {
+    RequestError e = std::move(resolved.error());
+    e.where = c.p + e.where;
+    return e;
+  }
+  return std::optional<ResolvedTarget>(std::move(*resolved));
+}
+
+std::optional<RequestError> Dispatcher::retarget(Call& c, Target& target) {
+  if (!c.params.contains("target")) return std::nullopt;
+  if (target.interface.empty()) {
+    c.r.error(c.p + "/interface", "a target's interface is named as the target sees it, e.g. eth0");
+    return std::nullopt;
+  }
+  auto resolved = resolve_target(c, target.interface);
+  if (!resolved) return std::move(resolved.error());
+  if (!*resolved) return std::nullopt;
+  target.interface = (*resolved)->host_interface;
+  if (target.direction) target.direction = reversed(*target.direction);
+  return std::nullopt;
+}
+
 Outcome<json> Dispatcher::profiles(Call& c) {
   c.r.object(c.params, c.p, {});
   const auto listing = profiles_.list();
@@ -614,13 +695,24 @@ std::optional<RequestError> Dispatcher::read_apply_profile(Call& c, const json& 
 Outcome<json> Dispatcher::apply(Call& c) {
   c.r.object(c.params, c.p,
              {"interface", "profile", "phase", "schedule", "direction", "set", "match", "start",
-              "lease", "force", "confirm", "protect_ssh", "ssh_connection", "offloads"});
+              "lease", "force", "confirm", "protect_ssh", "ssh_connection", "offloads", "target"});
   ApplyRequest a;
   a.interface = c.r.string(c.params, c.p, "interface", true, 15).value_or("");
+  if (c.params.contains("target") && c.ok()) {
+    auto resolved = resolve_target(c, a.interface);
+    if (!resolved) return resolved.error();
+    if (*resolved) {
+      a.interface = (*resolved)->host_interface;
+      a.target = (*resolved)->info;
+    }
+  }
   const json* prof = c.r.member(c.params, c.p, "profile", true);
   const auto phase = c.r.string(c.params, c.p, "phase", false, shaper::kMaxNameLength);
   if (phase && !phase->empty()) a.phase = *phase;
   read_apply_lane(c, a);
+  if (a.target) {
+    for (Direction& d : a.directions) d = reversed(d);
+  }
   if (prof && c.ok()) {
     if (auto refused = read_apply_profile(c, *prof, a)) return *refused;
   }
@@ -634,8 +726,9 @@ Outcome<json> Dispatcher::apply(Call& c) {
 }
 
 Outcome<json> Dispatcher::switch_phase(Call& c) {
-  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "at"});
-  const Target target = c.read_target(true);
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "at", "target"});
+  Target target = c.read_target(true);
+  if (auto refused = retarget(c, target)) return *refused;
   const auto phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
   const auto at = read_start(c.r, c.params, c.p, "at", now_stamp());
   if (!c.ok()) return json::object();
@@ -646,8 +739,9 @@ Outcome<json> Dispatcher::switch_phase(Call& c) {
 
 // pause, resume and confirm: a target and nothing else.
 Outcome<json> Dispatcher::on_target(Call& c, LaneRequest request) {
-  c.r.object(c.params, c.p, {"interface", "direction", "set"});
-  const Target target = c.read_target(true);
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "target"});
+  Target target = c.read_target(true);
+  if (auto refused = retarget(c, target)) return *refused;
   if (!c.ok()) return json::object();
   return lanes_outcome((sessions_.*request)(target, c.peer));
 }
@@ -663,8 +757,9 @@ Outcome<json> Dispatcher::confirm(Call& c) {
 }
 
 Outcome<json> Dispatcher::skip(Call& c) {
-  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "step"});
-  const Target target = c.read_target(true);
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "phase", "step", "target"});
+  Target target = c.read_target(true);
+  if (auto refused = retarget(c, target)) return *refused;
   std::optional<std::string> phase;
   std::optional<std::size_t> step;
   if (c.params.contains("phase"))
@@ -680,8 +775,9 @@ Outcome<json> Dispatcher::skip(Call& c) {
 }
 
 Outcome<json> Dispatcher::status(Call& c) {
-  c.r.object(c.params, c.p, {"interface", "direction", "set"});
-  const Target target = c.read_target(false);
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "target"});
+  Target target = c.read_target(false);
+  if (auto refused = retarget(c, target)) return *refused;
   if (c.ok() && target.interface.empty() && (target.direction || target.set)) {
     c.r.error(c.p,
               "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
@@ -693,8 +789,9 @@ Outcome<json> Dispatcher::status(Call& c) {
 }
 
 Outcome<json> Dispatcher::clear(Call& c) {
-  c.r.object(c.params, c.p, {"interface", "direction", "set", "all"});
-  const Target target = c.read_target(false);
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "all", "target"});
+  Target target = c.read_target(false);
+  if (auto refused = retarget(c, target)) return *refused;
   const bool all = c.r.boolean(c.params, c.p, "all", false).value_or(false);
   if (c.ok() && (target.interface.empty() == !all)) {
     c.r.error(c.p, "give \"interface\", or \"all\": true to clear every session");
@@ -710,8 +807,9 @@ Outcome<json> Dispatcher::clear(Call& c) {
 }
 
 Outcome<json> Dispatcher::renew(Call& c) {
-  c.r.object(c.params, c.p, {"interface", "direction", "set", "lease"});
-  const Target target = c.read_target(true);
+  c.r.object(c.params, c.p, {"interface", "direction", "set", "lease", "target"});
+  Target target = c.read_target(true);
+  if (auto refused = retarget(c, target)) return *refused;
   const auto lease = read_duration(c.r, c.params, c.p, "lease");
   if (!c.ok()) return json::object();
   return lanes_outcome(sessions_.renew(target, lease, c.peer));

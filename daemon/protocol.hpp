@@ -19,6 +19,7 @@
 #include "protocol/methods.hpp"
 #include "sessions.hpp"
 #include "shaping_backend.hpp"
+#include "target_resolver.hpp"
 
 namespace jitterd {
 
@@ -56,8 +57,10 @@ struct ReadRequest {
 
 class Dispatcher {
  public:
+  // `targets`: how requests naming a target (a namespace, a process, a container) are resolved;
+  // null: such requests are refused.
   Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
-             const Config& config, ServerStats& stats);
+             const Config& config, ServerStats& stats, TargetResolver* targets = nullptr);
 
   // `authorized`: whether the peer may use the socket at all (see docs/protocol.md, Permissions).
   Reply handle(std::string_view line, const Peer& peer, bool authorized) {
@@ -117,12 +120,20 @@ class Dispatcher {
   using LaneRequest = Outcome<SessionManager::Statuses> (SessionManager::*)(const Target&,
                                                                             const Peer&);
   Outcome<nlohmann::json> on_target(Call& c, LaneRequest request);
+  // A request's "target" (a namespace, process or container whose `interface` it names): checked
+  // against the config's target allow-list and resolved to where jitterd shapes it; nullopt when
+  // the request names none. Problems with its form go to the call's diagnostics.
+  Outcome<std::optional<ResolvedTarget>> resolve_target(Call& c, const std::string& interface);
+  // The same for a request naming sessions: `target` rewritten to the host side (its interface,
+  // and its direction reversed).
+  std::optional<RequestError> retarget(Call& c, Target& target);
 
   SessionManager& sessions_;
   ProfileStore& profiles_;
   ShapingBackend& backend_;
   const Config& config_;
   ServerStats& stats_;
+  TargetResolver* targets_;
   Stamp started_;
 };
 

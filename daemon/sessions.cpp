@@ -46,6 +46,7 @@ struct SessionManager::Session {
       : transition_timer(executor), lease_timer(executor), confirm_timer(executor) {}
 
   shaper::Interface interface;
+  std::optional<protocol::TargetInfo> target;  // a target's interface, as the target sees it
   Direction direction = Direction::kEgress;
   std::string set;                             // "" = the whole direction
   std::vector<shaper::U32Selector> selectors;  // the lane's traffic; empty for the whole direction
@@ -151,6 +152,7 @@ Event SessionManager::event_for(const Session& s, EventType type) const {
   Event e;
   e.type = type;
   e.interface = s.interface.name;
+  e.target = s.target;
   e.direction = to_string(s.direction);
   e.set = s.set;
   e.profile = s.profile_name;
@@ -245,7 +247,7 @@ Outcome<SessionManager::Statuses> SessionManager::apply(const ApplyRequest& requ
 
 Outcome<shaper::Interface> SessionManager::check_apply(const ApplyRequest& request) {
   const std::string& name = request.interface;
-  if (!config_.interface_allowed(name)) {
+  if (!request.target && !config_.interface_allowed(name)) {
     return RequestError{
         ErrorCode::kPermissionDenied, name + " is not in the interface allowlist",
         "/params/interface",
@@ -354,6 +356,12 @@ std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessi
     Session& s = *owned;
     s.interface = interface;
     s.direction = direction;
+    if (request.target) {
+      // The host side's ingress is what the target sends: the opposite direction.
+      s.target = request.target;
+      s.target->direction =
+          direction == Direction::kEgress ? Direction::kIngress : Direction::kEgress;
+    }
     s.set = request.set;
     s.selectors = request.selectors;
     s.match = request.match;
@@ -1407,6 +1415,7 @@ SessionStatus SessionManager::describe(const Session& s,
   SessionStatus out;
   const MonotonicTime now = MonotonicClock::now();
   out.interface = s.interface.name;
+  out.target = s.target;
   out.index = s.interface.index;
   out.direction = s.direction;
   out.set = s.set;
@@ -1561,12 +1570,16 @@ void SessionManager::recover() {
 void SessionManager::on_interface_gone(int index) {
   if (!has_session(index)) return;
   ++metrics_.interfaces_gone;
-  const shaper::Interface interface =
-      sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second->interface;
-  log_.warning(interface.name + " is gone; its sessions ended");
+  const Session& first = *sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second;
+  const shaper::Interface interface = first.interface;
+  // A target's veth goes with its namespace: the target is what is gone.
+  const bool target = first.target.has_value();
+  log_.warning(interface.name + " is gone" +
+               (target ? " with " + first.target->kind + " " + first.target->name : "") +
+               "; its sessions ended");
   backend_.forget(interface, std::nullopt);
   erase_from_ledger(index);
-  drop_interface(index, EventType::kInterfaceGone, "");
+  drop_interface(index, target ? EventType::kTargetGone : EventType::kInterfaceGone, "");
 }
 
 void SessionManager::on_external_change(int index, const std::string& what, bool still_ours) {

@@ -65,7 +65,11 @@ struct Target {
 };
 
 struct ApplyRequest {
-  std::string interface;
+  std::string interface;  // of jitterd's namespace (for a target: where it is shaped)
+  // A target's interface (target_resolver.hpp): `interface` is its host-side veth, and the target
+  // allow-list (checked by the protocol layer) stands for the interface allow-list. Its direction
+  // is unused: each session's is the opposite of the session's own.
+  std::optional<protocol::TargetInfo> target;
   std::vector<Direction> directions{
       Direction::kEgress};                     // both: the same profile on each, as one apply
   std::string set;                             // "" = the whole direction

@@ -114,7 +114,7 @@ class ShapingBackend {
   // unknown.
   virtual std::vector<std::uint16_t> ssh_listening_ports() = 0;
 
-  // Crash recovery: jitterd objects (root 1a7e:, IFB jd-ifb<N>, redirect filters) this process does
+  // Crash recovery: jitterd objects (root 1a7e:, IFB jdifb<N>, redirect filters) this process does
   // not hold. `interface` may be the IFB itself. adopt() takes plain egress netem roots only.
   virtual bool remove_leftover(const shaper::Interface& interface) = 0;
   virtual bool adopt(const shaper::Interface& interface) = 0;

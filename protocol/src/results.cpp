@@ -35,6 +35,15 @@ void to_json(json& j, const TransitionRecord& t) {
        {"apply_ns", t.apply_time.count()}};
 }
 
+void to_json(json& j, const TargetInfo& t) {
+  j = {{"kind", t.kind},
+       {"name", t.name},
+       {"interface", t.interface},
+       {"direction", to_string(t.direction)},
+       {"namespace", t.namespace_id},
+       {"via", t.via}};
+}
+
 void to_json(json& j, const SessionStatus& s) {
   j = {{"interface", s.interface},
        {"index", s.index},
@@ -50,6 +59,8 @@ void to_json(json& j, const SessionStatus& s) {
        {"phase_since", nullable(s.phase_since)},
        {"time_in_phase_ns", s.time_in_phase.count()},
        {"client", {{"uid", s.client.uid}, {"pid", s.client.pid}}}};
+  j["target"] = nullptr;
+  if (s.target) j["target"] = *s.target;
   j["schedule"] = nullptr;
   if (const auto& p = s.schedule) {
     j["schedule"] = {{"state", p->state},
@@ -175,8 +186,18 @@ void read_members(const Members& m, Client& out) {
   out = {static_cast<std::uint32_t>(m.count("uid")), static_cast<std::int32_t>(m.integer("pid"))};
 }
 
+void read_members(const Members& m, TargetInfo& t) {
+  t.kind = m.text("kind");
+  t.name = m.text("name");
+  t.interface = m.text("interface");
+  t.direction = direction_from_string(m.text("direction")).value_or(Direction::kEgress);
+  t.namespace_id = m.text("namespace");
+  t.via = m.text("via");
+}
+
 void read_members(const Members& m, SessionStatus& s) {
   s.interface = m.text("interface");
+  s.target = m.object<TargetInfo>("target");
   s.index = m.integer("index");
   // An older jitterd did not say: it shaped egress only.
   if (const std::string text = m.text("direction"); !text.empty()) {

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "shaper/errors.hpp"
+#include "target_resolver.hpp"
 #include "test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -134,7 +135,7 @@ TEST(ProtocolDoc, TheTablesTheseTestsReadAreThere) {
     EXPECT_TRUE(codes.contains(code)) << code;
   }
   const auto events = documented_events();
-  EXPECT_EQ(events.size(), 10u);
+  EXPECT_EQ(events.size(), 11u);
   EXPECT_EQ(
       events.at("phase-changed").members,
       (std::set<std::string>{"phase", "previous", "step", "deadline", "lateness_ns", "apply_ns"}));
@@ -150,12 +151,29 @@ TEST(ProtocolDoc, TheTablesTheseTestsReadAreThere) {
 // ---------------------------------------------------------------------------------------------
 // A dispatcher over a rig, with a profile folder
 
+// Targets for protocol tests (the real resolver is tested against real namespaces in the host and
+// kernel suites): every target's interface is shaped on the host veth "vethT" (a test adds it).
+class FakeTargets : public TargetResolver {
+ public:
+  shaper::Expected<ResolvedTarget, protocol::Error> resolve(const TargetRequest& target,
+                                                            const std::string& interface) override {
+    return ResolvedTarget{"vethT", protocol::TargetInfo{.kind = target.kind,
+                                                        .name = target.name,
+                                                        .interface = interface,
+                                                        .namespace_id = "net:[4026532281]",
+                                                        .via = target.via}};
+  }
+};
+
 class Protocol {
  public:
   explicit Protocol(const std::function<void(Config&)>& adjust = {})
-      : rig(adjust),
+      : rig([&](Config& c) {
+          c.targets.allow = {"netns:*"};
+          if (adjust) adjust(c);
+        }),
         store({profiles.path()}),
-        dispatcher(rig.sessions, store, rig.backend, rig.config, stats) {
+        dispatcher(rig.sessions, store, rig.backend, rig.config, stats, &targets) {
     profiles.write("held.json", profile_json("held"));
     profiles.write("wifi.json", profile_json("wifi", {{"a", "1s"}, {"b", "3s"}}));
   }
@@ -183,6 +201,7 @@ class Protocol {
   TempDir profiles;
   ProfileStore store;
   ServerStats stats;
+  FakeTargets targets;
   Dispatcher dispatcher;
   Reply last;
 };
@@ -1020,9 +1039,10 @@ TEST(Protocol, SubscribeReturnsTheFilter) {
     names.push_back(listed.substr(at, comma - at));
     at = comma + 2;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "applied", "phase-changed", "deadline-missed", "cleared", "lease-expired",
-                       "interface-gone", "external-change", "rolled-back", "confirmed", "error"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"applied", "phase-changed", "deadline-missed", "cleared",
+                                      "lease-expired", "interface-gone", "target-gone",
+                                      "external-change", "rolled-back", "confirmed", "error"}));
   for (const auto& name : names) p.ok("subscribe", {{"events", {name}}});
   error_of(p.call("subscribe", {{"interfaces", "veth0"}}), "invalid-params", "/params/interfaces");
   error_of(p.call("subscribe", {{"interfaces", {"veth0", 3}}}), "invalid-params",
@@ -1080,6 +1100,10 @@ std::vector<Event> every_kind_of_event(Protocol& p) {
   p.rig.sessions.on_external_change(5, "netem changed by tc", true);  // external-change
   p.rig.backend.remove_interface("veth0");
   p.rig.sessions.on_interface_gone(5);  // interface-gone
+  p.rig.backend.add_interface("vethT", 12);
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", {{"netns", "blue"}}}});
+  p.rig.backend.remove_interface("vethT");
+  p.rig.sessions.on_interface_gone(12);  // target-gone
   // A scheduled transition the kernel refuses (error), then a kernel slower than a step
   // (deadline-missed).
   p.ok("apply", {{"interface", "veth1"},

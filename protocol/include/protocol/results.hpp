@@ -38,9 +38,25 @@ struct Client {
   std::int32_t pid = 0;
 };
 
+// Where a session shapes when the request named a target other than jitterd's own namespace (a
+// network namespace, a process's, a container's): the target as the user named it, the interface
+// and direction as the target sees them, the namespace's identity, and how it is reached. The
+// session's own interface and direction are where jitterd's qdiscs are (for `host-veth`: the host
+// side of the target's veth, whose ingress is the target's egress).
+struct TargetInfo {
+  std::string kind;                          // netns, netns-path, pid, container
+  std::string name;                          // as given: "blue", "/proc/42/ns/net", "42", "redis0"
+  std::string interface;                     // inside the target: "eth0"
+  Direction direction = Direction::kEgress;  // as the target sees it
+  std::string namespace_id;                  // "net:[4026532281]"
+  std::string via;                           // host-veth
+  friend bool operator==(const TargetInfo&, const TargetInfo&) = default;
+};
+
 // One entry of `status`, and the result of apply, switch, pause, resume, skip, renew and confirm.
 struct SessionStatus {
   std::string interface;
+  std::optional<TargetInfo> target;  // nullopt: an interface of jitterd's own namespace
   std::int64_t index = 0;
   Direction direction = Direction::kEgress;
   std::string set;  // the rule set; empty: the whole direction
@@ -164,6 +180,7 @@ struct MetricsText {
 
 void to_json(nlohmann::json& j, const Counters& c);
 void to_json(nlohmann::json& j, const TransitionRecord& t);
+void to_json(nlohmann::json& j, const TargetInfo& t);
 void to_json(nlohmann::json& j, const SessionStatus& s);
 void to_json(nlohmann::json& j, const InterfaceInfo& i);
 void to_json(nlohmann::json& j, const ProfileSummary& p);
@@ -184,6 +201,7 @@ void read_members(const Members& m, SessionStatus::Schedule& out);
 void read_members(const Members& m, SessionStatus::Next& out);
 void read_members(const Members& m, SessionStatus::Lease& out);
 void read_members(const Members& m, SessionStatus::Confirm& out);
+void read_members(const Members& m, TargetInfo& out);
 void read_members(const Members& m, SessionStatus& out);
 void read_members(const Members& m, RootQdisc& out);
 void read_members(const Members& m, InterfaceInfo& out);
