@@ -44,8 +44,10 @@ constexpr std::array<Option, N + M> concat(const std::array<Option, N>& a,
   return all;
 }
 
-// The lane options: a command that names an interface acts on every lane of it unless narrowed.
-constexpr std::array<Option, 4> lane_options(std::string_view directions) {
+// The lane options: a command that names an interface acts on every lane of it unless narrowed;
+// and the target options: the interface is one a namespace, process or container sees (eth0 when
+// not named), shaped where `--via` says.
+constexpr std::array<Option, 9> lane_options(std::string_view directions) {
   return {{
       {.name = "--direction",
        .value = directions,
@@ -57,6 +59,29 @@ constexpr std::array<Option, 4> lane_options(std::string_view directions) {
        .value = "NAME",
        .type = kText,
        .help = "one rule set (apply --set NAME --match ...)"},
+      {.name = "--netns",
+       .value = "NAME",
+       .type = kText,
+       .help = "the interface is in `ip netns` namespace NAME (default eth0)"},
+      {.name = "--netns-path",
+       .value = "PATH",
+       .type = kText,
+       .help = "... in the namespace of file PATH (/proc/PID/ns/net, a bind mount)"},
+      {.name = "--pid",
+       .value = "PID",
+       .type = kWholeNumber,
+       .help = "... in the namespace of process PID",
+       .min = 1,
+       .max = 4194304,
+       .expected = "a process ID"},
+      {.name = "--container",
+       .value = "NAME",
+       .type = kText,
+       .help = "... in Docker or Podman container NAME (or ID)"},
+      {.name = "--via",
+       .value = "host-veth",
+       .type = kChoice,
+       .help = "how a target is shaped: on its veth's host side (the default)"},
   }};
 }
 

@@ -120,9 +120,48 @@ Json profile_file(const std::string& path) {
   return std::move(doc.value);
 }
 
+// The interface a target's request names when the command line names none.
+constexpr const char* kTargetDefaultInterface = "eth0";
+
+// --netns, --netns-path, --pid or --container (one of them) and --via: the request's "target".
+void target_params(const ParsedArgs& a, Request& r) {
+  Json target = Json::object();
+  for (const auto& [option, key] : {std::pair{"--netns", "netns"},
+                                    {"--netns-path", "netns_path"},
+                                    {"--container", "container"}}) {
+    if (const auto value = a.text(option)) target[key] = *value;
+  }
+  if (const auto pid = a.whole_number("--pid")) target["pid"] = *pid;
+  if (target.size() > 1) {
+    throw UsageError("give one target: --netns, --netns-path, --pid or --container");
+  }
+  if (const auto via = a.text("--via")) {
+    if (target.empty())
+      throw UsageError(
+          "--via says how to reach a target; name one with --container, --netns, --netns-path or "
+          "--pid");
+    target["via"] = *via;
+  }
+  if (!target.empty()) r.params["target"] = std::move(target);
+}
+
+// The interface operand, `words[0]` (for a target: eth0 when the command line has only `others`
+// operands, as in `apply --container redis0 lab-regimes`); returns the operands after it.
+std::vector<std::string> interface_param(const std::vector<std::string>& words, std::size_t others,
+                                         Request& r) {
+  if (r.params.contains("target") && words.size() == others) {
+    r.params["interface"] = kTargetDefaultInterface;
+    return words;
+  }
+  if (words.empty()) return {};
+  r.params["interface"] = words[0];
+  return {words.begin() + 1, words.end()};
+}
+
 // --direction (or --egress, --ingress: the last one counts) and --set, which narrow a request to
-// one lane of an interface.
+// one lane of an interface; and the target options.
 void lane_params(const ParsedArgs& a, Request& r) {
+  target_params(a, r);
   const std::string_view direction = a.last_of({"--direction", "--egress", "--ingress"});
   if (direction == "--direction") {
     r.params["direction"] = *a.text(direction);
@@ -156,7 +195,17 @@ Json match_rule(const std::string& option, const std::string& text) {
 }
 
 // "veth0" for the whole egress (what most sessions are), "veth0 ingress", "veth0 egress/redis".
+// A target's lane as the target sees it, with where it is shaped: "container redis0 eth0 (on
+// veth3c9a1f2 ingress)".
 std::string lane_name(const SessionStatus& s) {
+  if (s.target) {
+    const auto& t = *s.target;
+    return t.kind + " " + t.name + " " + t.interface +
+           (t.direction == Direction::kEgress && s.set.empty()
+                ? ""
+                : " " + std::string(to_string(t.direction)) + (s.set.empty() ? "" : "/" + s.set)) +
+           " (on " + s.interface + " " + std::string(to_string(s.direction)) + ")";
+  }
   if (s.direction == Direction::kEgress && s.set.empty()) return s.interface;
   return s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
 }
@@ -180,8 +229,8 @@ Request apply_request(std::string_view method, const ParsedArgs& a) {
     r.params["match"].push_back(match_rule("--match", rule));
   if (a.has("--no-ssh-guard")) r.params["protect_ssh"] = false;
   const std::optional<std::string> file = a.text("--file");
-  if (words.empty()) throw UsageError("which interface?");
-  r.params["interface"] = words[0];
+  const std::vector<std::string> rest = interface_param(words, file ? 0 : 1, r);
+  if (!r.params.contains("interface")) throw UsageError("which interface?");
   if (r.params.contains("match") && !r.params.contains("set")) {
     throw UsageError(
         "name the rule set with --set NAME (switch, status and clear address it by that name)");
@@ -192,11 +241,11 @@ Request apply_request(std::string_view method, const ParsedArgs& a) {
   // Over SSH: jitterd keeps this very connection unshaped on an interface with the default route.
   if (const char* ssh = std::getenv("SSH_CONNECTION"); ssh && *ssh)
     r.params["ssh_connection"] = ssh;
-  if (file && words.size() == 2) throw UsageError("give a profile name or --file, not both");
+  if (file && rest.size() == 1) throw UsageError("give a profile name or --file, not both");
   if (file) {
     r.params["profile"] = profile_file(*file);
-  } else if (words.size() == 2) {
-    r.params["profile"] = words[1];
+  } else if (rest.size() == 1) {
+    r.params["profile"] = rest[0];
   } else {
     throw UsageError("which profile? (a name from `jitterctl profiles`, or --file PROFILE.json)");
   }
@@ -208,9 +257,9 @@ Request switch_request(std::string_view method, const ParsedArgs& a) {
   const std::vector<std::string>& words = a.operands(2);
   send_as_given(a, {"--at"}, r);
   lane_params(a, r);
-  if (words.size() != 2) throw UsageError("needs an interface and a phase");
-  r.params["interface"] = words[0];
-  r.params["phase"] = words[1];
+  const std::vector<std::string> rest = interface_param(words, 1, r);
+  if (rest.size() != 1) throw UsageError("needs an interface and a phase");
+  r.params["phase"] = rest[0];
   return r;
 }
 
@@ -220,8 +269,8 @@ Request interface_request(std::string_view method, const ParsedArgs& a) {
   Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(1);
   lane_params(a, r);
-  if (words.empty()) throw UsageError("which interface?");
-  r.params["interface"] = words[0];
+  interface_param(words, 0, r);
+  if (!r.params.contains("interface")) throw UsageError("which interface?");
   return r;
 }
 
@@ -238,9 +287,9 @@ Request status_request(std::string_view method, const ParsedArgs& a) {
   Request r{std::string(method)};
   const std::vector<std::string>& words = a.operands(1);
   lane_params(a, r);
-  if (words.empty() && !r.params.empty())
+  interface_param(words, 0, r);
+  if (!r.params.contains("interface") && !r.params.empty())
     throw UsageError("--direction and --set need an interface");
-  if (!words.empty()) r.params["interface"] = words[0];
   return r;
 }
 
@@ -249,12 +298,13 @@ Request clear_request(std::string_view method, const ParsedArgs& a) {
   const std::vector<std::string>& words = a.operands(1);
   lane_params(a, r);
   const bool all = a.has("--all");
-  if (all == !words.empty()) throw UsageError("give an interface or --all");
-  if (all) {
-    r.params["all"] = true;
-  } else {
-    r.params["interface"] = words[0];
+  if (!all) interface_param(words, 0, r);
+  if (all == r.params.contains("interface") || (all && !words.empty())) {
+    throw UsageError("give an interface or --all");
   }
+  if (all && r.params.contains("target"))
+    throw UsageError("--all clears every session; drop the target");
+  if (all) r.params["all"] = true;
   return r;
 }
 

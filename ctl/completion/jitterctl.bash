@@ -14,9 +14,11 @@ _jitterctl_online_commands="list-commands version interfaces profiles apply swit
 status clear renew subscribe events metrics watch"
 _jitterctl_offline_commands="compile inspect validate"
 _jitterctl_global_options="--socket --json --timeout"
-_jitterctl_lane_options="--direction --ingress --egress --set"
+_jitterctl_lane_options="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
+# The lane options that take a value (the target's among them: docs/operations.md, "Containers and namespaces").
+_jitterctl_lane_values="--direction|--set|--netns|--netns-path|--pid|--container|--via"
 _jitterctl_events="applied phase-changed deadline-missed cleared lease-expired interface-gone external-change
-rolled-back confirmed error"
+rolled-back confirmed target-gone error"
 _jitterctl_formats="auto ping fping mtr-report mtr-json iperf3-json epoch-rtt csv tsv"
 
 # The words of the command line up to the cursor as the user typed them. bash splits words at the
@@ -151,11 +153,11 @@ _jitterctl_takes_value() {
     --socket | --timeout) return 0 ;;
     esac
     case $1 in
-    apply) [[ $2 == @(--file|--phase|--start|--lease|--direction|--set|--match|--confirm|--offloads) ]] ;;
-    switch) [[ $2 == @(--at|--direction|--set) ]] ;;
-    confirm | pause | resume | status | clear) [[ $2 == @(--direction|--set) ]] ;;
-    skip) [[ $2 == @(--phase|--step|--direction|--set) ]] ;;
-    renew) [[ $2 == @(--lease|--direction|--set) ]] ;;
+    apply) [[ $2 == @(--file|--phase|--start|--lease|--match|--confirm|--offloads|$_jitterctl_lane_values) ]] ;;
+    switch) [[ $2 == @(--at|$_jitterctl_lane_values) ]] ;;
+    confirm | pause | resume | status | clear) [[ $2 == @($_jitterctl_lane_values) ]] ;;
+    skip) [[ $2 == @(--phase|--step|$_jitterctl_lane_values) ]] ;;
+    renew) [[ $2 == @(--lease|$_jitterctl_lane_values) ]] ;;
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
     compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries|--replay-window) ]] ;;
@@ -251,7 +253,9 @@ _jitterctl() {
     # The value of an option.
     if [[ $prev == -* ]] && { ((!offline)) && [[ $prev == @(--socket|--timeout) ]] || _jitterctl_takes_value "$command" "$prev"; }; then
         case $command:$prev in
-        *:--socket | *:--shaped | *:--link-calibration) _jitterctl_files "$cur" "" ;;
+        *:--socket | *:--shaped | *:--link-calibration | *:--netns-path) _jitterctl_files "$cur" "" ;;
+        *:--netns) _jitterctl_add "$(ls /run/netns 2>/dev/null)" "$cur" ;;
+        *:--via) _jitterctl_add "host-veth" "$cur" ;;
         *:--timeout) _jitterctl_add "5s 10s 30s 1m" "$cur" ;;
         *:--lease | *:--confirm) _jitterctl_add "10s 30s 60s 5m 1h" "$cur" ;;
         watch:--interval) _jitterctl_add "500ms 1s 5s" "$cur" ;;

@@ -104,7 +104,7 @@ online="list-commands version interfaces profiles apply switch confirm pause res
 subscribe events metrics watch"
 offline="compile inspect validate"
 globals="--socket --json --timeout"
-lane="--direction --ingress --egress --set"
+lane="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
 
 # Commands.
 expect "every command" "$online $offline" "jitterctl "
@@ -162,6 +162,8 @@ expect "no phases from a file that is not a profile" "" "jitterctl validate note
 # Values.
 expect "direction of apply" "egress ingress both" "jitterctl apply lo --direction "
 expect "direction of other commands" "egress ingress" "jitterctl switch lo --direction "
+expect "a target is reached by its host veth" "host-veth" "jitterctl switch eth0 --container redis0 --via "
+expect "the target options take their value" "" "jitterctl status --container "
 expect "lease durations" "10s 30s 60s 5m 1h" "jitterctl apply lo wan --lease "
 expect "confirm durations" "10s 30s 60s 5m 1h" "jitterctl apply lo wan --confirm "
 expect "start times" "now +1s +10s +1m" "jitterctl apply lo wan --start "

@@ -358,7 +358,8 @@ TEST_F(OnlineCommands, UsageErrorsShowTheCommandsUsage) {
   EXPECT_EQ(
       r.err,
       "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
-      "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]\n");
+      "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]"
+      " [--netns NAME] [--netns-path PATH] [--pid PID] [--container NAME] [--via host-veth]\n");
 }
 
 TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
@@ -368,7 +369,8 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
   EXPECT_EQ(
       r.out,
       "usage: jitterctl switch INTERFACE PHASE [--at now|+1s|RFC3339] [--direction egress|ingress] "
-      "[--egress] [--ingress] [--set NAME]\n"
+      "[--egress] [--ingress] [--set NAME] [--netns NAME] [--netns-path PATH] [--pid PID] "
+      "[--container NAME] [--via host-veth]\n"
       "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n"
       "options:\n"
       "  --at now|+1s|RFC3339      switch then (default now)\n"
@@ -377,6 +379,12 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
       "  --egress                  short for --direction egress\n"
       "  --ingress                 short for --direction ingress\n"
       "  --set NAME                one rule set (apply --set NAME --match ...)\n"
+      "  --netns NAME              the interface is in `ip netns` namespace NAME (default eth0)\n"
+      "  --netns-path PATH         ... in the namespace of file PATH (/proc/PID/ns/net, a bind "
+      "mount)\n"
+      "  --pid PID                 ... in the namespace of process PID\n"
+      "  --container NAME          ... in Docker or Podman container NAME (or ID)\n"
+      "  --via host-veth           how a target is shaped: on its veth's host side (the default)\n"
       "global options:\n"
       "  --socket PATH             jitterd's socket (default: $JITTERD_SOCKET, else "
       "/run/jitterd/jitterd.sock)\n"
