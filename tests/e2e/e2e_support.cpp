@@ -368,6 +368,8 @@ Daemon::Daemon(std::string netns, const TempDir& dir, std::string socket_group)
       {"state_dir", state_dir_},
       {"profile_dirs", {dir.file("profiles")}},
       {"interfaces", {{"allow", {jitterd_test::VethPair::kDevA, jitterd_test::VethPair::kDevB}}}},
+      // Network namespaces as targets (target_test.cpp); containers are not allowed.
+      {"targets", {{"allow", {"netns:*", "netns-path:*", "pid:*"}}}},
   };
   config_ = dir.write("config.json", config.dump(2) + "\n");
   std::filesystem::create_directories(log_dir_);

@@ -281,3 +281,35 @@ TEST(SystemdFiles, ExampleConfigAgreesWithTheUnits) {
 }
 
 }  // namespace
+
+// The targets drop-in (systemd/jitterd-targets.conf, docs/operations.md "Containers and
+// namespaces") installed where its header says: the unit still verifies, and what it opens is
+// exactly what it says it opens: the two capabilities and entering network namespaces.
+TEST_F(SystemdRoot, TheTargetsDropInOpensOnlyWhatItSays) {
+  install("jitterd-targets.conf", "etc/systemd/system/jitterd.service.d/targets.conf");
+  const Finished verify = analyze({"verify", "jitterd.service"});
+  EXPECT_EQ(verify.exit_code, 0);
+  EXPECT_EQ(verify.output, "") << "systemd-analyze verify warned about the drop-in";
+  const Finished security =
+      analyze({"security", "--offline=yes", "--json=short", "jitterd.service"});
+  ASSERT_EQ(security.exit_code, 0) << security.output;
+  std::set<std::string> open;
+  for (const auto& check : nlohmann::json::parse(security.output)) {
+    const auto& exposure = check.at("exposure");
+    if (!check.at("set").get<bool>() && exposure.is_string() &&
+        std::stod(exposure.get<std::string>()) > 0) {
+      open.insert(check.at("name").get<std::string>());
+    }
+  }
+  std::string opened;
+  for (const std::string& name : open) {
+    if (!kOpenByDesign.contains(name)) opened += " " + name;
+  }
+  EXPECT_NE(opened.find("CapabilityBoundingSet=~CAP_SYS_ADMIN"), std::string::npos) << opened;
+  EXPECT_NE(opened.find("CapabilityBoundingSet=~CAP_SYS_PTRACE"), std::string::npos) << opened;
+  // systemd-analyze names the namespace checks by type ("RestrictNamespaces=~net").
+  EXPECT_NE(opened.find("RestrictNamespaces=~net"), std::string::npos) << opened;
+  EXPECT_EQ(opened.find("RestrictNamespaces=~user"), std::string::npos) << opened;
+  EXPECT_EQ(opened.find("RestrictNamespaces=~mnt"), std::string::npos) << opened;
+  EXPECT_EQ(opened.find("PrivateDevices"), std::string::npos) << opened;
+}
