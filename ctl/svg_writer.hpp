@@ -1,7 +1,7 @@
 #pragma once
 // What the two plots (svg_plot.cpp, timeline_plot.cpp) draw with: text escaping, axes with their
-// ticks, a framed panel with its labels, a legend. Coordinates are SVG user units (pixels at 100 %);
-// values are in the axis's unit (ms, s, a fraction).
+// ticks, a framed panel with its labels, a legend. Coordinates are SVG user units (pixels at 100
+// %); values are in the axis's unit (ms, s, a fraction).
 
 #include <sstream>
 #include <string>
@@ -25,7 +25,7 @@ struct Axis {
   double lo = 0, hi = 1;
   bool log = false;
   double from = 0, to = 1;
-  double map(double v) const;  // clamped to the axis's range, so every coordinate is finite
+  double map(double v) const;         // clamped to the axis's range, so every coordinate is finite
   std::vector<double> ticks() const;  // 1-2-5 steps on a linear axis, decades (or 1-2-5) on a log
 };
 

@@ -20,7 +20,8 @@ using shaper::Nanoseconds;
 using svg::coord;
 using svg::escape;
 
-constexpr double kWidth = 1200;  // wider than the validation plot: a replay has thousands of windows
+constexpr double kWidth =
+    1200;  // wider than the validation plot: a replay has thousands of windows
 constexpr double kLeft = 80, kRight = 24;
 constexpr double kPanelHeight = 300;
 constexpr double kPanelGap = 80;
@@ -61,13 +62,16 @@ void capture_points(std::ostringstream& out, const svg::Panel& p, const Scales& 
     std::optional<Nanoseconds> largest;
     bool any_lost = false;
     for (std::size_t j = k; j < end; ++j) {
-      if (!capture.delay[j]) any_lost = true;
-      else if (!largest || *capture.delay[j] > *largest) largest = capture.delay[j];
+      if (!capture.delay[j])
+        any_lost = true;
+      else if (!largest || *capture.delay[j] > *largest)
+        largest = capture.delay[j];
     }
     const double t = seconds(capture.sent[k]);
     if (t < s.x.lo || t > s.x.hi) continue;
     const std::string cx = coord(s.x.map(t));
-    if (largest) out << "<circle r='1.4' cx='" << cx << "' cy='" << coord(s.y.map(ms(*largest))) << "'/>";
+    if (largest)
+      out << "<circle r='1.4' cx='" << cx << "' cy='" << coord(s.y.map(ms(*largest))) << "'/>";
     if (any_lost)
       lost << "<line class='lost' x1='" << cx << "' y1='" << coord(p.top) << "' x2='" << cx
            << "' y2='" << coord(p.top + 8) << "'/>";
@@ -162,12 +166,16 @@ PhaseBand phase_band(const shaper::Phase& phase) {
   std::vector<double> delays;
   if (delay.distribution && !(*delay.distribution).empty()) {
     // netem caps the jitter at INT_MAX ns (sch_netem's s32 sigma), as the simulator does.
-    const auto jitter = static_cast<std::int32_t>(std::min<std::int64_t>(delay.jitter.count(), INT_MAX));
+    const auto jitter =
+        static_cast<std::int32_t>(std::min<std::int64_t>(delay.jitter.count(), INT_MAX));
     for (const std::int16_t t : (*delay.distribution))
-      delays.push_back(static_cast<double>(shaper::netem_table_delay_ns(delay.latency.count(), jitter, t)) / 1e6);
+      delays.push_back(
+          static_cast<double>(shaper::netem_table_delay_ns(delay.latency.count(), jitter, t)) /
+          1e6);
   } else {
     // Uniform over latency +- jitter: its quantiles directly.
-    for (const double q : {0.05, 0.5, 0.95}) delays.push_back(ms(delay.latency) + (2 * q - 1) * ms(delay.jitter));
+    for (const double q : {0.05, 0.5, 0.95})
+      delays.push_back(ms(delay.latency) + (2 * q - 1) * ms(delay.jitter));
   }
   std::sort(delays.begin(), delays.end());
   band.p5_ms = std::max(0.0, quantile(delays, 0.05));
@@ -181,7 +189,8 @@ namespace {
 // The title lines, the schedule's description and the legend. Returns the y below them.
 double timeline_header(std::ostringstream& out, const TimelinePlot& plot,
                        const std::vector<ScheduleWindow>& windows) {
-  out << "<text x='" << coord(kLeft) << "' y='24' font-size='16' font-weight='bold'>jitterctl "
+  out << "<text x='" << coord(kLeft)
+      << "' y='24' font-size='16' font-weight='bold'>jitterctl "
          "validate --timeline</text>\n";
   double y = 24;
   std::vector<std::string> lines = plot.inputs;
@@ -190,7 +199,8 @@ double timeline_header(std::ostringstream& out, const TimelinePlot& plot,
   if (schedule && schedule->replay_window)
     about += " (a replay: windows of " + shaper::format_duration(*schedule->replay_window) + ")";
   if (!schedule) about += " (no schedule: its first phase throughout)";
-  if (windows.size() == kMaxWindows) about += "; the first " + std::to_string(kMaxWindows) + " drawn";
+  if (windows.size() == kMaxWindows)
+    about += "; the first " + std::to_string(kMaxWindows) + " drawn";
   lines.push_back(about);
   for (const auto& line : lines) {
     y += kLineHeight;
@@ -234,10 +244,9 @@ std::string timeline_svg(const TimelinePlot& plot) {
   for (const auto& d : capture.delay) {
     if (d) top_ms = std::max(top_ms, ms(*d));
   }
-  const std::size_t stride =
-      (capture.delay.size() + kMaxTimelinePoints - 1) / kMaxTimelinePoints;
-  const Drawing drawing{capture, windows, bands, top_ms * 1.05, plot.log_delay,
-                        std::max<std::size_t>(stride, 1)};
+  const std::size_t stride = (capture.delay.size() + kMaxTimelinePoints - 1) / kMaxTimelinePoints;
+  const Drawing drawing{capture,       windows,        bands,
+                        top_ms * 1.05, plot.log_delay, std::max<std::size_t>(stride, 1)};
   std::ostringstream body;
   double y = timeline_header(body, plot, windows);
   const double span_s = std::max(seconds(span), 1e-3);

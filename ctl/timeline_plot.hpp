@@ -1,9 +1,10 @@
 #pragma once
-// The timeline plot (jitterctl validate --timeline): delay over time, the capture's probes as points
-// against the profile's schedule as it runs from the capture's first probe: each window's phase as
-// a line (the median of the delays that phase draws) in a band (their 5th to 95th percentile), loss
-// shaded. Made for replay profiles (compile --replay), whose windows follow the capture; any
-// profile can be drawn (one without a schedule is one window). docs/validation.md shows one.
+// The timeline plot (jitterctl validate --timeline): delay over time, the capture's probes as
+// points against the profile's schedule as it runs from the capture's first probe: each window's
+// phase as a line (the median of the delays that phase draws) in a band (their 5th to 95th
+// percentile), loss shaded. Made for replay profiles (compile --replay), whose windows follow the
+// capture; any profile can be drawn (one without a schedule is one window). docs/validation.md
+// shows one.
 
 #include <string>
 #include <vector>
@@ -35,8 +36,9 @@ struct PhaseBand {
 };
 PhaseBand phase_band(const shaper::Phase& phase);
 
-// Above this many probes the capture's points are decimated: each run of ceil(n / kMaxTimelinePoints)
-// probes is drawn as its largest delay (so stalls stay) and, if any was lost, one loss mark.
+// Above this many probes the capture's points are decimated: each run of ceil(n /
+// kMaxTimelinePoints) probes is drawn as its largest delay (so stalls stay) and, if any was lost,
+// one loss mark.
 inline constexpr std::size_t kMaxTimelinePoints = 50'000;
 
 struct TimelinePlot {

@@ -6,8 +6,8 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -121,7 +121,9 @@ void expect_finite_coordinates(const std::string& svg) {
       if (!starts) continue;
       const double v = std::strtod(value.c_str() + k, nullptr);
       ASSERT_TRUE(std::isfinite(v) && std::abs(v) <= 1e6) << value.substr(0, 80);
-      while (k < value.size() && (std::isdigit(static_cast<unsigned char>(value[k])) || value[k] == '.')) ++k;
+      while (k < value.size() &&
+             (std::isdigit(static_cast<unsigned char>(value[k])) || value[k] == '.'))
+        ++k;
     }
     at = end;
   }
@@ -135,8 +137,9 @@ DelaySeries series(const std::string& label, std::size_t n, double base_ms) {
   for (std::size_t k = 0; k < n; ++k) {
     s.sent.push_back(Nanoseconds{static_cast<std::int64_t>(k) * 10'000'000});
     const double d = base_ms + static_cast<double>((k * 7919) % 200) / 20;
-    s.delay.push_back(k % 97 == 96 ? std::nullopt
-                                   : std::optional(Nanoseconds{static_cast<std::int64_t>(d * 1e6)}));
+    s.delay.push_back(k % 97 == 96
+                          ? std::nullopt
+                          : std::optional(Nanoseconds{static_cast<std::int64_t>(d * 1e6)}));
   }
   return s;
 }
@@ -154,9 +157,9 @@ TEST(ValidationPlot, DrawsTheThreeSeriesInTheCdfAndTheTail) {
   // One polyline per series in the CDF and one in the tail, each in the series' colour.
   EXPECT_EQ(count(svg, "class='series'"), 6u);
   for (const char* colour : {"#1f77b4", "#ff7f0e", "#2ca02c"})
-    EXPECT_EQ(count(svg, "class='series' fill='none' stroke-width='1.6' stroke='" +
-                             std::string(colour)),
-              2u)
+    EXPECT_EQ(
+        count(svg, "class='series' fill='none' stroke-width='1.6' stroke='" + std::string(colour)),
+        2u)
         << colour;
   for (const char* label : {">capture</text>", ">profile</text>", ">shaped</text>"})
     EXPECT_NE(svg.find(label), std::string::npos) << label;  // the legend
@@ -199,7 +202,8 @@ TEST(ValidationPlot, TheVerdictWrittenIsTheReportsPassAndFail) {
 }
 
 TEST(ValidationPlot, HostileNamesAreEscapedAndTheSameInputGivesTheSameFile) {
-  const DelaySeries capture = series("capture <&'\">", 500, 10), profile = series("profile", 500, 10);
+  const DelaySeries capture = series("capture <&'\">", 500, 10),
+                    profile = series("profile", 500, 10);
   const auto report = shaper::validate_series(capture, profile, nullptr);
   const ValidationPlot plot{{&capture, &profile},
                             &report,
@@ -227,7 +231,8 @@ class TimelinePlot : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string json = dir_.file("replay.json");
-    const auto compiled = jitterctl_test::run("compile " + capture_path_ + " -o " + json + " --replay");
+    const auto compiled =
+        jitterctl_test::run("compile " + capture_path_ + " -o " + json + " --replay");
     ASSERT_EQ(compiled.exit_code, 0) << compiled.out;
     auto load = shaper::load_profile_file(json);
     ASSERT_TRUE(load);
@@ -277,8 +282,8 @@ TEST(TimelineWindows, ALoopedScheduleRepeatsAndAOnceScheduleHoldsItsLastPhase) {
   p.phases.resize(2);
   p.phases[0].name = "a";
   p.phases[1].name = "b";
-  p.schedule = shaper::Schedule{{{"a", Nanoseconds{3'000'000'000}}, {"b", Nanoseconds{2'000'000'000}}},
-                                true, std::nullopt};
+  p.schedule = shaper::Schedule{
+      {{"a", Nanoseconds{3'000'000'000}}, {"b", Nanoseconds{2'000'000'000}}}, true, std::nullopt};
   const auto looped = jitterctl::schedule_windows(p, Nanoseconds{12'000'000'000});
   ASSERT_EQ(looped.size(), 5u);  // a b a b a (the last from 10 s to 13 s)
   EXPECT_EQ(looped[4].phase->name, "a");
@@ -315,7 +320,8 @@ TEST(PlotRendering, RsvgConvertRendersBothPlots) {
   const std::string files[] = {plot_of({&capture, &profile}, report),
                                jitterctl::timeline_svg({&capture, &p, {}, false})};
   for (std::size_t i = 0; i < 2; ++i) {
-    const std::string svg = dir.file(std::to_string(i) + ".svg"), png = dir.file(std::to_string(i) + ".png");
+    const std::string svg = dir.file(std::to_string(i) + ".svg"),
+                      png = dir.file(std::to_string(i) + ".png");
     std::ofstream(svg) << files[i];
     ASSERT_EQ(std::system(("rsvg-convert -o " + png + " " + svg).c_str()), 0) << svg;
     std::ifstream in(png, std::ios::binary);
@@ -326,7 +332,8 @@ TEST(PlotRendering, RsvgConvertRendersBothPlots) {
 }
 
 TEST(TimelineOption, AFileThatCannotBeWrittenIsNamedWithWhy) {
-  const std::string capture = std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/captures/stalls.txt";
+  const std::string capture =
+      std::string(JITTERD_SOURCE_DIR) + "/tests/fixtures/captures/stalls.txt";
   const std::string profile = std::string(JITTERD_SOURCE_DIR) + "/profiles/wan-spikes.json";
   const auto r = jitterctl_test::run("validate " + profile + " " + capture +
                                      " --probes 1 --timeline /nonexistent-dir/t.svg");
