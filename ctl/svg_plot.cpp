@@ -157,10 +157,14 @@ double verdict_block(std::ostringstream& out, double y, const shaper::Validation
 
 // ---- the panels ----
 
-void polyline(std::ostringstream& out, std::size_t colour,
+// The capture wide and underneath, the profile over it, the shaped link dashed: where two series
+// agree (the point of a good profile) each is still seen.
+void polyline(std::ostringstream& out, std::size_t series,
               const std::vector<std::pair<double, double>>& points) {
-  out << "<polyline class='series' fill='none' stroke-width='1.6' stroke='" << kColours[colour % 3]
-      << "' points='";
+  constexpr const char* kStrokes[] = {"stroke-width='3'", "stroke-width='1.6'",
+                                      "stroke-width='1.6' stroke-dasharray='6 3'"};
+  out << "<polyline class='series' fill='none' stroke='" << kColours[series % 3] << "' "
+      << kStrokes[series % 3] << " points='";
   for (const auto& [x, y] : points) out << coord(x) << ',' << coord(y) << ' ';
   out << "'/>\n";
 }

@@ -81,10 +81,21 @@ void capture_points(std::ostringstream& out, const svg::Panel& p, const Scales& 
 
 // Each window: its loss shade, its band (p5 to p95 of its phase's delays), and its median as one
 // step line over all windows.
+void loss_shade(std::ostringstream& out, const svg::Panel& p, double x0, double width, double loss,
+                const char* kind) {
+  out << "<rect class='" << kind << "' x='" << coord(x0) << "' y='" << coord(p.top) << "' width='"
+      << coord(width) << "' height='" << coord(p.height) << "' fill-opacity='"
+      << coord(std::clamp(0.35 * loss, 0.05, 0.35)) << "'/>";
+}
+
+// Each window: its loss shade, its band (p5 to p95 of its phase's delays), and its median as one
+// step line. A window that loses every probe (a replayed loss burst) has no delay to draw: it is
+// its loss shade alone (class 'window lost'), and the line breaks there.
 void schedule_layer(std::ostringstream& out, const svg::Panel& p, const Scales& s,
                     const std::vector<ScheduleWindow>& windows,
                     const std::map<const shaper::Phase*, PhaseBand>& bands) {
   std::ostringstream shades, line;
+  bool drawing = false;
   out << "<g class='schedule' fill='" << kBandColour << "'>";
   for (const auto& w : windows) {
     const double t0 = seconds(w.start), t1 = seconds(w.end);
@@ -92,20 +103,23 @@ void schedule_layer(std::ostringstream& out, const svg::Panel& p, const Scales& 
     const PhaseBand& b = bands.at(w.phase);
     const double x0 = s.x.map(t0), x1 = s.x.map(t1);
     const double width = std::max(x1 - x0, 0.3);
+    if (b.loss >= 1) {
+      loss_shade(shades, p, x0, width, b.loss, "window lost");
+      drawing = false;
+      continue;
+    }
     out << "<rect class='window' x='" << coord(x0) << "' y='" << coord(s.y.map(b.p95_ms))
         << "' width='" << coord(width) << "' height='"
         << coord(std::max(s.y.map(b.p5_ms) - s.y.map(b.p95_ms), 0.8)) << "'><title>"
         << escape(w.phase->name) << "</title></rect>";
-    if (b.loss > 0)
-      shades << "<rect class='loss' x='" << coord(x0) << "' y='" << coord(p.top) << "' width='"
-             << coord(width) << "' height='" << coord(p.height) << "' fill-opacity='"
-             << coord(std::clamp(0.35 * b.loss, 0.05, 0.35)) << "'/>";
-    line << coord(x0) << ',' << coord(s.y.map(b.p50_ms)) << ' ' << coord(x1) << ','
-         << coord(s.y.map(b.p50_ms)) << ' ';
+    if (b.loss > 0) loss_shade(shades, p, x0, width, b.loss, "loss");
+    const std::string y = coord(s.y.map(b.p50_ms));
+    line << (drawing ? 'L' : 'M') << coord(x0) << ',' << y << 'L' << coord(x1) << ',' << y;
+    drawing = true;
   }
   out << "</g>\n<g fill='" << kLossColour << "'>" << shades.str() << "</g>\n";
-  out << "<polyline class='level' fill='none' stroke='" << kLevelColour
-      << "' stroke-width='1.5' points='" << line.str() << "'/>\n";
+  out << "<path class='level' fill='none' stroke='" << kLevelColour << "' stroke-width='1.5' d='"
+      << line.str() << "'/>\n";
 }
 
 struct Drawing {

@@ -157,9 +157,7 @@ TEST(ValidationPlot, DrawsTheThreeSeriesInTheCdfAndTheTail) {
   // One polyline per series in the CDF and one in the tail, each in the series' colour.
   EXPECT_EQ(count(svg, "class='series'"), 6u);
   for (const char* colour : {"#1f77b4", "#ff7f0e", "#2ca02c"})
-    EXPECT_EQ(
-        count(svg, "class='series' fill='none' stroke-width='1.6' stroke='" + std::string(colour)),
-        2u)
+    EXPECT_EQ(count(svg, "class='series' fill='none' stroke='" + std::string(colour)), 2u)
         << colour;
   for (const char* label : {">capture</text>", ">profile</text>", ">shaped</text>"})
     EXPECT_NE(svg.find(label), std::string::npos) << label;  // the legend
@@ -264,12 +262,18 @@ TEST_F(TimelinePlot, OneBandPerWindowOfTheReplaySchedule) {
   // The replay spans the capture: every step is a window, once.
   EXPECT_EQ(windows.size(), profile_.schedule->steps.size());
   const std::string full = panel(svg_, "full");
-  EXPECT_EQ(count(full, "class='window'"), windows.size());
+  // A band per window that delivers, a shade alone per window that loses every probe (the
+  // replayed loss bursts: replay-lost).
+  std::size_t lost = 0;
+  for (const auto& w : windows) lost += jitterctl::phase_band(*w.phase).loss >= 1 ? 1 : 0;
+  ASSERT_GT(lost, 0u);
+  EXPECT_EQ(count(full, "class='window'"), windows.size() - lost);
+  EXPECT_EQ(count(full, "class='window lost'"), lost);
   EXPECT_EQ(count(full, "class='level'"), 1u);
-  // The median line has two points per window.
+  // The median line has two points per delivering window.
   const auto line = full.find("class='level'");
   const auto points = full.substr(line, full.find("'/>", line) - line);
-  EXPECT_EQ(count(points, ","), 2 * windows.size());
+  EXPECT_EQ(count(points, ","), 2 * (windows.size() - lost));
   EXPECT_NE(svg_.find(std::to_string(windows.size()) + " schedule windows"), std::string::npos);
   EXPECT_NE(svg_.find("id='zoom'"), std::string::npos);  // 15 min of capture: a zoom is drawn
   EXPECT_EQ(xml_problem(svg_), "");
