@@ -40,6 +40,7 @@ double ms(shaper::Nanoseconds d) {
 }
 
 std::string figure_text(double v) {
+  if (v == 0) v = 0;  // -0 (an empty range's low end) reads "0"
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
@@ -173,7 +174,8 @@ void cdf_panel(std::ostringstream& out, const svg::Panel& p, const Sorted& s, bo
   // The body: the delay axis ends a little past the highest p99 (unless the maximum is close to
   // it), so the median and the spread are readable with a heavy tail; the tail panel, which starts
   // at p99's level, shows the rest.
-  const bool cut = s.hi > 1.5 * s.p99;
+  // A log axis (--log) shows the tail as it is and is not cut.
+  const bool cut = !log_delay && s.hi > 1.5 * s.p99;
   const double end = cut ? 1.2 * s.p99 : s.hi;
   const svg::Axis x = svg::make_axis(s.lo, end, log_delay, kLogFloorMs, p.left, p.right());
   const svg::Axis y = svg::make_axis(0, 1, false, 0, p.bottom(), p.top);
@@ -197,15 +199,15 @@ void cdf_panel(std::ostringstream& out, const svg::Panel& p, const Sorted& s, bo
   }
 }
 
-// A dashed line across the tail panel at 1 - F = level, named at the right.
+// A dashed line across the tail panel at 1 - F = level, named at the left (where a tail, falling
+// to the right, is still above it).
 void tail_reference(std::ostringstream& out, const svg::Panel& p, const svg::Axis& y, double level,
                     const char* name) {
   if (level < y.lo) return;
   const std::string py = coord(y.map(level));
   out << "<line x1='" << coord(p.left) << "' y1='" << py << "' x2='" << coord(p.right()) << "' y2='"
-      << py << "' stroke='#999' stroke-dasharray='5 4'/><text x='" << coord(p.right() - 6)
-      << "' y='" << coord(y.map(level) - 4) << "' font-size='11' fill='#555' text-anchor='end'>"
-      << name << "</text>\n";
+      << py << "' stroke='#999' stroke-dasharray='5 4'/><text x='" << coord(p.left + 6) << "' y='"
+      << coord(y.map(level) - 4) << "' font-size='11' fill='#555'>" << name << "</text>\n";
 }
 
 // The tail: 1 - F on a log axis, down to one probe in the longest series, so that p99 (0.01) and
