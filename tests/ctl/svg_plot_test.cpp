@@ -215,6 +215,19 @@ TEST(ValidationPlot, HostileNamesAreEscapedAndTheSameInputGivesTheSameFile) {
   expect_finite_coordinates(svg);
 }
 
+TEST(SvgText, EscapesMarkupAndReplacesWhatXmlCannotHold) {
+  EXPECT_EQ(jitterctl::svg::escape("a<b>&'\""), "a&lt;b&gt;&amp;&apos;&quot;");
+  // Well-formed UTF-8 stays; a stray byte, a truncated sequence, an overlong form, a surrogate and
+  // control characters become '?'.
+  EXPECT_EQ(jitterctl::svg::escape("d\xc3\xa9lai \xe2\x86\x92"), "d\xc3\xa9lai \xe2\x86\x92");
+  EXPECT_EQ(jitterctl::svg::escape("\xff\xc3"), "??");
+  EXPECT_EQ(jitterctl::svg::escape("\xc0\xaf \xed\xa0\x80"), "?? ???");
+  EXPECT_EQ(jitterctl::svg::escape("a\x01\x1b\tb"), "a??\tb");
+  // Shortened from the left, never inside a UTF-8 sequence.
+  EXPECT_EQ(jitterctl::svg::shortened("abcdef", 3), "...def");
+  EXPECT_EQ(jitterctl::svg::shortened("x\xc3\xa9y", 2), "...y");
+}
+
 TEST(ValidationPlot, AnEmptySeriesStillGivesAWellFormedFileWithFiniteCoordinates) {
   DelaySeries capture = series("capture", 10, 10), profile;
   profile.label = "profile";
