@@ -32,7 +32,7 @@ std::vector<ScheduleWindow> schedule_windows(const shaper::Profile& profile,
 // The delays a phase draws (netem's table arithmetic, or the uniform jitter), as the band drawn.
 struct PhaseBand {
   double p5_ms = 0, p50_ms = 0, p95_ms = 0;
-  double loss = 0;  // Bernoulli loss probability (0 for a Markov chain: not shaded)
+  double loss = 0;  // the long-run loss rate (Bernoulli, Gilbert-Elliott; 0 for the 4-state chain)
 };
 PhaseBand phase_band(const shaper::Phase& phase);
 
