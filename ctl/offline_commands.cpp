@@ -14,6 +14,8 @@
 #include "shaper/trace.hpp"
 #include "shaper/validation.hpp"
 #include "svg_plot.hpp"
+#include "svg_writer.hpp"
+#include "timeline_plot.hpp"
 
 namespace jitterctl {
 
@@ -318,23 +320,32 @@ void print_validation(const ValidationReport& report, const char* first) {
   std::printf("verdict: %s\n", report.pass ? "pass" : "fail");
 }
 
-// validate --plot: the capture, the profile's first copy (the time series shows the capture's span)
-// and the shaped trace.
+// What validate compared, one line each, for the plots' titles: the paths as given (shortened from
+// the left when long), the profile's own name beside its file.
+struct PlotInputs {
+  std::string profile_path, profile_name, trace_path, shaped_path, calibration_path;
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out{"profile " + svg::shortened(profile_path) + " (\"" +
+                                 svg::shortened(profile_name) + "\")"};
+    if (!trace_path.empty()) out.push_back("capture " + svg::shortened(trace_path));
+    if (!shaped_path.empty()) out.push_back("shaped link " + svg::shortened(shaped_path));
+    if (!calibration_path.empty())
+      out.push_back("link calibration " + svg::shortened(calibration_path));
+    return out;
+  }
+};
+
+// validate --plot: the capture, the profile (all its copies in the CDF and the tail; the time
+// series shows the capture's span: the first copy) and the shaped trace, with the verdict.
 void write_validation_plot(const std::string& plot_path, const DelaySeries& capture_s,
                            const DelaySeries& profile_s, const std::optional<DelaySeries>& shaped_s,
-                           bool log_scale, const std::string& profile_name) {
-  // The time series panel shows the capture's span: the profile's first copy only.
-  const std::size_t first_copy = std::min(profile_s.delay.size(), capture_s.delay.size());
-  DelaySeries profile_plot;
-  profile_plot.label = profile_s.label;
-  profile_plot.sent.assign(profile_s.sent.begin(), profile_s.sent.begin() + first_copy);
-  profile_plot.delay.assign(profile_s.delay.begin(), profile_s.delay.begin() + first_copy);
-  if (!profile_s.phase.empty())
-    profile_plot.phase.assign(profile_s.phase.begin(), profile_s.phase.begin() + first_copy);
-  std::vector<const DelaySeries*> series{&capture_s, &profile_plot};
+                           const ValidationReport& report, const PlotInputs& inputs,
+                           bool log_scale) {
+  std::vector<const DelaySeries*> series{&capture_s, &profile_s};
   if (shaped_s) series.push_back(&*shaped_s);
   write_file_atomically(plot_path,
-                        validation_svg(series, {log_scale, "jitterctl validate " + profile_name}));
+                        validation_svg({series, &report, inputs.lines(), log_scale,
+                                        std::min(profile_s.delay.size(), capture_s.delay.size())}));
 }
 
 }  // namespace
@@ -347,6 +358,7 @@ int validate_command(const Invocation& inv) {
   const std::string shaped_path = a.text("--shaped").value_or("");
   const std::string calibration_path = a.text("--link-calibration").value_or("");
   const std::string plot_path = a.text("--plot").value_or("");
+  const std::string timeline_path = a.text("--timeline").value_or("");
   const std::string phase = a.text("--phase").value_or("");
   const std::optional<Nanoseconds> calibration_delay = a.duration("--calibration-delay");
   const bool json = a.has("--json"), log_scale = a.has("--log");
@@ -429,9 +441,15 @@ int validate_command(const Invocation& inv) {
   } else {
     print_validation(report, capture ? "capture" : "shaped");
   }
+  const PlotInputs inputs{profile_path, profile->name, trace_path, shaped_path, calibration_path};
   if (!plot_path.empty()) {
-    write_validation_plot(plot_path, capture_s, profile_s, shaped_s, log_scale, profile->name);
+    write_validation_plot(plot_path, capture_s, profile_s, shaped_s, report, inputs, log_scale);
     if (!json) std::printf("plot: %s\n", plot_path.c_str());
+  }
+  if (!timeline_path.empty()) {
+    write_file_atomically(timeline_path,
+                          timeline_svg({&capture_s, &*profile, inputs.lines(), log_scale}));
+    if (!json) std::printf("timeline: %s\n", timeline_path.c_str());
   }
   return report.pass ? kExitOk : kExitVerdictFail;
 }

@@ -142,7 +142,7 @@ _jitterctl_options_of() {
     compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
         "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once --help" ;;
     inspect) echo "--json --help" ;;
-    validate) echo "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha" \
+    validate) echo "--shaped --link-calibration --calibration-delay --phase --json --plot --timeline --log --seed --probes --alpha" \
         "--format --interval --host --help" ;;
     esac
 }
@@ -161,7 +161,7 @@ _jitterctl_takes_value() {
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
     compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries|--replay-window) ]] ;;
-    validate) [[ $2 == @(--shaped|--link-calibration|--calibration-delay|--phase|--plot|--seed|--probes|--alpha|--format|--interval|--host) ]] ;;
+    validate) [[ $2 == @(--shaped|--link-calibration|--calibration-delay|--phase|--plot|--timeline|--seed|--probes|--alpha|--format|--interval|--host) ]] ;;
     *) return 1 ;;
     esac
 }
@@ -261,7 +261,7 @@ _jitterctl() {
         watch:--interval) _jitterctl_add "500ms 1s 5s" "$cur" ;;
         apply:--file) _jitterctl_files "$cur" "*.json" ;;
         compile:-o | compile:--output) _jitterctl_files "$cur" "*.json" ;;
-        validate:--plot) _jitterctl_files "$cur" "*.svg" ;;
+        validate:--plot | validate:--timeline) _jitterctl_files "$cur" "*.svg" ;;
         apply:--start | switch:--at) _jitterctl_add "now +1s +10s +1m" "$cur" ;;
         apply:--direction) _jitterctl_add "egress ingress both" "$cur" ;;
         *:--direction) _jitterctl_add "egress ingress" "$cur" ;;

@@ -129,7 +129,7 @@ expect "compile options, no global ones" "-o --output --format --interval --host
 --halves --regimes --window --step --spike --no-reorder --packet-rate --entries --replay --replay-window --once
 --help" "jitterctl compile -"
 expect "inspect options" "--json --help" "jitterctl inspect -"
-expect "validate options" "--shaped --link-calibration --calibration-delay --phase --json --plot --log --seed --probes --alpha
+expect "validate options" "--shaped --link-calibration --calibration-delay --phase --json --plot --timeline --log --seed --probes --alpha
 --format --interval --host --help" "jitterctl validate a.json -"
 expect "option prefix" "--no-schedule --no-ssh-guard" "jitterctl apply lo wan --no"
 
@@ -151,6 +151,7 @@ expect "no profile name after --file" "--file --phase --no-schedule --schedule -
 expect "inspect: json files" "a.json b.json sub" "jitterctl inspect "
 expect "validate: profile, then any trace" "a.json b.json notes.txt plot.svg sub" "jitterctl validate a.json "
 expect "validate --plot: svg files" "plot.svg sub" "jitterctl validate a.json notes.txt --plot "
+expect "validate --timeline: svg files" "plot.svg sub" "jitterctl validate a.json notes.txt --timeline "
 expect "compile -o: json files" "a.json b.json sub" "jitterctl compile notes.txt -o "
 
 # Phases, read from the profile with `jitterctl inspect`.

@@ -110,7 +110,8 @@ TEST_F(OfflineCommands, ValidatePlotDoesNotFollowASymlinkPlantedAtTheOldTemporar
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;
   EXPECT_TRUE(contents(victim) == "precious") << "the symlink's target was overwritten";
   ASSERT_FALSE(fs::is_symlink(plot));
-  EXPECT_EQ(contents(plot).rfind("<svg", 0), 0u) << contents(plot).substr(0, 80);
+  EXPECT_EQ(contents(plot).rfind("<?xml version='1.0' encoding='UTF-8'?>\n<svg", 0), 0u)
+      << contents(plot).substr(0, 80);
 }
 
 TEST_F(OfflineCommands, AnOutputThatCannotBeRenamedIntoPlaceLeavesNothingBehind) {
