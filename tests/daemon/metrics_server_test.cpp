@@ -162,7 +162,9 @@ TEST_F(MetricsServerTest, HeadGivesTheLengthAndNoBody) {
   start();
   const std::string reply = request("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(status_line(reply), "HTTP/1.1 200 OK");
-  EXPECT_NE(reply.find("Content-Length: " + std::to_string(kMetricsBody.size()) + "\r\n"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("Content-Length: " + std::to_string(kMetricsBody.size()) + "\r\n"),
+            std::string::npos)
+      << reply;
   EXPECT_EQ(body_of(reply), "");
 }
 
@@ -191,8 +193,8 @@ TEST_F(MetricsServerTest, ARequestBodyIsRefusedWhetherSizedOrChunked) {
   start();
   EXPECT_EQ(status_line(request("GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")),
             "HTTP/1.1 413 Payload Too Large");
-  EXPECT_EQ(status_line(request(
-                "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")),
+  EXPECT_EQ(status_line(
+                request("GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")),
             "HTTP/1.1 413 Payload Too Large");
   EXPECT_EQ(renders_, 0);
 }
@@ -251,14 +253,15 @@ TEST_F(MetricsServerTest, StopClosesOpenConnections) {
 
 TEST_F(MetricsServerTest, ABusyPortIsAnErrorNamingTheAddressAndTheKey) {
   start();
-  MetricsServer second(io_, [] { return std::string(); }, log_);
+  MetricsServer second(
+      io_, [] { return std::string(); }, log_);
   try {
     second.bind(MetricsListen{"127.0.0.1", port_});
     FAIL() << "bound a port in use";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port_) +
-                                         " (metrics.listen)"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("127.0.0.1:" + std::to_string(port_) + " (metrics.listen)"),
+        std::string::npos)
         << e.what();
   }
 }
