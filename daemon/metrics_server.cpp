@@ -57,6 +57,16 @@ Response answer(const http::request<http::empty_body>& request, bool has_body,
                version);
 }
 
+// Answers 503 without waiting. What the client already sent is read first: closing a socket with
+// unread data makes the kernel send a reset, which may reach the client before the 503 does.
+void refuse_busy(int fd) {
+  char discard[4096];
+  while (::recv(fd, discard, sizeof discard, MSG_DONTWAIT) > 0) {
+  }
+  (void)::send(fd, kBusyReply.data(), kBusyReply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  (void)::shutdown(fd, SHUT_WR);
+}
+
 }  // namespace
 
 // One HTTP client: reads one request's header (bounded in size and time), answers, and closes.
@@ -199,8 +209,7 @@ asio::awaitable<void> MetricsServer::accept_loop() {
       continue;
     }
     if (connections_.size() >= limits_.max_connections) {
-      (void)::send(socket.native_handle(), kBusyReply.data(), kBusyReply.size(),
-                   MSG_DONTWAIT | MSG_NOSIGNAL);
+      refuse_busy(socket.native_handle());
       continue;  // the socket closes as it goes out of scope
     }
     auto connection = std::make_shared<Connection>(*this, std::move(socket));
