@@ -1,6 +1,6 @@
-// Debian's Prometheus server scrapes jitterd's HTTP endpoint (metrics.listen) every second while the
-// two-phase schedule switches jta between its phases, and the test reads the values back through
-// Prometheus' own query API (/api/v1/query), not from jitterd: the target is up, the phase
+// Debian's Prometheus server scrapes jitterd's HTTP endpoint (metrics.listen) every second while
+// the two-phase schedule switches jta between its phases, and the test reads the values back
+// through Prometheus' own query API (/api/v1/query), not from jitterd: the target is up, the phase
 // transitions are counted, the lateness histogram holds them, and the phase jta is in is labelled.
 //
 // Both servers run in namespace a, on its loopback (a fresh namespace: the ports are free). curl,
@@ -55,10 +55,10 @@ class E2ePrometheus : public jitterd_e2e::E2eTest {
     jitterd_e2e::SpawnOptions options;
     options.netns = bed().net.ns_a();
     options.output_file = bed().dir.file("prometheus.log");
-    return jitterd_e2e::Process::spawn({kPrometheus, "--config.file=" + config,
-                                        "--storage.tsdb.path=" + bed().dir.file("tsdb"),
-                                        "--web.listen-address=" + std::string(kPrometheusWeb)},
-                                       options);
+    return jitterd_e2e::Process::spawn(
+        {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + bed().dir.file("tsdb"),
+         "--web.listen-address=" + std::string(kPrometheusWeb)},
+        options);
   }
 
   // The value of `query`'s first sample, through Prometheus' HTTP API; nullopt when it has none
@@ -66,11 +66,11 @@ class E2ePrometheus : public jitterd_e2e::E2eTest {
   std::optional<double> query(const std::string& promql) {
     jitterd_e2e::SpawnOptions options;
     options.netns = bed().net.ns_a();
-    const auto done = jitterd_e2e::run_to_completion(
-        {"curl", "-sS", "--max-time", "5", "-G",
-         std::string("http://") + kPrometheusWeb + "/api/v1/query", "--data-urlencode",
-         "query=" + promql},
-        options, 30s);
+    const auto done =
+        jitterd_e2e::run_to_completion({"curl", "-sS", "--max-time", "5", "-G",
+                                        std::string("http://") + kPrometheusWeb + "/api/v1/query",
+                                        "--data-urlencode", "query=" + promql},
+                                       options, 30s);
     if (done.exit_code != 0) return std::nullopt;
     const Json reply = Json::parse(done.out, nullptr, false);
     if (reply.is_discarded() || reply.value("status", "") != "success") return std::nullopt;
@@ -121,14 +121,14 @@ TEST_F(E2ePrometheus, PrometheusScrapesTransitionsAndLatenessWhileAScheduleRuns)
       "jitterd_transition_lateness_seconds_bucket{job=\"jitterd\",le=\"+Inf\"} - "
       "ignoring(le) jitterd_transition_lateness_seconds_count{job=\"jitterd\"}");
   EXPECT_EQ(in_buckets, 0.0);
-  const auto quantile = query(
-      "histogram_quantile(0.5, jitterd_transition_lateness_seconds_bucket{job=\"jitterd\"})");
+  const auto quantile =
+      query("histogram_quantile(0.5, jitterd_transition_lateness_seconds_bucket{job=\"jitterd\"})");
   ASSERT_TRUE(quantile);
   EXPECT_GE(*quantile, 0);
   EXPECT_LE(*quantile, 0.1) << "the median lateness is in the histogram's last finite bucket";
   // The phase in force on jta, as a label: one of the profile's two.
-  const auto phase = query(
-      "count(jitterd_session_info{job=\"jitterd\",interface=\"jta\",phase=~\"low|high\"})");
+  const auto phase =
+      query("count(jitterd_session_info{job=\"jitterd\",interface=\"jta\",phase=~\"low|high\"})");
   EXPECT_EQ(phase, 1.0);
   // What Prometheus read is what jitterd counted: no more than jitterd says now.
   const std::string text = bed().ctl_json({"metrics"}).value("text", "");
@@ -138,6 +138,51 @@ TEST_F(E2ePrometheus, PrometheusScrapesTransitionsAndLatenessWhileAScheduleRuns)
   EXPECT_GE(std::stod(text.substr(at + series.size())), *transitions);
   prometheus.signal(SIGTERM);
   EXPECT_TRUE(prometheus.wait(30s)) << prometheus_log();
+}
+
+// Socket activation with two sockets, as jitterd.socket and jitterd-metrics.socket hand them over:
+// systemd-socket-activate (systemd's tool for this) listens on the control socket and on a TCP
+// port, and starts jitterd with both on the first connection; jitterd serves its protocol on the
+// first and /metrics on the second, without metrics.listen in its config.
+class E2eMetricsActivation : public jitterd_e2e::E2eTest {
+ protected:
+  jitterd_e2e::BedOptions bed_options() const override {
+    jitterd_e2e::BedOptions options;
+    options.start = false;
+    return options;
+  }
+};
+
+TEST_F(E2eMetricsActivation, ATcpSocketHandedBySystemdServesMetrics) {
+  constexpr const char* kActivate = "/usr/bin/systemd-socket-activate";
+  if (!std::filesystem::exists(kActivate))
+    GTEST_SKIP() << kActivate << " is not installed (Debian's systemd)";
+  jitterd_e2e::SpawnOptions options;
+  options.netns = bed().net.ns_a();
+  options.output_file = bed().dir.file("activated.log");
+  jitterd_e2e::Process activated = jitterd_e2e::Process::spawn(
+      {kActivate, "-l", bed().daemon.socket(), "-l", "127.0.0.1:9465",
+       jitterd_e2e::jitterd_binary(), "--config", bed().daemon.config_path()},
+      options);
+  const auto deadline = Clock::now() + 30s;
+  while (Clock::now() < deadline && bed().ctl({"version"}).exit_code != 0)
+    std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(bed().ctl({"version"}).exit_code, 0)
+      << jitterd_e2e::read_file(bed().dir.file("activated.log"));
+  jitterd_e2e::SpawnOptions in_ns_a;
+  in_ns_a.netns = bed().net.ns_a();
+  const auto scraped = jitterd_e2e::run_to_completion(
+      {"curl", "-sS", "--max-time", "5", "-i", "http://127.0.0.1:9465/metrics"}, in_ns_a, 30s);
+  EXPECT_EQ(scraped.exit_code, 0) << scraped.err;
+  EXPECT_EQ(scraped.out.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << scraped.out;
+  EXPECT_NE(scraped.out.find("# TYPE jitterd_transitions_total counter\n"), std::string::npos)
+      << scraped.out;
+  const std::string log = jitterd_e2e::read_file(bed().dir.file("activated.log"));
+  EXPECT_NE(log.find("serving /metrics and /healthz on http://127.0.0.1:9465 (from systemd)"),
+            std::string::npos)
+      << log;
+  activated.signal(SIGTERM);
+  EXPECT_EQ(activated.wait(20s), 0) << jitterd_e2e::read_file(bed().dir.file("activated.log"));
 }
 
 }  // namespace
