@@ -1298,6 +1298,21 @@ TEST(Protocol, MetricsAreValidPrometheusText) {
   error_of(p.call("metrics", {{"format", "json"}}), "invalid-params", "/params/format");
 }
 
+TEST(Protocol, MetricsShowTheTimeLeftOnALeaseAndNothingForASessionWithout) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"lease", "30s"}});
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
+  const auto samples = parse_exposition(p.ok("metrics")["text"]);
+  const double left = value(samples, "jitterd_lease_remaining_seconds", {{"interface", "veth0"}});
+  EXPECT_GT(left, 29) << "the lease was taken just now";
+  EXPECT_LE(left, 30);
+  for (const auto& s : samples) {
+    EXPECT_FALSE(s.name == "jitterd_lease_remaining_seconds" && s.labels.count("interface") &&
+                 s.labels.at("interface") == "veth1")
+        << "veth1 has no lease";
+  }
+}
+
 TEST(Protocol, MetricsStayValidWhileAnApplyWaitsForItsStart) {
   // A running session and a pending successor on the same interface: the qdisc's counters belong to
   // one series per interface, not one per session.
