@@ -178,7 +178,8 @@ class SystemdRoot : public ::testing::Test {
 };
 
 TEST_F(SystemdRoot, VerifyReportsNothing) {
-  const Finished verify = analyze({"verify", "jitterd.service", "jitterd.socket", "jitterd-metrics.socket"});
+  const Finished verify =
+      analyze({"verify", "jitterd.service", "jitterd.socket", "jitterd-metrics.socket"});
   EXPECT_EQ(verify.exit_code, 0);
   EXPECT_EQ(verify.output, "") << "systemd-analyze verify warned about the shipped units";
 }
