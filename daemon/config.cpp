@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <arpa/inet.h>
 #include <fnmatch.h>
 #include <net/if.h>
 #include <algorithm>
@@ -172,6 +173,41 @@ void read_interfaces(JsonReader& r, const json& j, Config& out) {
   }
 }
 
+void read_metrics(JsonReader& r, const json& j, MetricsConfig& out) {
+  const std::string p = "/metrics";
+  if (!r.object(j, p, {"listen"}) || !j.contains("listen")) return;
+  // The longest form: "[" + an IPv6 address (at most 45 characters) + "]:65535".
+  constexpr std::size_t kMaxListenChars = 53;
+  const auto listen = r.string(j, p, "listen", false, kMaxListenChars);
+  if (!listen) return;
+  if (listen->empty()) {
+    r.error(p + "/listen",
+            "empty; write \"127.0.0.1:9464\" (or \"9464\", loopback) to serve /metrics, or "
+            "leave metrics.listen out to keep the HTTP listener off");
+    return;
+  }
+  if (auto parsed = parse_metrics_listen(*listen)) {
+    out.listen = *parsed;
+    return;
+  }
+  r.error(p + "/listen",
+          "\"" + *listen +
+              "\" is not a port or a numeric address with a port; write \"9464\" (loopback), "
+              "\"127.0.0.1:9464\" or \"[::1]:9464\" (an address other than loopback only if "
+              "Prometheus scrapes from another host: /metrics needs no credentials)");
+}
+
+std::optional<std::uint16_t> parse_port(std::string_view text) {
+  if (text.empty() || text.size() > 5) return std::nullopt;
+  unsigned value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (value == 0 || value > 65535) return std::nullopt;
+  return static_cast<std::uint16_t>(value);
+}
+
 }  // namespace
 
 bool Config::target_allowed(std::string_view kind, std::string_view name) const {
@@ -184,6 +220,32 @@ bool Config::target_allowed(std::string_view kind, std::string_view name) const 
     }
   }
   return false;
+}
+
+std::optional<MetricsListen> parse_metrics_listen(std::string_view text) {
+  if (text.find(':') == std::string_view::npos) {
+    const auto port = parse_port(text);
+    if (!port) return std::nullopt;
+    return MetricsListen{"127.0.0.1", *port};
+  }
+  std::string address;
+  std::string_view port_text;
+  unsigned char bytes[sizeof(in6_addr)];
+  if (text.front() == '[') {
+    const auto close = text.find("]:");
+    if (close == std::string_view::npos) return std::nullopt;
+    address = std::string(text.substr(1, close - 1));
+    port_text = text.substr(close + 2);
+    if (::inet_pton(AF_INET6, address.c_str(), bytes) != 1) return std::nullopt;
+  } else {
+    const auto colon = text.rfind(':');
+    address = std::string(text.substr(0, colon));
+    port_text = text.substr(colon + 1);
+    if (::inet_pton(AF_INET, address.c_str(), bytes) != 1) return std::nullopt;
+  }
+  const auto port = parse_port(port_text);
+  if (!port) return std::nullopt;
+  return MetricsListen{address, *port};
 }
 
 bool Config::interface_allowed(std::string_view name) const {
@@ -214,7 +276,7 @@ ConfigLoad parse_config(std::string_view text) {
   Config config;
   if (r.object(j, "",
                {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery",
-                "limits", "leases", "targets"})) {
+                "limits", "leases", "targets", "metrics"})) {
     if (const json* s = r.member(j, "", "socket", false)) read_socket(r, *s, config.socket);
     if (auto dir = r.string(j, "", "state_dir", false, 4096)) {
       if (!dir->empty() && absolute_path(r, "/state_dir", *dir)) config.state_dir = *dir;
@@ -249,6 +311,7 @@ ConfigLoad parse_config(std::string_view text) {
       }
     }
     if (const json* l = r.member(j, "", "limits", false)) read_limits(r, *l, config.limits);
+    if (const json* m = r.member(j, "", "metrics", false)) read_metrics(r, *m, config.metrics);
     if (const json* l = r.member(j, "", "leases", false)) {
       if (r.object(*l, "/leases", {"max", "required"})) {
         if (l->contains("max")) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,17 @@ struct TargetsConfig {
   std::vector<std::string> engine_sockets;
 };
 
+// Where the optional HTTP scrape endpoint listens (docs/daemon.md, metrics.listen). An address
+// that is not loopback is taken only as written in the config: "9464" alone means loopback.
+struct MetricsListen {
+  std::string address;  // numeric IPv4 or IPv6, without brackets: "127.0.0.1", "::1"
+  std::uint16_t port = 0;
+};
+
+struct MetricsConfig {
+  std::optional<MetricsListen> listen;  // nullopt: no HTTP listener (the default)
+};
+
 struct Config {
   SocketConfig socket;
   std::string state_dir = "/run/jitterd";
@@ -54,6 +66,7 @@ struct Config {
   Limits limits;
   std::chrono::nanoseconds max_lease = std::chrono::hours(24);
   bool lease_required = false;
+  MetricsConfig metrics;
 
   TargetsConfig targets;
 
@@ -72,6 +85,10 @@ inline constexpr std::size_t kMaxConfigBytes = 1024 * 1024;
 
 // Refuses a text larger than kMaxConfigBytes unread.
 ConfigLoad parse_config(std::string_view text);
+
+// metrics.listen's value: "PORT" (loopback, 127.0.0.1), "IPv4:PORT" or "[IPv6]:PORT", with a
+// numeric address and a port from 1 to 65535; nullopt when it is none of these.
+std::optional<MetricsListen> parse_metrics_listen(std::string_view text);
 
 // Reads and parses `path`. A missing file at the default path is not an error (defaults: nothing
 // may be shaped); `must_exist` makes it one. Throws shaper::SystemError when the file cannot be

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "kernel_backend.hpp"
 #include "ledger.hpp"
 #include "logger.hpp"
+#include "metrics_server.hpp"
 #include "namespace_claim.hpp"
 #include "netlink_monitor.hpp"
 #include "profile_store.hpp"
@@ -166,6 +168,61 @@ int check_config(const Options& options, const jitterd::Config& config,
   return status;
 }
 
+// What systemd handed over: the control socket (AF_UNIX) and, if jitterd-metrics.socket is
+// enabled, the metrics listener (TCP). Anything else is refused: nullopt, with the reason printed.
+struct HandedSockets {
+  int control = -1;
+  std::string control_path;
+  std::optional<int> metrics;
+};
+
+std::optional<HandedSockets> sort_handed(const std::vector<int>& handed) {
+  HandedSockets sockets;
+  int unix_listeners = 0;
+  for (const int fd : handed) {
+    std::string path;
+    if (jitterd::is_unix_stream_listener(fd, &path)) {
+      ++unix_listeners;
+      sockets.control = fd;
+      sockets.control_path = path;
+    } else if (jitterd::is_tcp_listener(fd) && !sockets.metrics) {
+      sockets.metrics = fd;
+    } else {
+      unix_listeners = -1;
+      break;
+    }
+  }
+  if (unix_listeners != 1) {
+    std::cerr << "jitterd: socket activation handed " << handed.size()
+              << " fd(s); expected one listening AF_UNIX stream socket (jitterd.socket) and at "
+                 "most one listening TCP socket (jitterd-metrics.socket)\n";
+    return std::nullopt;
+  }
+  return sockets;
+}
+
+// The HTTP scrape endpoint, when systemd handed its socket or metrics.listen asks for one;
+// otherwise nothing. Socket activation's socket wins, as it does for the control socket.
+std::unique_ptr<jitterd::MetricsServer> start_metrics(jitterd::asio::io_context& io,
+                                                      jitterd::Dispatcher& dispatcher,
+                                                      const jitterd::Config& config,
+                                                      const std::optional<HandedSockets>& handed,
+                                                      jitterd::Logger& log) {
+  const bool from_systemd = handed && handed->metrics;
+  if (!from_systemd && !config.metrics.listen) return nullptr;
+  auto server = std::make_unique<jitterd::MetricsServer>(
+      io, [&dispatcher] { return dispatcher.metrics_text(); }, log);
+  if (from_systemd) {
+    server->adopt_listener(*handed->metrics);
+  } else {
+    server->bind(*config.metrics.listen);
+  }
+  server->start();
+  log.info("serving /metrics and /healthz on http://" + server->local_address() +
+           (from_systemd ? " (from systemd)" : ""));
+  return server;
+}
+
 int run(const Options& options) {
   jitterd::Logger log(std::cerr);
   int load_status = 0;
@@ -217,20 +274,17 @@ int run(const Options& options) {
       static_cast<std::uint32_t>(::geteuid()),
       gid ? std::optional<std::uint32_t>(*gid) : std::optional<std::uint32_t>(::getegid())};
   jitterd::ControlServer server(io, dispatcher, profiles, bus, config, policy, stats, log);
+  std::optional<HandedSockets> sockets;
   if (!handed.empty()) {
-    std::string path;
-    if (handed.size() != 1 || !jitterd::is_unix_stream_listener(handed.front(), &path)) {
-      std::cerr << "jitterd: socket activation handed " << handed.size()
-                << " fd(s); expected one listening AF_UNIX stream socket (check jitterd.socket)\n";
-      return 4;
-    }
-    server.adopt_listener(handed.front());
-    log.info("listening on " + path + " (from systemd)");
+    if (!(sockets = sort_handed(handed))) return 4;
+    server.adopt_listener(sockets->control);
+    log.info("listening on " + sockets->control_path + " (from systemd)");
   } else {
     server.bind(config.socket.path, config.socket.mode, gid);
     log.info("listening on " + config.socket.path);
   }
   server.start();
+  const auto metrics = start_metrics(io, dispatcher, config, sockets, log);
   jitterd::NetlinkMonitor monitor(io, sessions, backend, log);
   monitor.start();
 
@@ -260,6 +314,7 @@ int run(const Options& options) {
     monitor.stop();
     if (watchdog) watchdog->cancel();
     // Subscribers hear the `cleared` events of the shutdown; then io.run() runs out of work.
+    if (metrics) metrics->stop();
     server.finish([&] { flush_limit.cancel(); });
     flush_limit.expires_after(kFlushLimit);
     flush_limit.async_wait([&](const boost::system::error_code& timer) {

@@ -932,6 +932,13 @@ std::string Dispatcher::metrics_text() {
         out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} "
             << s.counters->backlog_packets << '\n';
     }
+    metric("jitterd_lease_remaining_seconds", "gauge",
+           "Time left on a session's lease before jitterd removes its shaping.");
+    for (const auto& s : *list) {
+      if (s.lease)
+        out << "jitterd_lease_remaining_seconds{interface=\"" << label(s.interface) << "\"} "
+            << std::chrono::duration<double>(s.lease->remaining).count() << '\n';
+    }
   }
   return out.str();
 }

@@ -50,6 +50,47 @@ TEST(Config, AnEmptyObjectGivesTheDocumentedDefaults) {
   EXPECT_FALSE(c.lease_required);
 }
 
+TEST(Config, TheMetricsListenerIsOffByDefault) {
+  const auto load = parse_config("{}");
+  ASSERT_TRUE(load.config);
+  EXPECT_FALSE(load.config->metrics.listen);
+}
+
+TEST(Config, AMetricsPortAloneMeansLoopback) {
+  const auto load = parse_config(R"({"metrics": {"listen": "9464"}})");
+  ASSERT_TRUE(load.config) << shaper::to_string(load.diagnostics);
+  ASSERT_TRUE(load.config->metrics.listen);
+  EXPECT_EQ(load.config->metrics.listen->address, "127.0.0.1");
+  EXPECT_EQ(load.config->metrics.listen->port, 9464);
+}
+
+TEST(Config, MetricsListenTakesExplicitIPv4AndBracketedIPv6Addresses) {
+  const auto v4 = parse_metrics_listen("192.0.2.7:9100");
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(v4->address, "192.0.2.7");
+  EXPECT_EQ(v4->port, 9100);
+  const auto v6 = parse_metrics_listen("[::1]:9464");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->address, "::1");
+  EXPECT_EQ(v6->port, 9464);
+}
+
+TEST(Config, ABadMetricsListenIsRefusedWithItsPointerAndTheFormsThatWork) {
+  for (const char* bad : {"0", "65536", "localhost:9464", "::1:9464", "[::1]9464", "1.2.3:80",
+                          "127.0.0.1:", "[127.0.0.1]:80", "9464x", "-1"}) {
+    const auto load = parse_config(std::string(R"({"metrics": {"listen": ")") + bad + R"("}})");
+    const std::string message = only_message(load, "/metrics/listen");
+    EXPECT_NE(message.find("\"[::1]:9464\""), std::string::npos) << bad << ": " << message;
+  }
+  EXPECT_EQ(wheres(parse_config(R"({"metrics": {"listen": 9464}})")),
+            std::vector<std::string>{"/metrics/listen"});
+  EXPECT_EQ(wheres(parse_config(R"({"metrics": {"port": "9464"}})")),
+            std::vector<std::string>{"/metrics/port"});
+  EXPECT_NE(only_message(parse_config(R"({"metrics": {"listen": ""}})"), "/metrics/listen")
+                .find("leave metrics.listen out"),
+            std::string::npos);
+}
+
 TEST(Config, EveryFieldIsRead) {
   const auto load = parse_config(R"({
     "socket": {"path": "/run/j/j.sock", "group": "netlab", "mode": "0600"},

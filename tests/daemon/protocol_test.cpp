@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "shaper/errors.hpp"
+#include "shaper/files.hpp"
 #include "target_resolver.hpp"
 #include "test_support.hpp"
 
@@ -1321,6 +1322,21 @@ TEST(Protocol, MetricsAreValidPrometheusText) {
   error_of(p.call("metrics", {{"format", "json"}}), "invalid-params", "/params/format");
 }
 
+TEST(Protocol, MetricsShowTheTimeLeftOnALeaseAndNothingForASessionWithout) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"lease", "30s"}});
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
+  const auto samples = parse_exposition(p.ok("metrics")["text"]);
+  const double left = value(samples, "jitterd_lease_remaining_seconds", {{"interface", "veth0"}});
+  EXPECT_GT(left, 29) << "the lease was taken just now";
+  EXPECT_LE(left, 30);
+  for (const auto& s : samples) {
+    EXPECT_FALSE(s.name == "jitterd_lease_remaining_seconds" && s.labels.count("interface") &&
+                 s.labels.at("interface") == "veth1")
+        << "veth1 has no lease";
+  }
+}
+
 TEST(Protocol, MetricsStayValidWhileAnApplyWaitsForItsStart) {
   // A running session and a pending successor on the same interface: the qdisc's counters belong to
   // one series per interface, not one per session.
@@ -1351,6 +1367,95 @@ TEST(Protocol, ErrorLinesForUnparsedRequests) {
   EXPECT_EQ(j, json::parse(R"({"ok": false, "error": {"code": "too-large",
                                 "message": "the request line is longer than 4096 bytes", "hint": "x"}})"));
   EXPECT_FALSE(json::parse(Dispatcher::error_line("busy", "full"))["error"].contains("hint"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// deploy/grafana/jitterd.json: every query names metrics jitterd exports
+
+// The metric families metrics_text() declares (`# TYPE name kind`), with the series names a
+// histogram's family adds.
+std::set<std::string> exported_series(const std::string& text) {
+  std::set<std::string> names;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string hash, keyword, name, kind;
+    if (!(words >> hash >> keyword >> name >> kind) || hash != "#" || keyword != "TYPE") continue;
+    names.insert(name);
+    if (kind == "histogram") {
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) names.insert(name + suffix);
+    }
+  }
+  return names;
+}
+
+// Every PromQL query in a dashboard: the panels' targets' `expr`, and the query variables'
+// `query`.
+void collect_queries(const json& j, bool in_variable, std::vector<std::string>& out) {
+  if (j.is_array()) {
+    for (const auto& e : j) collect_queries(e, in_variable, out);
+    return;
+  }
+  if (!j.is_object()) return;
+  const bool variable = j.value("type", "") == "query";
+  for (const auto& [key, value] : j.items()) {
+    if (value.is_string() && (key == "expr" || (key == "query" && (variable || in_variable))))
+      out.push_back(value.get<std::string>());
+    collect_queries(value, variable, out);
+  }
+}
+
+TEST(GrafanaDashboard, EveryQueryNamesOnlyMetricsJitterdExports) {
+  // A session with a lease and kernel counters, so that the per-session families are rendered.
+  Protocol p;
+  p.rig.backend.set_counters(5, {10, 1000, 0, 0, 0, 0, 0});
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}, {"lease", "30s"}});
+  const std::string text = p.ok("metrics")["text"];
+  const std::set<std::string> exported = exported_series(text);
+  ASSERT_TRUE(exported.count("jitterd_transition_lateness_seconds_bucket")) << text;
+  ASSERT_TRUE(exported.count("jitterd_lease_remaining_seconds")) << text;
+
+  const json dashboard = json::parse(shaper::read_file_bounded(JITTERD_GRAFANA_DASHBOARD, 1 << 20));
+  EXPECT_EQ(dashboard["schemaVersion"], 39);
+  std::vector<std::string> queries;
+  collect_queries(dashboard, false, queries);
+  ASSERT_GE(queries.size(), 10u) << "the dashboard's queries were not found";
+  // Prometheus' own series, which it records for every target.
+  const std::set<std::string> from_prometheus = {"up"};
+  const std::regex metric_name(R"((^|[^A-Za-z0-9_:$])(jitterd_[A-Za-z0-9_]+|up)\b)");
+  std::set<std::string> used;
+  for (const auto& query : queries) {
+    std::size_t jitterd_names = 0;
+    for (auto it = std::sregex_iterator(query.begin(), query.end(), metric_name);
+         it != std::sregex_iterator(); ++it) {
+      const std::string name = (*it)[2];
+      if (from_prometheus.count(name)) continue;
+      ++jitterd_names;
+      used.insert(name);
+      EXPECT_TRUE(exported.count(name)) << name << " in " << query << " is not exported";
+    }
+    EXPECT_TRUE(jitterd_names > 0 || query.rfind("up{", 0) == 0)
+        << "a query that names no jitterd metric: " << query;
+  }
+  // What the issue asks the dashboard to show.
+  for (const char* needed :
+       {"jitterd_session_info", "jitterd_transitions_total",
+        "jitterd_transition_lateness_seconds_bucket", "jitterd_lease_remaining_seconds",
+        "jitterd_lease_expirations_total"}) {
+    EXPECT_TRUE(used.count(needed)) << "the dashboard does not show " << needed;
+  }
+}
+
+TEST(GrafanaDashboard, TheCheckCatchesAMetricJitterdDoesNotExport) {
+  std::vector<std::string> queries;
+  collect_queries(
+      json::parse(R"j({"panels": [{"targets": [{"expr": "rate(jitterd_nope_total[1m])"}]}],
+      "templating": {"list": [{"type": "query", "query": "label_values(jitterd_gone, job)"}]}})j"),
+      false, queries);
+  EXPECT_EQ(queries, (std::vector<std::string>{"rate(jitterd_nope_total[1m])",
+                                               "label_values(jitterd_gone, job)"}));
+  EXPECT_FALSE(exported_series("# TYPE jitterd_sessions gauge\n").count("jitterd_nope_total"));
 }
 
 }  // namespace

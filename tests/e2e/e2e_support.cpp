@@ -358,12 +358,13 @@ std::string EventStream::describe() const {
 // ---------------------------------------------------------------------------------------------
 // The daemon
 
-Daemon::Daemon(std::string netns, const TempDir& dir, std::string socket_group)
+Daemon::Daemon(std::string netns, const TempDir& dir, std::string socket_group,
+               const std::string& metrics_listen)
     : netns_(std::move(netns)),
       socket_(dir.file("jitterd.sock")),
       state_dir_(dir.file("state")),
       log_dir_(dir.file("logs")) {
-  const Json config = {
+  Json config = {
       {"socket", {{"path", socket_}, {"group", socket_group}}},
       {"state_dir", state_dir_},
       {"profile_dirs", {dir.file("profiles")}},
@@ -371,6 +372,7 @@ Daemon::Daemon(std::string netns, const TempDir& dir, std::string socket_group)
       // Network namespaces as targets (target_test.cpp); containers are not allowed.
       {"targets", {{"allow", {"netns:*", "netns-path:*", "pid:*"}}}},
   };
+  if (!metrics_listen.empty()) config["metrics"] = {{"listen", metrics_listen}};
   config_ = dir.write("config.json", config.dump(2) + "\n");
   std::filesystem::create_directories(log_dir_);
 }
@@ -482,7 +484,8 @@ std::string two_phase_profile() {
 
 }  // namespace
 
-Bed::Bed(const BedOptions& options) : daemon(net.ns_a(), dir, options.socket_group) {
+Bed::Bed(const BedOptions& options)
+    : daemon(net.ns_a(), dir, options.socket_group, options.metrics_listen) {
   dir.write(std::string("profiles/") + kProfileName + ".json", two_phase_profile());
   if (options.start) daemon.start();
 }

@@ -147,7 +147,9 @@ class EventStream {
 // `socket_group` ("": jitterd's own group).
 class Daemon {
  public:
-  Daemon(std::string netns, const TempDir& dir, std::string socket_group);
+  // `metrics_listen`: the config's metrics.listen ("": the HTTP listener stays off).
+  Daemon(std::string netns, const TempDir& dir, std::string socket_group,
+         const std::string& metrics_listen = "");
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
   // Stops a running jitterd with SIGTERM (SIGKILL after 10 s).
@@ -196,6 +198,7 @@ struct BedOptions {
   std::string socket_group;  // the config's socket.group; "": jitterd's own group
   // false: the test starts jitterd itself (daemon.start()), e.g. after preparing its state folder.
   bool start = true;
+  std::string metrics_listen;  // the config's metrics.listen; "": off, as by default
 };
 
 // One end-to-end test's world: a fresh veth pair (jta in namespace a, jtb in b), a private folder

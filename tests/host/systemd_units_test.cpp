@@ -147,6 +147,7 @@ class SystemdRoot : public ::testing::Test {
              fs::copy_options::recursive | fs::copy_options::copy_symlinks);
     install("jitterd.service", "usr/lib/systemd/system/jitterd.service");
     install("jitterd.socket", "usr/lib/systemd/system/jitterd.socket");
+    install("jitterd-metrics.socket", "usr/lib/systemd/system/jitterd-metrics.socket");
     install("jitterd.sysusers", "usr/lib/sysusers.d/jitterd.conf");
     install("jitterd.tmpfiles", "usr/lib/tmpfiles.d/jitterd.conf");
     install("jitterd-modules.conf", "usr/lib/modules-load.d/jitterd.conf");
@@ -177,7 +178,8 @@ class SystemdRoot : public ::testing::Test {
 };
 
 TEST_F(SystemdRoot, VerifyReportsNothing) {
-  const Finished verify = analyze({"verify", "jitterd.service", "jitterd.socket"});
+  const Finished verify =
+      analyze({"verify", "jitterd.service", "jitterd.socket", "jitterd-metrics.socket"});
   EXPECT_EQ(verify.exit_code, 0);
   EXPECT_EQ(verify.output, "") << "systemd-analyze verify warned about the shipped units";
 }
