@@ -61,7 +61,8 @@ std::size_t read_some(int from, char* buffer, const char* what) {
   }
 }
 
-// Writes all of it; false when the reader is gone (EPIPE, ECONNRESET). Throws SystemError otherwise.
+// Writes all of it; false when the reader is gone (EPIPE, ECONNRESET). Throws SystemError
+// otherwise.
 bool write_all(int to, const char* data, std::size_t size, const char* what) {
   while (size > 0) {
     const ssize_t n = ::write(to, data, size);

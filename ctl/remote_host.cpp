@@ -79,12 +79,12 @@ std::string RemoteHost::url() const {
 RemoteHost parse_host_url(std::string_view url) {
   if (!url.starts_with(kScheme)) {
     const auto scheme_end = url.find("://");
-    throw UsageError("--host \"" + std::string(url) + "\": " +
-                     (scheme_end == std::string_view::npos
-                          ? std::string("not a URL")
-                          : "unsupported scheme \"" + std::string(url.substr(0, scheme_end)) +
-                                "\"") +
-                     "; give ssh://[user@]host[:port][/socket/path]");
+    throw UsageError(
+        "--host \"" + std::string(url) + "\": " +
+        (scheme_end == std::string_view::npos
+             ? std::string("not a URL")
+             : "unsupported scheme \"" + std::string(url.substr(0, scheme_end)) + "\"") +
+        "; give ssh://[user@]host[:port][/socket/path]");
   }
   const std::string_view rest = url.substr(kScheme.size());
   const auto slash = rest.find('/');

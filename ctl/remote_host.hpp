@@ -1,8 +1,8 @@
 #pragma once
 // A remote jitterd reached over SSH, the way docker does it (DOCKER_HOST=ssh://): the URL of
-// `--host` / $JITTERD_HOST read into its parts, and the ssh command line that runs `jitterctl proxy`
-// there. No shell is involved on this side (posix_spawn); the remote command is one word list that
-// sshd hands to the remote user's shell, so the socket path in it is single-quoted.
+// `--host` / $JITTERD_HOST read into its parts, and the ssh command line that runs `jitterctl
+// proxy` there. No shell is involved on this side (posix_spawn); the remote command is one word
+// list that sshd hands to the remote user's shell, so the socket path in it is single-quoted.
 
 #include <cstdint>
 #include <optional>

@@ -136,9 +136,8 @@ std::pair<UniqueFd, std::unique_ptr<SshTunnel>> SshTunnel::start(
   check_syscall(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), "socketpair",
                 remote.url());
   UniqueFd ours(pair[0]), theirs(pair[1]);
-  UniqueFd stderr_file(static_cast<int>(
-      check_syscall(::memfd_create("jitterctl-ssh-stderr", MFD_CLOEXEC), "memfd_create",
-                    "ssh's stderr")));
+  UniqueFd stderr_file(static_cast<int>(check_syscall(
+      ::memfd_create("jitterctl-ssh-stderr", MFD_CLOEXEC), "memfd_create", "ssh's stderr")));
   SpawnSetup setup;
   prepare_spawn(setup, theirs.get(), stderr_file.get());
   std::vector<char*> args;
@@ -202,9 +201,8 @@ std::string ssh_failure_message(const RemoteHost& remote, int status,
            "; check with: " + how_to_check(remote);
   }
   if (code == kCommandNotFound) {
-    return where + "jitterctl was not found there" + said +
-           " — install jitterctl on " + remote.host +
-           " in the PATH that ssh sessions get (e.g. /usr/bin or /usr/local/bin)";
+    return where + "jitterctl was not found there" + said + " — install jitterctl on " +
+           remote.host + " in the PATH that ssh sessions get (e.g. /usr/bin or /usr/local/bin)";
   }
   if (code == kProxyEnvironment) {
     // The remote proxy's own message (with its hint) is the last line.

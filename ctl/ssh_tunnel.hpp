@@ -75,7 +75,6 @@ class SshTunnel {
 
 // The message for an ssh that ended with `status` (a wait status), given its last stderr line:
 // exposed for tests.
-std::string ssh_failure_message(const RemoteHost& remote, int status,
-                                const std::string& last_line);
+std::string ssh_failure_message(const RemoteHost& remote, int status, const std::string& last_line);
 
 }  // namespace jitterctl
