@@ -80,9 +80,9 @@ TEST(HostUrl, RefusesBadUrlsSayingWhy) {
 TEST(HostUrl, SshArgvHasNoShellOnThisSideAndQuotesTheRemoteSocket) {
   const auto argv = ssh_argv(parse_host_url("ssh://ops@lab:2222/tmp/it's.sock"),
                              ssh_command_words("ssh  -F /etc/j.conf"));
-  EXPECT_EQ(argv, (std::vector<std::string>{"ssh", "-F", "/etc/j.conf", "-T", "-o",
-                                            "BatchMode=yes", "-p", "2222", "-l", "ops", "--",
-                                            "lab", "jitterctl proxy --socket '/tmp/it'\\''s.sock'"}));
+  EXPECT_EQ(argv, (std::vector<std::string>{"ssh", "-F", "/etc/j.conf", "-T", "-o", "BatchMode=yes",
+                                            "-p", "2222", "-l", "ops", "--", "lab",
+                                            "jitterctl proxy --socket '/tmp/it'\\''s.sock'"}));
   EXPECT_EQ(ssh_argv(parse_host_url("ssh://lab"), ssh_command_words(nullptr)),
             (std::vector<std::string>{"ssh", "-T", "-o", "BatchMode=yes", "--", "lab",
                                       "jitterctl proxy"}));
@@ -112,10 +112,9 @@ std::string read_until_eof(int fd) {
 
 TEST(Proxy, CopiesBytesBothWaysUnchangedAndEndsWithZeroAtStdinsEnd) {
   FakeJitterd server([](const Json& r) {
-    return FakeJitterd::Response{
-        {R"({"event":"phase-changed","seq":1})"
-         "\n",
-         FakeJitterd::ok_line(r, {{"echo", r.at("params")}})}};
+    return FakeJitterd::Response{{R"({"event":"phase-changed","seq":1})"
+                                  "\n",
+                                  FakeJitterd::ok_line(r, {{"echo", r.at("params")}})}};
   });
   Pipe in, out;
   std::ostringstream err;
@@ -123,11 +122,10 @@ TEST(Proxy, CopiesBytesBothWaysUnchangedAndEndsWithZeroAtStdinsEnd) {
     return run_proxy(server.socket_path(), 5s, in.theirs.get(), out.theirs.get(), err);
   });
   // Two requests in one write, the second split: the proxy does not look at lines.
-  const std::string requests =
-      R"({"id":1,"method":"status","params":{"x":"é"}})"
-      "\n"
-      R"({"id":2,"method":"version","params":{}})"
-      "\n";
+  const std::string requests = R"({"id":1,"method":"status","params":{"x":"é"}})"
+                               "\n"
+                               R"({"id":2,"method":"version","params":{}})"
+                               "\n";
   ASSERT_EQ(::write(in.ours.get(), requests.data(), requests.size()),
             static_cast<ssize_t>(requests.size()));
   in.ours = shaper::UniqueFd();  // stdin's end: a half close towards jitterd
@@ -163,7 +161,8 @@ TEST(Proxy, EndsWithZeroWhenJitterdClosesTheConnection) {
   ASSERT_EQ(proxy.wait_for(10s), std::future_status::ready) << "stdin still open, socket closed";
   EXPECT_EQ(proxy.get(), 0);
   out.theirs = shaper::UniqueFd();
-  EXPECT_EQ(read_until_eof(out.ours.get()), FakeJitterd::ok_line(Json::parse(request), Json::object()));
+  EXPECT_EQ(read_until_eof(out.ours.get()),
+            FakeJitterd::ok_line(Json::parse(request), Json::object()));
 }
 
 TEST(Proxy, MissingSocketIsExitFourWithTheUsualHint) {
@@ -234,8 +233,10 @@ TEST(SshTransport, EveryCallAndEventGoesThroughTheRemoteProxy) {
   const auto event = client.next_event(ControlClient::Clock::now() + 5s);
   ASSERT_TRUE(event);
   EXPECT_EQ(event->at("phase"), "high");
-  EXPECT_EQ(ssh.args(), "-T\n-o\nBatchMode=yes\n-p\n2222\n-l\nops\n--\nlab\njitterctl proxy "
-                        "--socket '" + server.socket_path() + "'\n");
+  EXPECT_EQ(ssh.args(),
+            "-T\n-o\nBatchMode=yes\n-p\n2222\n-l\nops\n--\nlab\njitterctl proxy "
+            "--socket '" +
+                server.socket_path() + "'\n");
   ASSERT_EQ(server.requests().size(), 2u);
   EXPECT_EQ(server.requests()[0], Json::parse(R"({"id":1,"method":"status","params":{}})"));
 }
