@@ -76,15 +76,20 @@ bool write_all(int to, const char* data, std::size_t size, const char* what) {
 }
 
 // The copy loop. Stdin's end is passed on as a half close (jitterd answers what it has, then
-// closes); the socket's end, or stdout's reader leaving, ends the conversation.
+// closes; a subscriber keeps receiving events); the socket's end, or stdout's reader leaving, ends
+// the conversation.
 void bridge(int socket_fd, int in_fd, int out_fd) {
   std::string buffer(kChunk, '\0');
   bool in_open = true;
   for (;;) {
-    pollfd fds[2] = {{socket_fd, POLLIN, 0}, {in_open ? in_fd : -1, POLLIN, 0}};
-    const int n = ::poll(fds, 2, -1);
+    // stdout is watched for its reader leaving (POLLERR on a pipe, POLLHUP on a socket): a
+    // subscriber's client that went away (ssh killed, sshd closing the session) ends the proxy
+    // now, not at the next event, and jitterd drops the subscription.
+    pollfd fds[3] = {{socket_fd, POLLIN, 0}, {in_open ? in_fd : -1, POLLIN, 0}, {out_fd, 0, 0}};
+    const int n = ::poll(fds, 3, -1);
     if (n == -1 && errno == EINTR) continue;
-    check_syscall(n, "poll", "stdin and jitterd's socket");
+    check_syscall(n, "poll", "stdin, stdout and jitterd's socket");
+    if (fds[2].revents & (POLLERR | POLLHUP)) return;
     if (fds[0].revents != 0) {
       const std::size_t got = read_some(socket_fd, buffer.data(), "jitterd's socket");
       if (got == 0 || !write_all(out_fd, buffer.data(), got, "stdout")) return;

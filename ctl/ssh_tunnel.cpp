@@ -24,9 +24,14 @@ namespace {
 using shaper::check_syscall;
 using shaper::UniqueFd;
 
-// How long ssh gets to end by itself after the client closed its end (EOF travels to the remote
-// proxy, which closes jitterd's socket and exits; milliseconds normally), and after SIGTERM.
-constexpr auto kSshGrace = std::chrono::seconds(2);
+// How long ssh gets to end by itself after the client closed its end: the EOF travels to the
+// remote proxy, which half-closes jitterd's socket; jitterd closes a finished connection and the
+// proxy and ssh exit within a round trip. A subscriber's connection is kept open by jitterd after a
+// half close, so that one ends by SIGTERM (ssh closes the session; the remote proxy sees its
+// stdout's reader leave). The conversation is over either way, so the wait is short.
+constexpr auto kSshExitGrace = std::chrono::milliseconds(500);
+// After SIGTERM, before SIGKILL.
+constexpr auto kSshTermGrace = std::chrono::seconds(2);
 // How much of ssh's stderr is read for its last line: ssh's messages are one line each.
 constexpr off_t kStderrTail = 4096;
 // ssh's own failures (connect, auth, host key) exit 255; a remote shell that cannot find the
@@ -158,9 +163,9 @@ std::pair<UniqueFd, std::unique_ptr<SshTunnel>> SshTunnel::start(
 
 SshTunnel::~SshTunnel() {
   try {
-    if (child_.wait_for(kSshGrace)) return;
+    if (child_.wait_for(kSshExitGrace)) return;
     child_.signal(SIGTERM);
-    child_.wait_for(kSshGrace);
+    child_.wait_for(kSshTermGrace);
   } catch (const std::exception&) {
     // waitpid failed: ChildProcess's destructor still kills and reaps.
   }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <sstream>
+#include <thread>
 
 #include "control_client.hpp"
 #include "fake_jitterd.hpp"
@@ -165,6 +166,22 @@ TEST(Proxy, EndsWithZeroWhenJitterdClosesTheConnection) {
             FakeJitterd::ok_line(Json::parse(request), Json::object()));
 }
 
+TEST(Proxy, EndsWhenStdoutsReaderLeavesThoughStdinAndJitterdStayOpen) {
+  // A subscriber whose ssh went away: nothing more comes on stdin or from jitterd, and the proxy
+  // must not wait for the next event to notice.
+  FakeJitterd server([](const Json& r) { return FakeJitterd::reply(r, Json::object()); });
+  Pipe in, out;
+  std::ostringstream err;
+  auto proxy = std::async(std::launch::async, [&] {
+    return run_proxy(server.socket_path(), 5s, in.theirs.get(), out.theirs.get(), err);
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(proxy.wait_for(0s), std::future_status::timeout) << "ended before its reader left";
+  out.ours = shaper::UniqueFd();
+  ASSERT_EQ(proxy.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(proxy.get(), 0) << err.str();
+}
+
 TEST(Proxy, MissingSocketIsExitFourWithTheUsualHint) {
   const test_support::TempDir dir("jitterctl-proxy-");
   Pipe in, out;
@@ -302,7 +319,7 @@ TEST(SshTransport, SshThatCannotRunIsAConnectError) {
 
 TEST(SshTransport, DestroyingTheClientEndsAHungSsh) {
   // An ssh that never ends by itself (ignores its stdin's end): the client's destructor must not
-  // wait forever; it terminates it after the grace period.
+  // wait forever; it terminates it after the grace periods (0.5 s, then SIGTERM).
   const FakeSsh hung("trap '' HUP; exec sleep 600");
   const auto start = std::chrono::steady_clock::now();
   { ControlClient client = ControlClient::connect(hung.options("ssh://lab")); }
