@@ -81,21 +81,21 @@ class E2eRemoteSsh : public jitterd_e2e::E2eTest {
                    "/authorized_keys\nStrictModes no\nUsePAM no\n"
                    "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
                    "KbdInteractiveAuthentication no\nLogLevel VERBOSE\n"
-                   "SetEnv PATH=" + ctl.substr(0, ctl.rfind('/')) + ":/usr/bin:/bin\n");
+                   "SetEnv PATH=" +
+                   ctl.substr(0, ctl.rfind('/')) + ":/usr/bin:/bin\n");
     write_text(dir() + "/passwd", jitterd_e2e::read_file("/etc/passwd") +
-                                      "jtremote:x:65534:65534:jitterd e2e:" + dir() +
-                                      ":/bin/sh\n");
+                                      "jtremote:x:65534:65534:jitterd e2e:" + dir() + ":/bin/sh\n");
   }
 
   void start_sshd() {
     ::mkdir("/run/sshd", 0755);  // sshd's privilege separation folder (the guest's own /run)
-    const std::string script = "mount --bind " + dir() + "/passwd /etc/passwd && exec " +
-                               kSshd + " -D -e -f " + dir() + "/sshd_config";
+    const std::string script = "mount --bind " + dir() + "/passwd /etc/passwd && exec " + kSshd +
+                               " -D -e -f " + dir() + "/sshd_config";
     jitterd_e2e::SpawnOptions options;
     options.netns = bed().net.ns_a();
     options.output_file = dir() + "/sshd.log";
-    sshd_.emplace(Process::spawn({"unshare", "-m", "--propagation", "private", "sh", "-c", script},
-                                 options));
+    sshd_.emplace(
+        Process::spawn({"unshare", "-m", "--propagation", "private", "sh", "-c", script}, options));
     // Ready when it logs that it listens (-e: the log goes to stderr).
     const auto deadline = Clock::now() + 20s;
     while (jitterd_e2e::read_file(dir() + "/sshd.log").find("listening on") == std::string::npos) {
