@@ -8,6 +8,7 @@
 #include "exit_codes.hpp"
 #include "offline_commands.hpp"
 #include "online_commands.hpp"
+#include "proxy.hpp"
 #include "shaper/netem_spec.hpp"
 
 namespace jitterctl {
@@ -26,6 +27,11 @@ constexpr Option kGlobalOptions[] = {
      .value = "PATH",
      .type = kText,
      .help = "jitterd's socket (default: $JITTERD_SOCKET, else /run/jitterd/jitterd.sock)"},
+    {.name = "--host",
+     .value = "ssh://[USER@]HOST[:PORT][/SOCKET]",
+     .type = kText,
+     .help = "jitterd on another host, through ssh and `jitterctl proxy` there (default: "
+             "$JITTERD_HOST)"},
     {.name = "--json",
      .help = "print the reply's result as JSON (subscribe: one compact event per line)"},
     {.name = "--timeout",
@@ -254,6 +260,17 @@ constexpr auto kCompileOptions = concat(
     }),
     kCaptureOptions);
 
+constexpr Option kProxyOptions[] = {
+    {.name = "--socket",
+     .value = "PATH",
+     .type = kText,
+     .help = "jitterd's socket (default: $JITTERD_SOCKET, else /run/jitterd/jitterd.sock)"},
+    {.name = "--timeout",
+     .value = "DURATION",
+     .type = kPositiveDuration,
+     .help = "how long connecting may take (default 10s)"},
+};
+
 constexpr Option kInspectOptions[] = {
     {.name = "--json", .help = "print the profile as JSON"},
 };
@@ -351,6 +368,8 @@ constexpr Command kCommands[] = {
     {"metrics", "", "", "Prometheus metrics text", {}, true, metrics_command},
     {"watch", "", "[INTERFACE]...", "live table of sessions and events (Ctrl-C quits)",
      kWatchOptions, true, watch_command},
+    {"proxy", "", "", "copy stdin/stdout to and from jitterd's socket (what --host runs over ssh)",
+     kProxyOptions, false, proxy_command},
     {"compile", "", "TRACE... -o PROFILE.json", "compile captures into a profile", kCompileOptions,
      false, compile_command},
     {"inspect", "", "PROFILE", "show a profile's phases, schedule and digest", kInspectOptions,
@@ -430,12 +449,13 @@ void print_command_lines(bool online, std::ostream& out) {
 // Runs the command after its words were found: parse, then the handler; a UsageError from either
 // is printed with the command's usage line.
 int run_command(const Command& command, const std::vector<std::string>& words,
-                const std::string& default_socket, std::ostream& out, std::ostream& err) {
+                const Environment& env, std::ostream& out, std::ostream& err) {
   const std::string name(command.name);
   try {
     const ParsedArgs args = command.online ? parse_options(words, {command.options, kGlobalOptions})
                                            : parse_options(words, {command.options});
-    return command.handler({command.name, args, default_socket, out, err});
+    return command.handler(
+        {command.name, args, env.socket, out, err, env.host, std::span(env.ssh_command)});
   } catch (const UsageError& e) {
     err << "jitterctl " << name << ": " << e.what() << "\nusage: " << usage_line(command) << '\n';
     return kExitUsage;
@@ -476,7 +496,8 @@ void print_command_usage(const Command& command, std::ostream& out) {
 }
 
 void print_usage(std::ostream& out) {
-  out << "usage: jitterctl [--socket PATH] [--json] [--timeout DURATION] COMMAND [ARGS]\n\n"
+  out << "usage: jitterctl [--socket PATH | --host ssh://HOST] [--json] [--timeout DURATION] "
+         "COMMAND [ARGS]\n\n"
          "Talking to jitterd (global options may also follow the command):\n";
   print_command_lines(true, out);
   out << '\n';
@@ -488,6 +509,11 @@ void print_usage(std::ostream& out) {
 
 int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket,
                   std::ostream& out, std::ostream& err) {
+  return run_jitterctl(args, Environment{default_socket, "", {"ssh"}}, out, err);
+}
+
+int run_jitterctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
+                  std::ostream& err) {
   if (args.empty() || is_help(args.front())) {
     print_usage(out);
     return args.empty() ? kExitUsage : kExitOk;
@@ -525,7 +551,7 @@ int run_jitterctl(const std::vector<std::string>& args, const std::string& defau
     return kExitOk;
   }
   words.insert(words.end(), rest, args.end());
-  return run_command(*command, words, default_socket, out, err);
+  return run_command(*command, words, env, out, err);
 }
 
 }  // namespace jitterctl

@@ -35,10 +35,19 @@ void print_command_usage(const Command& command, std::ostream& out);
 // "jitterctl skip INTERFACE --phase P|--step N [--direction D] ...", on one line.
 std::string usage_line(const Command& command);
 
+// What jitterctl reads from its environment, once, in main.
+struct Environment {
+  std::string socket;                    // $JITTERD_SOCKET, else the default path
+  std::string host;                      // $JITTERD_HOST; "": the local socket
+  std::vector<std::string> ssh_command;  // $JITTERD_SSH's words, else {"ssh"}
+};
+
 // Runs a command line (the words after "jitterctl") and returns the exit code (exit_codes.hpp).
 // `default_socket` is used without --socket; results go to `out`, errors to `err` (the offline
 // commands print to the process's stdout and stderr).
 int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket,
                   std::ostream& out, std::ostream& err);
+int run_jitterctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
+                  std::ostream& err);
 
 }  // namespace jitterctl

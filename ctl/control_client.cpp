@@ -150,8 +150,7 @@ InterruptSignals::~InterruptSignals() {
   ::pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
 }
 
-ControlClient ControlClient::connect(const ClientOptions& options) {
-  const std::string& path = options.socket_path;
+UniqueFd connect_unix_socket(const std::string& path, shaper::Nanoseconds timeout) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof address.sun_path) {
@@ -165,7 +164,7 @@ ControlClient ControlClient::connect(const ClientOptions& options) {
       check_syscall(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket", path)));
   // SO_SNDTIMEO bounds both connect() (which waits while the listener's backlog is full) and
   // send().
-  const timeval tv = to_timeval(options.timeout);
+  const timeval tv = to_timeval(timeout);
   check_syscall(::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv),
                 "setsockopt SO_SNDTIMEO", path);
   try {
@@ -174,7 +173,28 @@ ControlClient ControlClient::connect(const ClientOptions& options) {
   } catch (const shaper::SystemError& e) {
     throw ConnectError(connect_message(path, e.error_number()), e.error_number());
   }
-  return ControlClient(std::move(fd), options);
+  return fd;
+}
+
+ControlClient ControlClient::connect(const ClientOptions& options) {
+  if (!options.remote) {
+    return ControlClient(connect_unix_socket(options.socket_path, options.timeout), options);
+  }
+  // Over ssh nothing is known until the first reply: ssh's failures show as the stream's end,
+  // which explain_end turns into a message.
+  auto [fd, tunnel] = SshTunnel::start(*options.remote, options.ssh_command);
+  const timeval tv = to_timeval(options.timeout);
+  check_syscall(::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv),
+                "setsockopt SO_SNDTIMEO", options.remote->url());
+  return ControlClient(std::move(fd), options, std::move(tunnel));
+}
+
+std::string ControlClient::endpoint() const {
+  return options_.remote ? options_.remote->url() : options_.socket_path;
+}
+
+void ControlClient::explain_end() {
+  if (tunnel_) tunnel_->explain_end(options_.timeout);
 }
 
 Reply ControlClient::call(const std::string& method, const Json& params) {
@@ -266,7 +286,7 @@ void ControlClient::send_line(const std::string& line) {
       throw TimeoutError("jitterd did not take the request within " +
                          shaper::format_duration(options_.timeout) + "; try a longer --timeout");
     }
-    sent += static_cast<std::size_t>(check_syscall(n, "send", options_.socket_path));
+    sent += static_cast<std::size_t>(check_syscall(n, "send", endpoint()));
   }
 }
 
@@ -298,6 +318,7 @@ std::optional<std::string> ControlClient::read_line(std::optional<Clock::time_po
     // ECONNRESET: jitterd closed while a request of ours was still unread in its queue (after
     // "busy"); the lines it sent before were read already, so this is an end of stream like EOF.
     if (n == 0 || (n == -1 && read_errno == ECONNRESET)) {
+      explain_end();
       const std::size_t partial = buffer_.size() - consumed_;
       if (partial > 0) {
         throw ConnectionClosed(std::to_string(partial) + " bytes of an unfinished line: " +
@@ -308,7 +329,7 @@ std::optional<std::string> ControlClient::read_line(std::optional<Clock::time_po
     }
     if (n == -1) {
       errno = read_errno;
-      check_syscall(n, "read", options_.socket_path);
+      check_syscall(n, "read", endpoint());
     }
   }
 }
@@ -327,7 +348,7 @@ bool ControlClient::wait_readable(std::optional<Clock::time_point> deadline) {
     const nfds_t count = options_.interrupt_fd >= 0 ? 2 : 1;
     const int n = ::poll(fds, count, timeout_ms);
     if (n == -1 && errno == EINTR) continue;
-    check_syscall(n, "poll", options_.socket_path);
+    check_syscall(n, "poll", endpoint());
     if (count == 2 && fds[1].revents != 0) throw Interrupted();
     // POLLHUP and POLLERR too: the read that follows reports the end of the stream or the error.
     if (fds[0].revents != 0) return true;

@@ -7,18 +7,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <signal.h>
 
 #include "protocol/errors.hpp"
+#include "remote_host.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/quantities.hpp"
+#include "ssh_tunnel.hpp"
 
 namespace jitterctl {
 
@@ -113,7 +117,15 @@ struct ClientOptions {
   std::string socket_path = kDefaultSocketPath;
   shaper::Nanoseconds timeout = kDefaultTimeout;  // for connecting, sending and each reply
   int interrupt_fd = -1;  // when >= 0 and readable, every wait throws Interrupted
+  // Set: jitterd on another host, through `ssh HOST jitterctl proxy` (socket_path is unused; the
+  // remote socket is the URL's path). ssh_command: $JITTERD_SSH's words, "ssh" by default.
+  std::optional<RemoteHost> remote;
+  std::vector<std::string> ssh_command{"ssh"};
 };
+
+// A stream socket connected to jitterd's Unix socket at `path`, sends bounded by `timeout`
+// (SO_SNDTIMEO). Throws ConnectError with a message that says what to do.
+UniqueFd connect_unix_socket(const std::string& path, shaper::Nanoseconds timeout);
 
 // A connection to jitterd. Requests are sent one at a time; `call` returns the matching reply and
 // queues any event lines that arrive first, for `next_event`.
@@ -132,11 +144,14 @@ class ControlClient {
   // when the deadline passed. Throws ConnectionClosed when jitterd closes the connection.
   std::optional<nlohmann::json> next_event(std::optional<Clock::time_point> deadline);
 
-  const std::string& socket_path() const { return options_.socket_path; }
+  // Where jitterd is, for people: the socket path, or the ssh:// URL.
+  std::string endpoint() const;
 
  private:
-  ControlClient(UniqueFd fd, ClientOptions options)
-      : fd_(std::move(fd)), options_(std::move(options)) {}
+  ControlClient(UniqueFd fd, ClientOptions options, std::unique_ptr<SshTunnel> tunnel = nullptr)
+      : tunnel_(std::move(tunnel)), fd_(std::move(fd)), options_(std::move(options)) {}
+  // The stream ended: over ssh, says why when ssh or the remote proxy failed (ConnectError).
+  void explain_end();
 
   void send_line(const std::string& line);
   // One line without its newline; nullopt when `deadline` passed first.
@@ -145,6 +160,8 @@ class ControlClient {
   bool wait_readable(std::optional<Clock::time_point> deadline);
   void queue_event(nlohmann::json event);
 
+  // Declared before fd_ so that it is destroyed after it: ssh sees the stream's end first.
+  std::unique_ptr<SshTunnel> tunnel_;
   UniqueFd fd_;
   ClientOptions options_;
   std::string buffer_;        // bytes read but not yet returned as lines

@@ -7,10 +7,14 @@
 
 #include "cli.hpp"
 #include "online_commands.hpp"
+#include "remote_host.hpp"
 
 int main(int argc, char** argv) {
   // The environment is read here, once, so that the commands themselves depend only on arguments.
-  return jitterctl::run_jitterctl(std::vector<std::string>(argv + 1, argv + argc),
-                                  jitterctl::default_socket_path(std::getenv("JITTERD_SOCKET")),
-                                  std::cout, std::cerr);
+  const char* host = std::getenv("JITTERD_HOST");
+  const jitterctl::Environment env{jitterctl::default_socket_path(std::getenv("JITTERD_SOCKET")),
+                                   host ? host : "",
+                                   jitterctl::ssh_command_words(std::getenv("JITTERD_SSH"))};
+  return jitterctl::run_jitterctl(std::vector<std::string>(argv + 1, argv + argc), env, std::cout,
+                                  std::cerr);
 }

@@ -15,6 +15,7 @@
 #include "control_client.hpp"
 #include "exit_codes.hpp"
 #include "protocol/methods.hpp"
+#include "remote_host.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/json_reader.hpp"
 #include "shaper/match_rules.hpp"
@@ -79,6 +80,15 @@ struct Request {
 Settings settings_of(const Invocation& inv) {
   Settings settings;
   settings.client.socket_path = inv.args.text("--socket").value_or(inv.default_socket);
+  // --host wins over $JITTERD_HOST; an empty --host "" means the local socket.
+  const std::string host = inv.args.text("--host").value_or(std::string(inv.default_host));
+  if (!host.empty()) {
+    if (inv.args.has("--socket"))
+      throw UsageError("with --host, name the remote socket in the URL: ssh://HOST/run/x.sock");
+    settings.client.remote = parse_host_url(host);
+    if (!inv.ssh_command.empty())
+      settings.client.ssh_command.assign(inv.ssh_command.begin(), inv.ssh_command.end());
+  }
   if (const auto timeout = inv.args.duration("--timeout")) settings.client.timeout = *timeout;
   settings.json = inv.args.has("--json");
   return settings;
@@ -554,7 +564,7 @@ int run_watch(const Invocation& inv, const Settings& settings) {
           return std::find(interfaces.begin(), interfaces.end(), s.interface) == interfaces.end();
         });
       }
-      std::string header = "jitterd " + version.version + " at " + options.socket_path + ", " +
+      std::string header = "jitterd " + version.version + " at " + control.endpoint() + ", " +
                            format_local_time(realtime_now_ns(), false, 0);
       if (!once) header += "; every " + format_human_duration(interval) + ", Ctrl-C quits";
       std::ostringstream frame;
@@ -637,7 +647,9 @@ int reporting_failures(const Invocation& inv, Body&& body) {
 int one_request(const Invocation& inv, Request (*make)(std::string_view method, const ParsedArgs&),
                 void (*render)(const Json& result, std::ostream& out)) {
   return reporting_failures(inv, [&](const Settings& settings) {
-    const Request request = make(inv.command, inv.args);
+    Request request = make(inv.command, inv.args);
+    // With --host, this host's SSH connection (if any) is not one that reaches the remote jitterd.
+    if (settings.client.remote) request.params.erase("ssh_connection");
     ControlClient client = ControlClient::connect(settings.client);
     const Json result = call_for_result(client, request.method, request.params);
     if (settings.json) {

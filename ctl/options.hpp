@@ -120,6 +120,9 @@ struct Invocation {
   const std::string& default_socket;
   std::ostream& out;
   std::ostream& err;
+  // $JITTERD_HOST ("": the local socket) and $JITTERD_SSH's words, read once by main.
+  std::string_view default_host = {};
+  std::span<const std::string> ssh_command = {};
 };
 
 }  // namespace jitterctl

@@ -12,8 +12,8 @@ _jitterctl_profile_dirs=(/etc/jitterd/profiles /usr/share/jitterd/profiles)
 
 _jitterctl_online_commands="list-commands version interfaces profiles apply switch confirm pause resume skip
 status clear renew subscribe events metrics watch"
-_jitterctl_offline_commands="compile inspect validate"
-_jitterctl_global_options="--socket --json --timeout"
+_jitterctl_offline_commands="compile inspect validate proxy"
+_jitterctl_global_options="--socket --host --json --timeout"
 _jitterctl_lane_options="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
 # The lane options that take a value (the target's among them: docs/operations.md, "Containers and namespaces").
 _jitterctl_lane_values="--direction|--set|--netns|--netns-path|--pid|--container|--via"
@@ -142,6 +142,7 @@ _jitterctl_options_of() {
     compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
         "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once --help" ;;
     inspect) echo "--json --help" ;;
+    proxy) echo "--socket --timeout --help" ;;
     validate) echo "--shaped --link-calibration --calibration-delay --phase --json --plot --timeline --log --seed --probes --alpha" \
         "--format --interval --host --help" ;;
     esac
@@ -184,7 +185,7 @@ _jitterctl() {
     local command="" command_at=0 i=1 globals=0
     while ((i < cword)); do
         case ${words[i]} in
-        --socket | --timeout)
+        --socket | --timeout | --host)
             globals=1
             i=$((i + 2))
             ;;
@@ -210,6 +211,11 @@ _jitterctl() {
             _jitterctl_add "5s 10s 30s 1m" "$cur"
             return 0
             ;;
+        --host)
+            compopt -o nospace 2>/dev/null
+            _jitterctl_add "ssh://" "$cur"
+            return 0
+            ;;
         esac
         if [[ $cur == -* ]]; then
             _jitterctl_add "$_jitterctl_global_options" "$cur"
@@ -233,7 +239,7 @@ _jitterctl() {
     for ((i = command_at + 1; i < cword; i++)); do
         local w=${words[i]}
         if [[ $w == -* ]]; then
-            ((!offline)) && [[ $w == @(--socket|--timeout) ]] && {
+            ((!offline)) && [[ $w == @(--socket|--timeout|--host) ]] && {
                 i=$((i + 1))
                 continue
             }
@@ -251,12 +257,17 @@ _jitterctl() {
     done
 
     # The value of an option.
-    if [[ $prev == -* ]] && { ((!offline)) && [[ $prev == @(--socket|--timeout) ]] || _jitterctl_takes_value "$command" "$prev"; }; then
+    if [[ $prev == -* ]] && { ((!offline)) && [[ $prev == @(--socket|--timeout|--host) ]] || _jitterctl_takes_value "$command" "$prev"; }; then
         case $command:$prev in
         *:--socket | *:--shaped | *:--link-calibration | *:--netns-path) _jitterctl_files "$cur" "" ;;
         *:--netns) _jitterctl_add "$(ls /run/netns 2>/dev/null)" "$cur" ;;
         *:--via) _jitterctl_add "host-veth" "$cur" ;;
         *:--timeout) _jitterctl_add "5s 10s 30s 1m" "$cur" ;;
+        compile:--host | validate:--host) ;;
+        *:--host)
+            compopt -o nospace 2>/dev/null
+            _jitterctl_add "ssh://" "$cur"
+            ;;
         *:--lease | *:--confirm) _jitterctl_add "10s 30s 60s 5m 1h" "$cur" ;;
         watch:--interval) _jitterctl_add "500ms 1s 5s" "$cur" ;;
         apply:--file) _jitterctl_files "$cur" "*.json" ;;

@@ -102,8 +102,8 @@ expect_words() {
 
 online="list-commands version interfaces profiles apply switch confirm pause resume skip status clear renew
 subscribe events metrics watch"
-offline="compile inspect validate"
-globals="--socket --json --timeout"
+offline="compile inspect validate proxy"
+globals="--socket --host --json --timeout"
 lane="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
 
 # Commands.
@@ -141,6 +141,9 @@ expect "subscribe --interface" "$interfaces" "jitterctl subscribe --interface "
 expect "interface prefix" "lo" "jitterctl pause l"
 expect "clear --all takes no interface" "--all $lane --help $globals" "jitterctl clear --all "
 expect "global option values are skipped" "$interfaces" "jitterctl --socket /run/x.sock --timeout 5s renew "
+expect "--host takes an ssh URL" "ssh://" "jitterctl --host "
+expect "--host value is skipped" "$interfaces" "jitterctl --host ssh://lab renew "
+expect "compile --host is the fping target, not a URL" "" "jitterctl compile x --host "
 
 # Profiles: names from the profile folders; files for --file, inspect and validate.
 expect "apply: profile names" "lab-regimes wan" "jitterctl apply lo "
