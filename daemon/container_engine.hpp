@@ -36,7 +36,7 @@ struct ContainerInfo {
   bool running = false;
   pid_t pid = 0;            // State.Pid; 0 when not running
   std::string sandbox_key;  // NetworkSettings.SandboxKey; empty when the runtime keeps none
-  std::string runtime;      // "docker" or "podman", from the API's version reply when known
+  std::string runtime;      // "docker" or "podman", from the reply's Server header
 };
 
 // Reads a `GET /containers/{name}/json` reply body. A member that is missing or of the wrong type
@@ -47,6 +47,7 @@ std::optional<ContainerInfo> read_container_info(std::string_view body,
 struct HttpReply {
   unsigned status = 0;  // 200, 404...
   std::string body;
+  std::string server;  // the Server header: "Libpod/4.3.1 (linux)", "Docker/20.10.24+dfsg1 (linux)"
 };
 
 class EngineClient {
@@ -67,9 +68,6 @@ class EngineClient {
   // runtime knows no such container (404). Throws SystemError as get() does, and EPROTO when the
   // reply cannot be read (its diagnostics in the hint).
   std::optional<ContainerInfo> inspect(std::string_view name_or_id) const;
-
-  // "docker" or "podman" from `GET /version` (Podman lists a component named "Podman Engine").
-  std::string runtime_name() const;
 
  private:
   std::string socket_path_;
