@@ -43,8 +43,8 @@ std::optional<Refusal> refusal_of(const shaper::SystemError& e, const std::strin
 class NamespaceResolver final : public TargetResolver {
  public:
   explicit NamespaceResolver(const TargetsConfig& config)
-      : sockets_(config.engine_sockets.empty() ? default_engine_sockets()
-                                               : config.engine_sockets) {}
+      : sockets_(config.engine_sockets.empty() ? default_engine_sockets() : config.engine_sockets) {
+  }
 
   Result<ResolvedTarget> resolve(const TargetRequest& target,
                                  const std::string& interface) override {
@@ -63,8 +63,12 @@ class NamespaceResolver final : public TargetResolver {
           shaper::find_host_veth(inside, interface, host, ns->description());
       ResolvedTarget out;
       out.host_interface = pair.host.name;
-      out.info = {target.kind,  target.name, interface, protocol::Direction::kEgress,
-                  ns->identity().to_string(), target.via};
+      out.info = {target.kind,
+                  target.name,
+                  interface,
+                  protocol::Direction::kEgress,
+                  ns->identity().to_string(),
+                  target.via};
       return out;
     } catch (const shaper::SystemError& e) {
       const std::string where = e.operation() == "find host-side veth" ? "/interface" : "/target";
@@ -85,8 +89,8 @@ class NamespaceResolver final : public TargetResolver {
       }
       if (target.kind == "netns-path") {
         if (target.name.empty() || target.name.front() != '/') {
-          return Refusal{ErrorCode::kInvalidParams, "\"" + target.name + "\" is not an absolute path",
-                         "/target/netns_path",
+          return Refusal{ErrorCode::kInvalidParams,
+                         "\"" + target.name + "\" is not an absolute path", "/target/netns_path",
                          "give the namespace's file, e.g. /proc/4242/ns/net or /run/netns/blue"};
         }
         return shaper::NetworkNamespace::at_path(target.name);
@@ -133,8 +137,8 @@ class NamespaceResolver final : public TargetResolver {
     if (asked.empty()) {
       std::string tried;
       for (const auto& s : sockets_) tried += (tried.empty() ? "" : ", ") + s;
-      return Refusal{ErrorCode::kNotFound, "no container runtime socket found (tried " + tried + ")",
-                     "/target/container",
+      return Refusal{ErrorCode::kNotFound,
+                     "no container runtime socket found (tried " + tried + ")", "/target/container",
                      "start Docker or Podman's API service (`systemctl start podman.socket`), "
                      "or list its socket in targets.engine_sockets in the config"};
     }

@@ -4,11 +4,11 @@
 // sees it ("eth0" of container redis0) instead of an interface of jitterd's namespace. The resolver
 // turns that into where jitterd shapes.
 //
-// Today's mode is `host-veth`: the target's veth has a peer in jitterd's namespace, and shaping that
-// peer shapes the target's traffic with nothing installed inside the target (the target's egress is
-// the peer's ingress, shaped on an IFB of jitterd's namespace; its ingress is the peer's egress).
-// The sessions, the ledger, crash recovery and the netlink monitor then work on a device of
-// jitterd's own namespace as for any interface; when the target goes (a container stopped, a
+// Today's mode is `host-veth`: the target's veth has a peer in jitterd's namespace, and shaping
+// that peer shapes the target's traffic with nothing installed inside the target (the target's
+// egress is the peer's ingress, shaped on an IFB of jitterd's namespace; its ingress is the peer's
+// egress). The sessions, the ledger, crash recovery and the netlink monitor then work on a device
+// of jitterd's own namespace as for any interface; when the target goes (a container stopped, a
 // namespace deleted), its veth goes with it and the session ends with `target-gone`.
 //
 // Finding the peer needs one look inside the target: a NETLINK_ROUTE socket created by a

@@ -2,10 +2,10 @@
 // namespaces"): a network namespace of its own (as a container's is) whose eth0 is one end of a
 // veth pair, the other end (jtc) in jitterd's namespace a. jitterctl names the interface as the
 // target sees it (`--netns C`, eth0 by default); jitterd shapes jtc, reversing the direction (the
-// target's egress arrives on jtc: its ingress, an IFB of namespace a). ping from namespace a through
-// the pair, iproute2 and the ledger are the witnesses: the delay lands on the direction asked for,
-// a switch and a clear take effect, a deleted namespace ends the session with `target-gone` and
-// leaves no IFB, and a jitterd killed with -9 leaves nothing after its restart.
+// target's egress arrives on jtc: its ingress, an IFB of namespace a). ping from namespace a
+// through the pair, iproute2 and the ledger are the witnesses: the delay lands on the direction
+// asked for, a switch and a clear take effect, a deleted namespace ends the session with
+// `target-gone` and leaves no IFB, and a jitterd killed with -9 leaves nothing after its restart.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -76,8 +76,8 @@ class E2eTarget : public jitterd_e2e::E2eTest {
 
   // The smallest RTT of `count` pings from namespace a to the target, in ms.
   double min_rtt_ms(int count = 10) {
-    const std::string out = bed().in_ns_a("ping -n -q -c " + std::to_string(count) +
-                                          " -i 0.05 -W 2 " + kTargetAddr);
+    const std::string out =
+        bed().in_ns_a("ping -n -q -c " + std::to_string(count) + " -i 0.05 -W 2 " + kTargetAddr);
     std::smatch m;
     const std::regex summary(R"(= ([0-9.]+)/)");
     if (!std::regex_search(out, m, summary)) throw std::runtime_error("no ping summary: " + out);
@@ -187,8 +187,8 @@ TEST_F(E2eTarget, ADeletedNamespaceEndsItsSessionWithTargetGoneAndLeavesNothing)
 }
 
 TEST_F(E2eTarget, AJitterdKilledHardLeavesNothingOnTheHostSideAfterItsRestart) {
-  const auto applied = ctl({"apply", "--direction", "both", "--phase", "high",
-                            jitterd_e2e::kProfileName});
+  const auto applied =
+      ctl({"apply", "--direction", "both", "--phase", "high", jitterd_e2e::kProfileName});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   ASSERT_FALSE(ifbs().empty());
   ASSERT_GE(min_rtt_ms(), 100.0);
