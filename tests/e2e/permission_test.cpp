@@ -33,7 +33,7 @@ class E2ePermission : public jitterd_e2e::E2eTest {
     group_ = g->gr_gid;
     jitterd_e2e::E2eTest::SetUp();
   }
-  jitterd_e2e::BedOptions bed_options() const override { return {kGroup}; }
+  jitterd_e2e::BedOptions bed_options() const override { return {.socket_group = kGroup}; }
 
   Credentials outsider() const { return {kNobody, kNogroup, {}}; }
   Credentials member() const { return {kNobody, kNogroup, {group_}}; }

@@ -62,7 +62,7 @@ class E2eRemoteSsh : public jitterd_e2e::E2eTest {
     sshd_.reset();
     jitterd_e2e::E2eTest::TearDown();
   }
-  jitterd_e2e::BedOptions bed_options() const override { return {kGroup}; }
+  jitterd_e2e::BedOptions bed_options() const override { return {.socket_group = kGroup}; }
 
   std::string dir() { return bed().dir.path(); }
 
