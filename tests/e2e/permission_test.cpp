@@ -33,7 +33,11 @@ class E2ePermission : public jitterd_e2e::E2eTest {
     group_ = g->gr_gid;
     jitterd_e2e::E2eTest::SetUp();
   }
-  jitterd_e2e::BedOptions bed_options() const override { return {.socket_group = kGroup}; }
+  jitterd_e2e::BedOptions bed_options() const override {
+    jitterd_e2e::BedOptions options;
+    options.socket_group = kGroup;
+    return options;
+  }
 
   Credentials outsider() const { return {kNobody, kNogroup, {}}; }
   Credentials member() const { return {kNobody, kNogroup, {group_}}; }

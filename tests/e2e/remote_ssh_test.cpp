@@ -62,7 +62,11 @@ class E2eRemoteSsh : public jitterd_e2e::E2eTest {
     sshd_.reset();
     jitterd_e2e::E2eTest::TearDown();
   }
-  jitterd_e2e::BedOptions bed_options() const override { return {.socket_group = kGroup}; }
+  jitterd_e2e::BedOptions bed_options() const override {
+    jitterd_e2e::BedOptions options;
+    options.socket_group = kGroup;
+    return options;
+  }
 
   std::string dir() { return bed().dir.path(); }
 
