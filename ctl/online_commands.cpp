@@ -204,20 +204,19 @@ Json match_rule(const std::string& option, const std::string& text) {
   return j;
 }
 
-// "veth0" for the whole egress (what most sessions are), "veth0 ingress", "veth0 egress/redis".
-// A target's lane as the target sees it, with where it is shaped: "container redis0 eth0 (on
-// veth3c9a1f2 ingress)".
+// " ingress", " egress/redis"; nothing for the whole egress (what most sessions are).
+std::string lane_suffix(Direction direction, const std::string& set) {
+  if (direction == Direction::kEgress && set.empty()) return "";
+  return " " + std::string(to_string(direction)) + (set.empty() ? "" : "/" + set);
+}
+
+// "veth0" for the whole egress, "veth0 ingress", "veth0 egress/redis". A target's lane as the
+// target sees it, with where it is shaped: "container redis0 eth0 (on veth3c9a1f2 ingress)".
 std::string lane_name(const SessionStatus& s) {
-  if (s.target) {
-    const auto& t = *s.target;
-    return t.kind + " " + t.name + " " + t.interface +
-           (t.direction == Direction::kEgress && s.set.empty()
-                ? ""
-                : " " + std::string(to_string(t.direction)) + (s.set.empty() ? "" : "/" + s.set)) +
-           " (on " + s.interface + " " + std::string(to_string(s.direction)) + ")";
-  }
-  if (s.direction == Direction::kEgress && s.set.empty()) return s.interface;
-  return s.interface + " " + to_string(s.direction) + (s.set.empty() ? "" : "/" + s.set);
+  if (!s.target) return s.interface + lane_suffix(s.direction, s.set);
+  const auto& t = *s.target;
+  return t.kind + " " + t.name + " " + t.interface + lane_suffix(t.direction, s.set) + " (on " +
+         s.interface + " " + to_string(s.direction) + ")";
 }
 
 // The request builders take the method's name (the command's) and the command line.

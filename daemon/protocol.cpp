@@ -215,10 +215,6 @@ std::optional<TargetRequest> read_target_request(JsonReader& r, const json& para
   return out;
 }
 
-Direction reversed(Direction d) {
-  return d == Direction::kEgress ? Direction::kIngress : Direction::kEgress;
-}
-
 // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
 Outcome<json> lanes_outcome(const Outcome<SessionManager::Statuses>& o) {
   if (!o) return o.error();

@@ -359,8 +359,7 @@ std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessi
     if (request.target) {
       // The host side's ingress is what the target sends: the opposite direction.
       s.target = request.target;
-      s.target->direction =
-          direction == Direction::kEgress ? Direction::kIngress : Direction::kEgress;
+      s.target->direction = protocol::reversed(direction);
     }
     s.set = request.set;
     s.selectors = request.selectors;

@@ -50,7 +50,7 @@ class NamespaceResolver final : public TargetResolver {
                                  const std::string& interface) override {
     if (target.via != "host-veth") {
       return Refusal{ErrorCode::kInvalidParams,
-                     "via \"" + target.via + "\" is not a way to reach a target", "/via",
+                     "via \"" + target.via + "\" is not a way to reach a target", "/target/via",
                      "give \"host-veth\" (shape the target's veth peer in jitterd's namespace); "
                      "shaping inside the target's namespace is not built yet"};
     }

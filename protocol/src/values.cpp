@@ -12,6 +12,10 @@ const char* to_string(Direction d) {
   return d == Direction::kIngress ? "ingress" : "egress";
 }
 
+Direction reversed(Direction d) {
+  return d == Direction::kEgress ? Direction::kIngress : Direction::kEgress;
+}
+
 std::optional<Direction> direction_from_string(std::string_view text) {
   if (text == "egress") return Direction::kEgress;
   if (text == "ingress") return Direction::kIngress;

@@ -24,5 +24,7 @@ enum class Direction { kEgress, kIngress };
 
 const char* to_string(Direction d);
 std::optional<Direction> direction_from_string(std::string_view text);
+// The other direction: what a veth's one end sends, its peer receives.
+Direction reversed(Direction d);
 
 }  // namespace jitterd::protocol
