@@ -544,6 +544,18 @@ int run_jitterctl(const std::vector<std::string>& args, const Environment& env, 
     err << "jitterctl: unknown command \"" << args[at] << "\" (jitterctl --help lists them)\n";
     return kExitUsage;
   }
+  // Before an offline command, --host would name a jitterd it never talks to, yet compile and
+  // validate have a --host of their own (an fping capture's target): refuse rather than guess.
+  const auto names_host = [](const std::string& w) {
+    return w == "--host" || w.starts_with("--host=");
+  };
+  if (!command->online && std::any_of(words.begin(), words.end(), names_host)) {
+    err << "jitterctl: " << command->name
+        << " runs here, offline, so --host before it (a remote jitterd) means nothing; to pick a "
+           "target of an fping capture, put --host after the command: jitterctl "
+        << command->name << " --host TARGET ...\n";
+    return kExitUsage;
+  }
   const auto rest = std::next(args.begin(), static_cast<std::ptrdiff_t>(at) + 1);
   const auto end_of_options = std::find(rest, args.end(), "--");
   if (std::any_of(rest, end_of_options, [](const std::string& w) { return is_help(w); })) {

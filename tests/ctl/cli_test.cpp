@@ -111,6 +111,24 @@ TEST(Registry, GlobalOptionsGoWithOnlineCommandsOnly) {
   EXPECT_EQ(r.err.rfind("jitterctl: ", 0), 0u) << r.err;
 }
 
+// compile and validate have a --host of their own (an fping capture's target); before them, --host
+// would have been read as that target without a word.
+TEST(Registry, AHostBeforeAnOfflineCommandIsRefusedNotTakenForItsOwnHost) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--host", "ssh://lab", "compile", "t.txt", "-o", "p.json"},
+        std::vector<std::string>{"--host=ssh://lab", "validate", "p.json", "t.txt"}}) {
+    const Ran r = run(args);
+    EXPECT_EQ(r.code, kExitUsage);
+    EXPECT_NE(r.err.find("offline, so --host before it"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" --host TARGET ..."), std::string::npos) << r.err;
+  }
+  // After the command it is the capture's target, as before (here: the capture is not there).
+  const Ran after =
+      run({"compile", "/nonexistent/t.txt", "--host", "10.0.0.1", "-o", "/tmp/x.json"});
+  EXPECT_EQ(after.err.find("--host before it"), std::string::npos) << after.err;
+  EXPECT_NE(after.code, kExitUsage) << after.err;
+}
+
 TEST(Registry, NoCommandOrAnUnknownOne) {
   const Ran none = run({});
   EXPECT_EQ(none.code, kExitUsage);
