@@ -1151,10 +1151,13 @@ TEST(Protocol, CommitConfirmedRollsBackUnlessConfirmed) {
   ASSERT_EQ(p.rig.count(EventType::kRolledBack), 1u);
   EXPECT_EQ(p.rig.events_of(EventType::kRolledBack)[0].reason, "not-confirmed");
 
-  r = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"confirm", "30ms"}});
+  // Room for the confirm to arrive on a loaded machine (with 30 ms, a slow ASan run sometimes
+  // rolled back before the confirm was read); then past the deadline, to see the confirmed session
+  // kept.
+  r = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"confirm", "500ms"}});
   r = p.ok("confirm", {{"interface", "veth0"}});
   EXPECT_TRUE(r["confirm"].is_null()) << r.dump();
-  p.rig.run_for(100ms);
+  p.rig.run_for(600ms);
   EXPECT_EQ(p.rig.sessions.session_count(), 1u) << "confirmed: kept";
   EXPECT_TRUE(p.rig.backend.spec_on(5));
   error_of(p.call("confirm", {{"interface", "veth0"}}), "invalid-params", "/params/interface");
