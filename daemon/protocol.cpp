@@ -241,6 +241,21 @@ std::string label(std::string_view value) {
   return out;
 }
 
+// The labels that tell one lane's series from another's: its interface (for a target, the host-side
+// one), its direction and rule set, and the target's kind, name and interface as the target sees
+// it. Two lanes of one interface (egress and ingress) would otherwise be two series with one label
+// set, which a scraper rejects.
+std::string lane_labels(const SessionStatus& s) {
+  std::string out =
+      "interface=\"" + label(s.interface) + "\",direction=\"" + to_string(s.direction) + '"';
+  if (!s.set.empty()) out += ",set=\"" + label(s.set) + '"';
+  if (s.target) {
+    out += ",target=\"" + label(s.target->kind) + ':' + label(s.target->name) +
+           "\",target_interface=\"" + label(s.target->interface) + '"';
+  }
+  return out;
+}
+
 }  // namespace
 
 bool SubscribeFilter::matches(const Event& e) const {
@@ -905,34 +920,33 @@ std::string Dispatcher::metrics_text() {
   if (auto* list = statuses ? &*statuses : nullptr) {
     metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
     for (const auto& s : *list) {
-      out << "jitterd_session_info{interface=\"" << label(s.interface) << "\",profile=\""
-          << label(s.profile) << "\",digest=\"" << label(s.digest) << "\",phase=\""
-          << label(s.phase) << "\",state=\"" << s.state << "\"} 1\n";
+      out << "jitterd_session_info{" << lane_labels(s) << ",profile=\"" << label(s.profile)
+          << "\",digest=\"" << label(s.digest) << "\",phase=\"" << label(s.phase) << "\",state=\""
+          << s.state << "\"} 1\n";
     }
     metric("jitterd_qdisc_packets_total", "counter", "Packets sent by jitterd's qdisc.");
     for (const auto& s : *list) {
       if (s.counters)
-        out << "jitterd_qdisc_packets_total{interface=\"" << label(s.interface) << "\"} "
-            << s.counters->packets << '\n';
+        out << "jitterd_qdisc_packets_total{" << lane_labels(s) << "} " << s.counters->packets
+            << '\n';
     }
     metric("jitterd_qdisc_drops_total", "counter",
            "Packets dropped by jitterd's qdisc (loss model and limit).");
     for (const auto& s : *list) {
       if (s.counters)
-        out << "jitterd_qdisc_drops_total{interface=\"" << label(s.interface) << "\"} "
-            << s.counters->drops << '\n';
+        out << "jitterd_qdisc_drops_total{" << lane_labels(s) << "} " << s.counters->drops << '\n';
     }
     metric("jitterd_qdisc_backlog_packets", "gauge", "Packets held by jitterd's qdisc.");
     for (const auto& s : *list) {
       if (s.counters)
-        out << "jitterd_qdisc_backlog_packets{interface=\"" << label(s.interface) << "\"} "
+        out << "jitterd_qdisc_backlog_packets{" << lane_labels(s) << "} "
             << s.counters->backlog_packets << '\n';
     }
     metric("jitterd_lease_remaining_seconds", "gauge",
            "Time left on a session's lease before jitterd removes its shaping.");
     for (const auto& s : *list) {
       if (s.lease)
-        out << "jitterd_lease_remaining_seconds{interface=\"" << label(s.interface) << "\"} "
+        out << "jitterd_lease_remaining_seconds{" << lane_labels(s) << "} "
             << std::chrono::duration<double>(s.lease->remaining).count() << '\n';
     }
   }

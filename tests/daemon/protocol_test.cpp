@@ -1314,14 +1314,16 @@ TEST(Protocol, MetricsAreValidPrometheusText) {
   EXPECT_EQ(value(samples, "jitterd_request_errors_total"), 1);
   EXPECT_EQ(value(samples, "jitterd_session_info",
                   {{"interface", "veth0"},
+                   {"direction", "egress"},
                    {"profile", "held"},
                    {"digest", parse_test_profile(profile_json("held")).digest},
                    {"phase", "b"},
                    {"state", "active"}}),
             1);
-  EXPECT_EQ(value(samples, "jitterd_qdisc_packets_total", {{"interface", "veth0"}}), 1520);
-  EXPECT_EQ(value(samples, "jitterd_qdisc_drops_total", {{"interface", "veth0"}}), 3);
-  EXPECT_EQ(value(samples, "jitterd_qdisc_backlog_packets", {{"interface", "veth0"}}), 7);
+  const std::map<std::string, std::string> lane = {{"interface", "veth0"}, {"direction", "egress"}};
+  EXPECT_EQ(value(samples, "jitterd_qdisc_packets_total", lane), 1520);
+  EXPECT_EQ(value(samples, "jitterd_qdisc_drops_total", lane), 3);
+  EXPECT_EQ(value(samples, "jitterd_qdisc_backlog_packets", lane), 7);
   error_of(p.call("metrics", {{"format", "json"}}), "invalid-params", "/params/format");
 }
 
@@ -1330,7 +1332,8 @@ TEST(Protocol, MetricsShowTheTimeLeftOnALeaseAndNothingForASessionWithout) {
   p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"lease", "30s"}});
   p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}});
   const auto samples = parse_exposition(p.ok("metrics")["text"]);
-  const double left = value(samples, "jitterd_lease_remaining_seconds", {{"interface", "veth0"}});
+  const double left = value(samples, "jitterd_lease_remaining_seconds",
+                            {{"interface", "veth0"}, {"direction", "egress"}});
   EXPECT_GT(left, 29) << "the lease was taken just now";
   EXPECT_LE(left, 30);
   for (const auto& s : samples) {
@@ -1348,7 +1351,34 @@ TEST(Protocol, MetricsStayValidWhileAnApplyWaitsForItsStart) {
   p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
   p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}, {"start", "+10s"}});
   const auto samples = parse_exposition(p.ok("metrics")["text"]);
-  EXPECT_EQ(value(samples, "jitterd_qdisc_packets_total", {{"interface", "veth0"}}), 10);
+  EXPECT_EQ(value(samples, "jitterd_qdisc_packets_total",
+                  {{"interface", "veth0"}, {"direction", "egress"}}),
+            10);
+}
+
+// Two lanes of one interface, and a target's lane: each its own series (before, egress and ingress
+// of one interface were two samples with one label set, which a scraper rejects as duplicates).
+TEST(Protocol, MetricsTellLanesAndTargetsApart) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"direction", "both"}});
+  p.rig.backend.add_interface("vethT", 12);
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", {{"netns", "blue"}}}});
+  const auto samples = parse_exposition(p.ok("metrics")["text"]);  // no duplicate series
+  std::set<std::map<std::string, std::string>> lanes;
+  for (const auto& s : samples) {
+    if (s.name != "jitterd_session_info") continue;
+    auto labels = s.labels;
+    for (const char* k : {"profile", "digest", "phase", "state"}) labels.erase(k);
+    lanes.insert(labels);
+  }
+  const std::set<std::map<std::string, std::string>> want = {
+      {{"interface", "veth0"}, {"direction", "egress"}},
+      {{"interface", "veth0"}, {"direction", "ingress"}},
+      {{"interface", "vethT"},
+       {"direction", "ingress"},
+       {"target", "netns:blue"},
+       {"target_interface", "eth0"}}};
+  EXPECT_EQ(lanes, want);
 }
 
 TEST(Protocol, APendingSessionShowsNoCountersOfItsOwn) {
