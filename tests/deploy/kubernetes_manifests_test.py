@@ -43,6 +43,9 @@ VARIANTS = {
     "targets": ["systemd/jitterd.service", "systemd/jitterd-targets.conf"],
 }
 
+# The DaemonSet's image until an overlay names the real one (no registry holds a jitterd image).
+PLACEHOLDER_IMAGE = "registry.invalid/jitterd:0.1.0"
+
 PRIMITIVES = {"str": (str,), "int": (int,), "bool": (bool,), "float": (float, int)}
 
 
@@ -230,9 +233,22 @@ def jitterd_problems(objects, variant, source, jitterd):
             problems.append(f"{where}: the config allows no targets")
         if mounted_host_path(pod, container, "/run/netns/x") != "/run/netns":
             problems.append(f"{where}: /run/netns of the node is not mounted (--netns, --netns-path)")
-    if container["image"] == "jitterd":
-        problems.append(f"{where}: the placeholder image name was not replaced by the images: override")
+    if container["image"] != PLACEHOLDER_IMAGE:
+        problems.append(f"{where}: image {container['image']}, expected the placeholder {PLACEHOLDER_IMAGE}")
     return problems
+
+
+def image_override_problems(kubectl, folder):
+    """An overlay's `images:` entry, as docs/operations.md shows it, must replace the placeholder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "kustomization.yaml"), "w") as out:
+            # kustomize refuses an absolute path here
+            yaml.safe_dump({"resources": [os.path.relpath(folder, tmp)],
+                            "images": [{"name": PLACEHOLDER_IMAGE.split(":")[0], "newName": "registry.example/jitterd",
+                                        "newTag": "0.1.1"}]}, out)
+        daemonset = the_one(kustomize(kubectl, tmp), "DaemonSet")
+    image = daemonset["spec"]["template"]["spec"]["containers"][0]["image"]
+    return [] if image == "registry.example/jitterd:0.1.1" else [f"an images: override left {image}"]
 
 
 def planted_faults_are_caught(objects, jitterd):
@@ -282,12 +298,14 @@ def main():
         return SKIP
     failures = []
     for variant in VARIANTS:
-        objects = kustomize(kubectl, os.path.join(source, "deploy/kubernetes", variant))
+        folder = os.path.join(source, "deploy/kubernetes", variant)
+        objects = kustomize(kubectl, folder)
         kinds = sorted(o["kind"] for o in objects)
         if kinds != ["ConfigMap", "DaemonSet", "Namespace", "ServiceAccount"]:
             failures.append(f"{variant}: built {kinds}")
         failures += [f"{variant}: {p}" for p in schema_problems(objects)]
         failures += jitterd_problems(objects, variant, source, jitterd)
+        failures += [f"{variant}: {p}" for p in image_override_problems(kubectl, folder)]
         failures += [f"{variant}: checker: {m}" for m in planted_faults_are_caught(objects, jitterd)]
         print(f"{variant}: {len(objects)} objects built by {kubectl} and checked")
     for f in failures:
