@@ -196,6 +196,12 @@ def jitterd_problems(objects, variant, source, jitterd):
     config_text = config_map["data"]["config.json"]
     problems += check_config(jitterd, config_text, f"{variant}: ConfigMap {config_map['metadata']['name']}")
     config = json.loads(config_text)
+    # kustomize reads no file outside the kustomization's folder, so the shipped config is copied
+    # there; the copy must not drift from it (targets/ adds only the targets it allows).
+    with open(os.path.join(source, "systemd/config.json")) as f:
+        shipped = json.load(f)
+    if {k: v for k, v in config.items() if k != "targets"} != shipped:
+        problems.append(f"{variant}: the ConfigMap's config differs from systemd/config.json beyond targets")
 
     # The config file jitterd is told to read is the ConfigMap's.
     command = container["command"]
