@@ -25,6 +25,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "control_rig.hpp"
 #include "protocol.hpp"
 #include "shaper/errors.hpp"
 #include "test_support.hpp"
@@ -38,20 +39,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 // How long a test waits for something that should happen at once.
-constexpr auto kPatience = 3000ms;
-
-// connect(2) to `path`; the fd, or -1 with errno.
-int connect_to(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const test_support::UnixAddress a = test_support::unix_address(path);
-  if (::connect(fd, a.get(), a.length) != 0) {
-    const int error = errno;
-    ::close(fd);
-    errno = error;
-    return -1;
-  }
-  return fd;
-}
+constexpr auto kPatience = kControlPatience;
 
 // A listening socket at `path` owned by the test ("another jitterd").
 int listen_at(const std::string& path) {
@@ -63,105 +51,6 @@ int listen_at(const std::string& path) {
   }
   return fd;
 }
-
-// A blocking-socket client that reads without blocking while the server runs.
-class Client {
- public:
-  explicit Client(const std::string& path) : fd_(connect_to(path)) {
-    EXPECT_GE(fd_, 0) << "connect " << path << ": " << std::strerror(errno);
-  }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-  ~Client() { close(); }
-
-  void send(std::string_view text) {
-    while (!text.empty()) {
-      const long n = ::send(fd_, text.data(), text.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      ASSERT_GT(n, 0) << "send: " << std::strerror(errno);
-      text.remove_prefix(static_cast<std::size_t>(n));
-    }
-  }
-  void request(const json& j) { send(j.dump() + "\n"); }
-  // Sends EOF; the daemon may still write.
-  void half_close() { ::shutdown(fd_, SHUT_WR); }
-
-  // The next line (without "\n"), running the server meanwhile; nullopt at EOF or after `timeout`.
-  std::optional<std::string> line(DaemonRig& rig, std::chrono::milliseconds timeout = kPatience) {
-    rig.run_until([&] { return pump(), has_line() || eof_; }, timeout);
-    const auto nl = buffer_.find('\n');
-    if (nl == std::string::npos) return std::nullopt;
-    std::string out = buffer_.substr(0, nl);
-    buffer_.erase(0, nl + 1);
-    return out;
-  }
-  json reply(DaemonRig& rig) {
-    const auto l = line(rig);
-    EXPECT_TRUE(l) << "no reply (connection closed or nothing within the patience)";
-    return l ? json::parse(*l) : json();
-  }
-  // Runs the server until the daemon closes this connection; true if it did within `timeout`.
-  // Whatever arrived first stays readable with line().
-  bool closed_by_daemon(DaemonRig& rig, std::chrono::milliseconds timeout = kPatience) {
-    return rig.run_until([&] { return pump(), eof_; }, timeout);
-  }
-  // Reads what has arrived without running the server.
-  void drain() { pump(); }
-  bool eof() const { return eof_; }
-  std::size_t lines_buffered() const {
-    return static_cast<std::size_t>(std::count(buffer_.begin(), buffer_.end(), '\n'));
-  }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  bool has_line() const { return buffer_.find('\n') != std::string::npos; }
-  void pump() {
-    if (fd_ < 0) return;
-    char chunk[65536];
-    for (;;) {
-      const long n = ::recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
-      if (n > 0) {
-        buffer_.append(chunk, static_cast<std::size_t>(n));
-        continue;
-      }
-      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) eof_ = true;
-      return;
-    }
-  }
-
-  int fd_;
-  std::string buffer_;
-  bool eof_ = false;
-};
-
-// A daemon with a control server in a temporary folder.
-class ServerRig {
- public:
-  explicit ServerRig(const std::function<void(Config&)>& adjust = {},
-                     AccessPolicy policy = AccessPolicy{0, std::nullopt})
-      : rig(adjust),
-        path(sockets.file("jitterd.sock")),
-        store(std::vector<std::string>{profiles.path()}),
-        dispatcher(rig.sessions, store, rig.backend, rig.config, stats),
-        server(rig.io, dispatcher, store, rig.bus, rig.config, policy, stats, rig.log) {}
-
-  void listen(mode_t mode = 0660, std::optional<gid_t> group = std::nullopt) {
-    server.bind(path, mode, group);
-    server.start();
-  }
-
-  DaemonRig rig;
-  TempDir sockets;
-  std::string path;
-  TempDir profiles;  // the one profile folder
-  ProfileStore store;
-  ServerStats stats;
-  Dispatcher dispatcher;
-  ControlServer server;
-};
 
 const json kVersion = {{"method", "version"}};
 
@@ -250,7 +139,7 @@ TEST(ControlServer, AStaleSocketFileIsReplaced) {
   ASSERT_EQ(connect_to(s.path), -1);
   EXPECT_EQ(errno, ECONNREFUSED);
   s.listen();
-  Client c(s.path);
+  ControlClient c(s.path);
   c.request(kVersion);
   EXPECT_EQ(c.reply(s.rig)["ok"], true);
 }
@@ -289,7 +178,7 @@ TEST(ControlServer, AFileThatIsNotASocketIsLeftAlone) {
 TEST(ControlServer, StopClosesEveryConnectionAndRemovesTheSocket) {
   ServerRig s;
   s.listen();
-  Client c(s.path);
+  ControlClient c(s.path);
   c.request(kVersion);
   c.reply(s.rig);
   s.server.stop();
@@ -305,7 +194,7 @@ TEST(ControlServer, StopClosesEveryConnectionAndRemovesTheSocket) {
 TEST(ControlServer, PipelinedRequestsAreAnsweredInOrder) {
   ServerRig s;
   s.listen();
-  Client c(s.path);
+  ControlClient c(s.path);
   c.send(R"({"id": 1, "method": "version"})"
          "\n"
          R"({"id": 2, "method": "status", "params": {"interface": "veth9"}})"
@@ -334,7 +223,7 @@ TEST(ControlServer, PipelinedRequestsAreAnsweredInOrder) {
 TEST(ControlServer, LongLinesReadOnTheHelperThreadAreAnsweredInTurn) {
   ServerRig s;
   s.listen();
-  Client a(s.path), b(s.path);
+  ControlClient a(s.path), b(s.path);
   const std::string long_id(40 * 1024, 'i');
   a.send(R"({"id": 1, "method": "version"})"
          "\n"
@@ -365,7 +254,7 @@ TEST(ControlServer, LongLinesReadOnTheHelperThreadAreAnsweredInTurn) {
 TEST(ControlServer, AClientThatHalfClosesGetsEveryReplyThenTheConnectionCloses) {
   ServerRig s;
   s.listen();
-  Client c(s.path);
+  ControlClient c(s.path);
   std::string requests;
   for (int i = 0; i < 20; ++i) requests += json{{"id", i}, {"method", "version"}}.dump() + "\n";
   c.send(requests);
@@ -381,7 +270,7 @@ TEST(ControlServer, AClientThatHalfClosesGetsEveryReplyThenTheConnectionCloses) 
 TEST(ControlServer, ASubscriberThatHalfClosesKeepsReceivingEvents) {
   ServerRig s;
   s.listen();
-  Client sub(s.path), control(s.path);
+  ControlClient sub(s.path), control(s.path);
   sub.request({{"method", "subscribe"}});
   sub.half_close();
   EXPECT_EQ(sub.reply(s.rig)["result"], json::parse(R"({"subscribed": true})"));
@@ -397,7 +286,7 @@ TEST(ControlServer, ASubscriberThatHalfClosesKeepsReceivingEvents) {
 TEST(ControlServer, ARequestInPiecesIsReassembled) {
   ServerRig s;
   s.listen();
-  Client c(s.path);
+  ControlClient c(s.path);
   c.send(R"({"id": 9, "meth)");
   s.rig.run_for(20ms);
   c.send(R"(od": "version"})");
@@ -412,12 +301,12 @@ TEST(ControlServer, ALineUpToTheLimitIsReadALongerOneIsTooLargeAndCloses) {
   // Exactly 4096 bytes before the newline: accepted.
   std::string request = R"({"id": 1, "method": "version"})";
   request += std::string(4096 - request.size(), ' ');
-  Client ok(s.path);
+  ControlClient ok(s.path);
   ok.send(request + "\n");
   EXPECT_EQ(ok.reply(s.rig)["ok"], true);
 
   // 4097 bytes: refused, then closed.
-  Client big(s.path);
+  ControlClient big(s.path);
   big.send(request + " \n");
   const json reply = big.reply(s.rig);
   EXPECT_EQ(reply["ok"], false);
@@ -433,13 +322,13 @@ TEST(ControlServer, ALineUpToTheLimitIsReadALongerOneIsTooLargeAndCloses) {
 TEST(ControlServer, ConnectionsBeyondTheLimitGetBusyAndAreClosed) {
   ServerRig s([](Config& c) { c.limits.max_connections = 2; });
   s.listen();
-  Client a(s.path), b(s.path);
+  ControlClient a(s.path), b(s.path);
   a.request(kVersion);
   b.request(kVersion);
   ASSERT_EQ(a.reply(s.rig)["ok"], true);
   ASSERT_EQ(b.reply(s.rig)["ok"], true);
 
-  Client c(s.path);
+  ControlClient c(s.path);
   const json busy = c.reply(s.rig);
   EXPECT_EQ(busy["error"]["code"], "busy");
   EXPECT_FALSE(busy.contains("id"));
@@ -449,7 +338,7 @@ TEST(ControlServer, ConnectionsBeyondTheLimitGetBusyAndAreClosed) {
   // A freed slot is taken by the next client.
   a.close();
   ASSERT_TRUE(s.rig.run_until([&] { return s.stats.connections_open == 1; }, kPatience));
-  Client d(s.path);
+  ControlClient d(s.path);
   d.request(kVersion);
   EXPECT_EQ(d.reply(s.rig)["ok"], true);
   b.request(kVersion);
@@ -478,7 +367,7 @@ TEST(ControlServer, ProfilesIsReadOffTheLoopWhileSchedulesStepOnTime) {
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - read_start);
   const auto step = std::max(scan / 10, std::chrono::milliseconds(5));
 
-  Client control(s.path), lister(s.path);
+  ControlClient control(s.path), lister(s.path);
   const std::string d = std::to_string(step.count()) + "ms";
   control.request({{"method", "apply"},
                    {"params",
@@ -516,7 +405,7 @@ TEST(ControlServer, ApplyByNameReadsTheFolderAndRefusesAFifoUnopened) {
   s.listen();
   s.profiles.write("wifi.json", profile_json("wifi"));
   ASSERT_EQ(::mkfifo(s.profiles.file("x.json").c_str(), 0644), 0);
-  Client c(s.path);
+  ControlClient c(s.path);
   c.request({{"method", "apply"}, {"params", {{"interface", "veth0"}, {"profile", "wifi"}}}});
   const json applied = c.reply(s.rig);
   EXPECT_EQ(applied["ok"], true) << applied.dump();
@@ -535,13 +424,13 @@ TEST(ControlServer, AClientThatHangsUpMidRequestIsForgotten) {
   ServerRig s;
   s.listen();
   {
-    Client c(s.path);
+    ControlClient c(s.path);
     c.send(R"({"method": "vers)");
     s.rig.run_for(20ms);
   }
   ASSERT_TRUE(s.rig.run_until([&] { return s.stats.connections_open == 0; }, kPatience));
   EXPECT_EQ(s.stats.requests_total, 0u);
-  Client d(s.path);
+  ControlClient d(s.path);
   d.request(kVersion);
   EXPECT_EQ(d.reply(s.rig)["ok"], true);
 }
@@ -553,8 +442,8 @@ TEST(ControlServer, ASilentClientIsClosedAfterTheIdleTimeoutButASubscriberIsNot)
   ServerRig s([](Config& c) { c.limits.idle_timeout = 200ms; });
   s.listen();
   const auto connected = Clock::now();
-  Client silent(s.path);
-  Client subscriber(s.path);
+  ControlClient silent(s.path);
+  ControlClient subscriber(s.path);
   subscriber.request({{"method", "subscribe"}});
   ASSERT_EQ(subscriber.reply(s.rig)["result"]["subscribed"], true);
 
@@ -572,7 +461,7 @@ TEST(ControlServer, ASilentClientIsClosedAfterTheIdleTimeoutButASubscriberIsNot)
 TEST(ControlServer, AClientThatKeepsTalkingIsNotIdle) {
   ServerRig s([](Config& c) { c.limits.idle_timeout = 200ms; });
   s.listen();
-  Client c(s.path);
+  ControlClient c(s.path);
   for (int i = 0; i < 6; ++i) {  // 6 x 100 ms: three idle timeouts, never 200 ms of silence
     s.rig.run_for(100ms);
     c.request(kVersion);
@@ -586,7 +475,7 @@ TEST(ControlServer, BytesOfALineThatNeverEndsAreNotActivity) {
   ServerRig s([](Config& c) { c.limits.idle_timeout = 200ms; });
   s.listen();
   const auto connected = Clock::now();
-  Client c(s.path);
+  ControlClient c(s.path);
   const std::string partial = R"({"id": 1, "method": "version"})";  // 30 bytes x 50 ms = 1.5 s
   bool closed = false;
   for (std::size_t i = 0; i < partial.size() && !closed; ++i) {
@@ -604,7 +493,7 @@ TEST(ControlServer, AnIdleSubscriberCostsTheDaemonNothing) {
   // a handful at most; a timer re-armed in the past runs without end.
   ServerRig s([](Config& c) { c.limits.idle_timeout = 100ms; });
   s.listen();
-  Client subscriber(s.path);
+  ControlClient subscriber(s.path);
   subscriber.request({{"method", "subscribe"}});
   ASSERT_EQ(subscriber.reply(s.rig)["ok"], true);
   s.rig.run_for(150ms);  // past the idle timeout
@@ -618,7 +507,7 @@ TEST(ControlServer, AnIdleSubscriberCostsTheDaemonNothing) {
 TEST(ControlServer, SubscribersReceiveTheEventsTheirFilterSelects) {
   ServerRig s;
   s.listen();
-  Client filtered(s.path), everything(s.path), control(s.path);
+  ControlClient filtered(s.path), everything(s.path), control(s.path);
   filtered.request(
       {{"method", "subscribe"},
        {"params", {{"interfaces", {"veth0"}}, {"events", {"phase-changed", "cleared"}}}}});
@@ -680,9 +569,9 @@ TEST(ControlServer, AnEventIsSerialisedOnceForAllItsSubscribersAndNotWhileItIsPu
   // the connections' writers build its line, once.
   ServerRig s;
   s.listen();
-  std::vector<std::unique_ptr<Client>> subscribers;
+  std::vector<std::unique_ptr<ControlClient>> subscribers;
   for (int i = 0; i < 3; ++i) {
-    subscribers.push_back(std::make_unique<Client>(s.path));
+    subscribers.push_back(std::make_unique<ControlClient>(s.path));
     subscribers.back()->request({{"method", "subscribe"}});
     ASSERT_EQ(subscribers.back()->reply(s.rig)["ok"], true);
   }
@@ -709,7 +598,7 @@ TEST(ControlServer, ASubscriberThatNeverReadsIsDroppedAndOthersAreServedMeanwhil
   const std::size_t event_bytes = std::max<std::size_t>(64 * 1024, default_send_buffer() / 4);
   ServerRig s([](Config& c) { c.limits.max_queued_events = 16; });
   s.listen();
-  Client stuck(s.path), other(s.path);
+  ControlClient stuck(s.path), other(s.path);
   stuck.request({{"method", "subscribe"}});
   other.request(kVersion);
   ASSERT_EQ(other.reply(s.rig)["ok"], true);
@@ -985,7 +874,7 @@ TEST_F(PeerCredentials, RefusedPeersAreClosedAtOnceAndHoldNoSlot) {
 
   // Root, and as many group members as there are slots, get in while the outsider still holds its
   // end of every refused connection.
-  Client root(s.path);
+  ControlClient root(s.path);
   root.request(kVersion);
   EXPECT_EQ(root.reply(s.rig)["ok"], true);
   outsider.finish(s.rig);
