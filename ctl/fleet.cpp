@@ -239,7 +239,9 @@ Json member_json(const Member& m) {
   if (m.at) j["deadline_realtime_ns"] = m.at->realtime.count();
   if (m.accepted && m.at) {
     j["accepted_realtime_ns"] = m.accepted->realtime.count();
-    j["late_ns"] = (m.accepted->realtime - m.at->realtime).count();
+    // By the host's CLOCK_MONOTONIC, which its timer ran on: exact, where the realtime of the
+    // deadline is the host's estimate from it.
+    j["late_ns"] = (m.accepted->monotonic - m.at->monotonic).count();
   }
   return j;
 }
@@ -271,7 +273,7 @@ void print_members(const std::vector<Member>& members, bool changed, std::ostrea
         {m.host->name, m.host->interface, state, m.clock ? signed_duration(m.clock->offset) : "",
          m.clock ? format_human_duration(m.clock->round_trip) : "",
          m.accepted ? shaper::format_utc_timestamp(m.accepted->realtime) : "",
-         m.accepted && m.at ? signed_duration(m.accepted->realtime - m.at->realtime) : ""});
+         m.accepted && m.at ? signed_duration(m.accepted->monotonic - m.at->monotonic) : ""});
   }
   table.print(out);
 }

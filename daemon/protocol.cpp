@@ -955,6 +955,11 @@ Outcome<json> Dispatcher::commit(Call& c) {
     out.cleared = done->get<protocol::Cleared>().cleared;
   } else {
     out.sessions = protocol::read_lanes_result(*done, "/result", protocol::throw_wire_error);
+    // The deadline exactly as the method converted "at" to its timer (a moment later than here,
+    // so its CLOCK_MONOTONIC differs by the clocks' drift in between): the one its transition
+    // record will carry.
+    if (!out.sessions.empty() && out.sessions.front().next_transition)
+      out.at = out.sessions.front().next_transition->deadline;
   }
   return json(out);
 }
