@@ -11,6 +11,7 @@
 // and the one CPU make of one deadline.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -195,6 +196,19 @@ TEST_F(E2eFleet, ASwitchLandsOnEveryHostAtOneDeadlineAndReportsSkewAndClockOffse
         << h.dump();
   }
   EXPECT_EQ(report["skew_ns"], last - first) << report.dump();
+
+  // For people: the table, each host "changed", and the skew line.
+  const Completed back = fleet({"switch", "low"});
+  EXPECT_EQ(back.exit_code, 0) << back.out << back.err;
+  std::cout << "fleet switch low:\n" << back.out;
+  EXPECT_EQ(std::count(back.out.begin(), back.out.end(), '\n'), kHosts + 2) << back.out;
+  EXPECT_NE(back.out.find(", skew "), std::string::npos) << back.out;
+  for (int i = 0; i < kHosts; ++i) {
+    EXPECT_NE(back.out.find("h" + std::to_string(i) + "    jta        changed"), std::string::npos)
+        << back.out;
+    EXPECT_NEAR(hosts_[i]->netem_delay_by_tc(), 0.005, 1e-6) << "h" << i;
+  }
+  ASSERT_EQ(fleet({"switch", "high"}).exit_code, 0);
 
   const Completed status = fleet({"--json", "status"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
