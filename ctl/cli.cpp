@@ -339,6 +339,11 @@ constexpr Option kFleetOptions[] = {
      .value = "DURATION",
      .type = kPositiveDuration,
      .help = "apply, switch: the deadline this far after every host is ready (default 2s)"},
+    {.name = "--count",
+     .value = "N",
+     .type = kWholeNumber,
+     .help = "subscribe: stop after N events (of all hosts)",
+     .min = 1},
 };
 
 // ---- The registry ------------------------------------------------------------------------------
@@ -381,7 +386,7 @@ constexpr Command kCommands[] = {
     {"metrics", "", "", "Prometheus metrics text", {}, true, metrics_command},
     {"watch", "", "[INTERFACE]...", "live table of sessions and events (Ctrl-C quits)",
      kWatchOptions, true, watch_command},
-    {"fleet", "", "apply [PROFILE]|switch PHASE|clear|status",
+    {"fleet", "", "apply [PROFILE]|switch PHASE|clear|status|subscribe",
      "one change on every host of an inventory: staged everywhere, then at one deadline",
      kFleetOptions, true, fleet_command},
     {"proxy", "", "", "copy stdin/stdout to and from jitterd's socket (what --host runs over ssh)",

@@ -1,7 +1,11 @@
 #include "fleet.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -39,7 +43,7 @@ class FleetInputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Action { kApply, kSwitch, kClear, kStatus };
+enum class Action { kApply, kSwitch, kClear, kStatus, kSubscribe };
 
 // One host during a run.
 struct Member {
@@ -354,21 +358,126 @@ int report_status(std::vector<Member>& members, const Invocation& inv) {
   return ok ? kExitOk : failure_exit_code(members);
 }
 
+// ---- subscribe: every host's events in one stream ----------------------------------------------
+
+// Events from the hosts' threads to the printing one, tagged with the host.
+class EventQueue {
+ public:
+  void push(const std::string& host, Json event) {
+    const std::lock_guard lock(mutex_);
+    events_.emplace_back(host, std::move(event));
+    ready_.notify_one();
+  }
+  void fail(const std::string& host, const std::string& why) {
+    const std::lock_guard lock(mutex_);
+    failures_.push_back(host + ": " + why);
+    ready_.notify_one();
+  }
+  void ended() {
+    const std::lock_guard lock(mutex_);
+    ++ended_;
+    ready_.notify_one();
+  }
+  // The next event, or nullopt once `followers` threads have ended and nothing is left.
+  std::optional<std::pair<std::string, Json>> next(std::size_t followers) {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return !events_.empty() || ended_ == followers; });
+    if (events_.empty()) return std::nullopt;
+    auto out = std::move(events_.front());
+    events_.pop_front();
+    return out;
+  }
+  std::vector<std::string> failures() const {
+    const std::lock_guard lock(mutex_);
+    return failures_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::pair<std::string, Json>> events_;
+  std::vector<std::string> failures_;
+  std::size_t ended_ = 0;
+};
+
+// One host's subscription until `stop`, an interrupt or the connection's end. A host with a target
+// gets every event: its sessions are named by the host side's interface, not the inventory's.
+void follow(Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
+  try {
+    Json params = Json::object();
+    if (!m.host->target) params["interfaces"] = Json::array({m.host->interface});
+    const Reply reply = m.client->call("subscribe", params);
+    if (!reply.ok) {
+      queue.fail(m.host->name, reply.error.message);
+    } else {
+      while (!stop) {
+        // Short waits, so that the thread sees `stop` when another host's events were the last.
+        if (auto event = m.client->next_event(std::chrono::steady_clock::now() + 200ms))
+          queue.push(m.host->name, std::move(*event));
+      }
+    }
+  } catch (const Interrupted&) {
+  } catch (const std::exception& e) {
+    queue.fail(m.host->name, e.what());
+  }
+  queue.ended();
+}
+
+int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invocation& inv) {
+  // Before the threads start, so that they inherit the blocked signals: SIGINT and SIGTERM make
+  // every wait throw Interrupted instead of killing the process.
+  const InterruptSignals signals;
+  base.interrupt_fd = signals.fd();
+  connect_all(members, base);
+  EventQueue queue;
+  std::atomic<bool> stop = false;
+  std::vector<std::thread> followers;
+  for (Member& m : members) {
+    if (m.client) {
+      followers.emplace_back([&m, &queue, &stop] { follow(m, queue, stop); });
+    } else {
+      queue.fail(m.host->name, m.failure);
+    }
+  }
+  const std::optional<std::uint64_t> count = inv.args.whole_number("--count");
+  std::uint64_t seen = 0;
+  while (!count || seen < *count) {
+    auto next = queue.next(followers.size());
+    if (!next) break;
+    ++seen;
+    auto& [host, event] = *next;
+    // Flushed per line, as `subscribe`: a pipe should see events live.
+    if (inv.args.has("--json")) {
+      event["host"] = host;
+      inv.out << event.dump() << std::endl;
+    } else {
+      inv.out << host << "  " << format_event_line(read_event(event)) << std::endl;
+    }
+  }
+  stop = true;
+  for (auto& t : followers) t.join();
+  const auto failures = queue.failures();
+  for (const auto& f : failures) inv.err << "jitterctl fleet: " << f << '\n';
+  return failures.empty() ? kExitOk : kExitEnvironment;
+}
+
 Action action_of(const std::vector<std::string>& words) {
   static constexpr std::pair<const char*, Action> kActions[] = {{"apply", Action::kApply},
                                                                 {"switch", Action::kSwitch},
                                                                 {"clear", Action::kClear},
-                                                                {"status", Action::kStatus}};
-  if (words.empty()) throw UsageError("which action? apply, switch, clear or status");
+                                                                {"status", Action::kStatus},
+                                                                {"subscribe", Action::kSubscribe}};
+  if (words.empty()) throw UsageError("which action? apply, switch, clear, status or subscribe");
   for (const auto& [name, action] : kActions) {
     if (words[0] != name) continue;
     if (action == Action::kSwitch && words.size() != 2) throw UsageError("switch needs a PHASE");
-    if ((action == Action::kClear || action == Action::kStatus) && words.size() != 1)
+    if ((action == Action::kClear || action == Action::kStatus || action == Action::kSubscribe) &&
+        words.size() != 1)
       throw UsageError(std::string(name) + " takes no operand");
     return action;
   }
   throw UsageError("\"" + words[0] +
-                   "\" is not a fleet action; give apply, switch, clear or status");
+                   "\" is not a fleet action; give apply, switch, clear, status or subscribe");
 }
 
 int run_fleet(const Invocation& inv) {
@@ -387,9 +496,10 @@ int run_fleet(const Invocation& inv) {
   for (std::size_t i = 0; i < members.size(); ++i) {
     members[i].host = &inventory.hosts[i];
     // Every host's params before any connection: a host without a profile stops the run here.
-    if (action != Action::kStatus)
+    if (action != Action::kStatus && action != Action::kSubscribe)
       members[i].params = change_params(action, inventory.hosts[i], words, inv.args);
   }
+  if (action == Action::kSubscribe) return run_subscribe(members, base, inv);
   connect_all(members, base);
   estimate_clocks(members);
   if (action == Action::kStatus) return report_status(members, inv);

@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "../support/temp_dir.hpp"
@@ -155,6 +156,19 @@ class FakeHost {
       return FakeJitterd::reply(
           r, {{"token", token_}, {"method", params["method"]}, {"expires", stamp(0s)}});
     if (method == "abort") return FakeJitterd::reply(r, {{"token", params["token"]}});
+    if (method == "subscribe") {
+      FakeJitterd::Response events{{FakeJitterd::ok_line(r, {{"subscribed", true}})}};
+      for (int seq = 1; seq <= 2; ++seq) {
+        events.chunks.push_back(Json{{"event", "phase-changed"},
+                                     {"seq", seq},
+                                     {"interface", "veth0"},
+                                     {"phase", "high"},
+                                     {"at", stamp(1s * seq)}}
+                                    .dump() +
+                                "\n");
+      }
+      return events;
+    }
     if (method == "commit") {
       deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
       return FakeJitterd::reply(r, {{"token", params["token"]},
@@ -268,6 +282,27 @@ TEST(Fleet, ApplyNeedsAProfileFromTheCommandLineOrTheInventoryBeforeAnyHostIsAsk
   EXPECT_EQ(r.code, 3) << r.out << r.err;
   EXPECT_NE(r.err.find("h0: no profile"), std::string::npos) << r.err;
   EXPECT_TRUE(hosts[0]->methods().empty());
+}
+
+TEST(Fleet, SubscribeMergesEveryHostsEventsTaggedWithTheHost) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 0ms));
+  const FleetRun r = run_fleet(hosts, {"--json", "subscribe", "--count", "6"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  std::multiset<std::string> seen;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const Json e = Json::parse(line);
+    EXPECT_EQ(e["event"], "phase-changed") << line;
+    seen.insert(e["host"].get<std::string>() + "/" + std::to_string(e["seq"].get<int>()));
+  }
+  EXPECT_EQ(seen, (std::multiset<std::string>{"h0/1", "h0/2", "h1/1", "h1/2", "h2/1", "h2/2"}));
+  for (const auto& h : hosts) {
+    const auto subscribed = h->requests_of("subscribe");
+    ASSERT_EQ(subscribed.size(), 1u);
+    EXPECT_EQ(subscribed[0]["params"], (Json{{"interfaces", {"veth0"}}}));
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,7 +140,7 @@ class E2eFleet : public ::testing::Test {
   virtual bool denies(int) const { return false; }
 
   // jitterctl fleet --inventory ... ARGS in the client's namespace, over ssh.
-  Completed fleet(const std::vector<std::string>& args) {
+  std::vector<std::string> fleet_argv(const std::vector<std::string>& args) {
     std::vector<std::string> argv{
         "env",
         "JITTERD_SSH=" +
@@ -148,9 +149,34 @@ class E2eFleet : public ::testing::Test {
         // Four ssh logins in the UML guest, more beside a build: the default 10 s is tight.
         "--timeout", "60s"};
     argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  jitterd_e2e::SpawnOptions in_client() const {
     jitterd_e2e::SpawnOptions options;
     options.netns = net_->client();
-    return jitterd_e2e::run_to_completion(argv, options, 240s);
+    return options;
+  }
+  // jitterctl fleet --inventory ... ARGS in the client's namespace, over ssh.
+  Completed fleet(const std::vector<std::string>& args) {
+    return jitterd_e2e::run_to_completion(fleet_argv(args), in_client(), 240s);
+  }
+  // Polls each host's `jitterctl metrics` (through its socket) until it counts `count` control
+  // connections (the asking one included); fails after 60 s (ssh logins in the guest take seconds).
+  void wait_for_connections(int count) {
+    for (const auto& h : hosts_) {
+      const auto deadline = jitterd_e2e::Clock::now() + 60s;
+      for (;;) {
+        const std::string metrics =
+            jitterd_e2e::run_to_completion(
+                {jitterd_e2e::jitterctl_binary(), "--socket", h->daemon.socket(), "metrics"})
+                .out;
+        const std::string gauge = "\njitterd_connections ";
+        const auto at = metrics.find(gauge);
+        if (at != std::string::npos && std::stoi(metrics.substr(at + gauge.size())) >= count) break;
+        ASSERT_LT(jitterd_e2e::Clock::now(), deadline) << h->daemon.netns() << ": " << metrics;
+        std::this_thread::sleep_for(200ms);
+      }
+    }
   }
 
   jitterd_e2e::TempDir client_dir_;
@@ -197,6 +223,12 @@ TEST_F(E2eFleet, ASwitchLandsOnEveryHostAtOneDeadlineAndReportsSkewAndClockOffse
   }
   EXPECT_EQ(report["skew_ns"], last - first) << report.dump();
 
+  // One stream of every host's events, tagged with the host, through four ssh connections.
+  jitterd_e2e::EventStream merged(jitterd_e2e::Process::spawn(
+      fleet_argv({"--json", "subscribe", "--count", std::to_string(kHosts)}), in_client()));
+  wait_for_connections(2);
+  std::this_thread::sleep_for(500ms);  // each subscribe request, a round trip behind the connect
+
   // For people: the table, each host "changed", and the skew line.
   const Completed back = fleet({"switch", "low"});
   EXPECT_EQ(back.exit_code, 0) << back.out << back.err;
@@ -208,6 +240,15 @@ TEST_F(E2eFleet, ASwitchLandsOnEveryHostAtOneDeadlineAndReportsSkewAndClockOffse
         << back.out;
     EXPECT_NEAR(hosts_[i]->netem_delay_by_tc(), 0.005, 1e-6) << "h" << i;
   }
+  std::set<std::string> tagged;
+  for (int i = 0; i < kHosts; ++i) {
+    const auto event = merged.next(60s);
+    ASSERT_TRUE(event) << merged.describe();
+    EXPECT_EQ(event->value("event", ""), "phase-changed") << event->dump();
+    EXPECT_EQ(event->value("phase", ""), "low") << event->dump();
+    tagged.insert(event->value("host", ""));
+  }
+  EXPECT_EQ(tagged, (std::set<std::string>{"h0", "h1", "h2", "h3"})) << merged.describe();
   ASSERT_EQ(fleet({"switch", "high"}).exit_code, 0);
 
   const Completed status = fleet({"--json", "status"});
