@@ -123,6 +123,8 @@ class FakeHost {
         refusal_(std::move(refusal)),
         late_(late),
         server_([this](const Json& r) { return answer(r); }) {}
+  // The connection closes when the commit arrives, unanswered: a host that died after staging.
+  void die_at_commit() { die_at_commit_ = true; }
 
   std::vector<std::string> methods() const {
     std::vector<std::string> out;
@@ -169,6 +171,7 @@ class FakeHost {
       }
       return events;
     }
+    if (method == "commit" && die_at_commit_) return {{}, 0ms, true};
     if (method == "commit") {
       deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
       return FakeJitterd::reply(r, {{"token", params["token"]},
@@ -193,6 +196,7 @@ class FakeHost {
   std::optional<std::string> refusal_;
   Nanoseconds late_;
   Nanoseconds deadline_{0};
+  bool die_at_commit_ = false;
   FakeJitterd server_;
 };
 
@@ -303,6 +307,24 @@ TEST(Fleet, SubscribeMergesEveryHostsEventsTaggedWithTheHost) {
     ASSERT_EQ(subscribed.size(), 1u);
     EXPECT_EQ(subscribed[0]["params"], (Json{{"interfaces", {"veth0"}}}));
   }
+}
+
+TEST(Fleet, AHostLostAtCommitIsReportedAndTheOthersKeepTheirChange) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
+  hosts[1]->die_at_commit();
+  const FleetRun r = run_fleet(hosts, {"--json", "switch", "high", "--lead", "300ms"});
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_NE(r.err.find("jitterctl fleet: h1: "), std::string::npos) << r.err;
+  const Json report = Json::parse(r.out);
+  EXPECT_TRUE(report["hosts"][0].contains("accepted_realtime_ns")) << report.dump();
+  EXPECT_FALSE(report["hosts"][1].contains("accepted_realtime_ns")) << report.dump();
+  EXPECT_TRUE(report["hosts"][1].contains("failure")) << report.dump();
+  EXPECT_TRUE(report["hosts"][2].contains("accepted_realtime_ns")) << report.dump();
+  // The skew is of the hosts that took the change.
+  EXPECT_EQ(report["skew_ns"], 0);
+  for (const auto& h : hosts) EXPECT_TRUE(h->requests_of("abort").empty());
 }
 
 }  // namespace
