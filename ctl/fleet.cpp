@@ -116,6 +116,16 @@ bool call(Member& m, const std::string& method, const Json& params, Json& result
   }
 }
 
+// Runs `read` on a result; a result jitterd got wrong (a ProtocolError) is that host's failure.
+template <typename Read>
+void read_result(Member& m, Read&& read) {
+  try {
+    read();
+  } catch (const std::exception& e) {
+    m.failure = e.what();
+  }
+}
+
 void connect_all(std::vector<Member>& members, const ClientOptions& base) {
   for (Member& m : members) {
     ClientOptions options = base;
@@ -162,7 +172,7 @@ bool stage_all(std::vector<Member>& members, Action action) {
     if (usable(m) &&
         call(m, "stage", {{"method", kMethods[static_cast<int>(action)]}, {"params", m.params}},
              result)) {
-      m.token = read_stage_result(result).token;
+      read_result(m, [&] { m.token = read_stage_result(result).token; });
     }
     ready = ready && !m.token.empty();
   }
@@ -180,9 +190,11 @@ void commit_all(std::vector<Member>& members, const std::string& at) {
   for (Member& m : members) {
     Json result;
     if (call(m, "commit", {{"token", m.token}, {"at", at}}, result)) {
-      const CommittedChange done = read_commit_result(result);
-      m.at = done.at;
-      m.sessions = done.sessions;
+      read_result(m, [&] {
+        const CommittedChange done = read_commit_result(result);
+        m.at = done.at;
+        m.sessions = done.sessions;
+      });
     }
   }
 }
@@ -212,7 +224,7 @@ void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline
       Json params = {{"interface", m.host->interface}};
       if (m.host->target) params["target"] = m.host->target->to_json();
       if (call(m, "status", params, result))
-        m.accepted = acknowledgement(read_status_result(result), *m.at);
+        read_result(m, [&] { m.accepted = acknowledgement(read_status_result(result), *m.at); });
       missing = missing || (!m.accepted && usable(m));
     }
     if (!missing || std::chrono::steady_clock::now() > give_up) return;
@@ -271,8 +283,11 @@ void print_members(const std::vector<Member>& members, bool changed, std::ostrea
                                    : m.at     ? "committed"
                                               : "failed")
                                 : (m.token.empty() ? "refused" : "ready, aborted");
-    if (!problem_of(m).empty()) state = (changed ? "failed: " : "refused: ") + problem_of(m);
-    if (!m.client && m.failure.empty() && !m.error) state = "unreachable";
+    if (m.error) {
+      state = (changed ? "failed: " : "refused: ") + problem_of(m);
+    } else if (!m.failure.empty()) {
+      state = (changed || !m.token.empty() ? "failed: " : "unreachable: ") + m.failure;
+    }
     table.add_row(
         {m.host->name, m.host->interface, state, m.clock ? signed_duration(m.clock->offset) : "",
          m.clock ? format_human_duration(m.clock->round_trip) : "",
