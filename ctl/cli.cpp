@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "exit_codes.hpp"
+#include "fleet.hpp"
 #include "offline_commands.hpp"
 #include "online_commands.hpp"
 #include "proxy.hpp"
@@ -328,6 +329,23 @@ constexpr auto kValidateOptions = concat(
     }),
     kCaptureOptions);
 
+constexpr Option kFleetOptions[] = {
+    {.name = "--inventory",
+     .value = "FILE",
+     .type = kText,
+     .help = "the hosts: JSON, docs/operations.md \"Fleets\""},
+    {.name = "--phase", .value = "P", .type = kText, .help = "apply: hold phase P"},
+    {.name = "--lead",
+     .value = "DURATION",
+     .type = kPositiveDuration,
+     .help = "apply, switch: the deadline this far after every host is ready (default 2s)"},
+    {.name = "--count",
+     .value = "N",
+     .type = kWholeNumber,
+     .help = "subscribe: stop after N events (of all hosts)",
+     .min = 1},
+};
+
 // ---- The registry ------------------------------------------------------------------------------
 
 constexpr Command kCommands[] = {
@@ -368,6 +386,9 @@ constexpr Command kCommands[] = {
     {"metrics", "", "", "Prometheus metrics text", {}, true, metrics_command},
     {"watch", "", "[INTERFACE]...", "live table of sessions and events (Ctrl-C quits)",
      kWatchOptions, true, watch_command},
+    {"fleet", "", "apply [PROFILE]|switch PHASE|clear|status|subscribe",
+     "one change on every host of an inventory: staged everywhere, then at one deadline",
+     kFleetOptions, true, fleet_command},
     {"proxy", "", "", "copy stdin/stdout to and from jitterd's socket (what --host runs over ssh)",
      kProxyOptions, false, proxy_command},
     {"compile", "", "TRACE... -o PROFILE.json", "compile captures into a profile", kCompileOptions,

@@ -55,6 +55,18 @@ std::vector<CommandInfo> read_list_commands_result(const Json& result) {
   return read_result<jitterd::protocol::CommandList>(result).commands;
 }
 
+ClockReading read_clock_result(const Json& result) {
+  return read_result<ClockReading>(result);
+}
+
+StagedChange read_stage_result(const Json& result) {
+  return read_result<StagedChange>(result);
+}
+
+CommittedChange read_commit_result(const Json& result) {
+  return read_result<CommittedChange>(result);
+}
+
 std::vector<std::string> read_clear_result(const Json& result) {
   return read_result<jitterd::protocol::Cleared>(result).cleared;
 }

@@ -19,7 +19,9 @@ namespace jitterctl {
 using shaper::Nanoseconds;
 
 // The results are protocol/'s structs, the ones jitterd writes.
+using jitterd::protocol::ClockReading;
 using jitterd::protocol::CommandInfo;
+using jitterd::protocol::CommittedChange;
 using jitterd::protocol::Counters;
 using jitterd::protocol::Direction;
 using jitterd::protocol::InterfaceInfo;
@@ -27,6 +29,7 @@ using jitterd::protocol::InvalidProfile;
 using jitterd::protocol::ProfileListing;
 using jitterd::protocol::ProfileSummary;
 using jitterd::protocol::SessionStatus;
+using jitterd::protocol::StagedChange;
 using jitterd::protocol::Stamp;
 using jitterd::protocol::TransitionRecord;
 using jitterd::protocol::VersionInfo;
@@ -63,5 +66,8 @@ std::vector<CommandInfo> read_list_commands_result(const nlohmann::json& result)
 std::vector<std::string> read_clear_result(const nlohmann::json& result);
 std::string read_metrics_result(const nlohmann::json& result);
 Event read_event(const nlohmann::json& event);
+ClockReading read_clock_result(const nlohmann::json& result);
+StagedChange read_stage_result(const nlohmann::json& result);
+CommittedChange read_commit_result(const nlohmann::json& result);
 
 }  // namespace jitterctl

@@ -215,6 +215,12 @@ std::optional<TargetRequest> read_target_request(JsonReader& r, const json& para
   return out;
 }
 
+// A check (stage) that found nothing to refuse: an empty result.
+Outcome<json> checked_only(const std::optional<RequestError>& refused) {
+  if (refused) return *refused;
+  return json::object();
+}
+
 // One session: its status; several (both directions, a whole-tree switch): {"sessions": [...]}.
 Outcome<json> lanes_outcome(const Outcome<SessionManager::Statuses>& o) {
   if (!o) return o.error();
@@ -386,8 +392,8 @@ ReadRequest Dispatcher::read(std::string_view line) {
 // the connection now streams events. Handlers read params through `r`; any diagnostic makes the
 // reply invalid-params, whatever the handler returned.
 struct Dispatcher::Call {
-  Call(const Peer& requester, const json& request_params)
-      : peer(requester), params(request_params) {}
+  Call(const Peer& requester, const json& request_params, std::string pointer = "/params")
+      : peer(requester), params(request_params), p(std::move(pointer)) {}
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
@@ -397,10 +403,14 @@ struct Dispatcher::Call {
 
   const Peer& peer;
   const json& params;
-  const std::string p = "/params";
+  const std::string p;
   shaper::Diagnostics diagnostics;
   JsonReader r{diagnostics};
   std::optional<SubscribeFilter> subscribe;
+  // stage: apply, switch and clear check what they would do, and do nothing.
+  bool check_only = false;
+  // Both clocks when the request was read (for `clock`).
+  Stamp received = now_stamp();
 };
 
 Target Dispatcher::Call::read_target(bool interface_required) {
@@ -441,6 +451,10 @@ const Dispatcher::MethodHandler Dispatcher::kHandlers[] = {
     {protocol::Method::kRenew, &Dispatcher::renew},
     {protocol::Method::kSubscribe, &Dispatcher::subscribe},
     {protocol::Method::kMetrics, &Dispatcher::metrics},
+    {protocol::Method::kClock, &Dispatcher::clock_reading},
+    {protocol::Method::kStage, &Dispatcher::stage},
+    {protocol::Method::kCommit, &Dispatcher::commit},
+    {protocol::Method::kAbort, &Dispatcher::abort_staged},
 };
 const Dispatcher::MethodHandler& Dispatcher::handler_of(protocol::Method method) {
   static_assert(std::size(kHandlers) == std::size(protocol::kMethods),
@@ -733,6 +747,7 @@ Outcome<json> Dispatcher::apply(Call& c) {
   if (a.schedule && a.phase)
     c.r.error(c.p + "/schedule", "give a phase to hold or run the schedule, not both");
   if (!c.ok()) return json::object();
+  if (c.check_only) return checked_only(sessions_.check_apply_request(a));
   return lanes_outcome(sessions_.apply(a, c.peer));
 }
 
@@ -743,6 +758,7 @@ Outcome<json> Dispatcher::switch_phase(Call& c) {
   const auto phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
   const auto at = read_start(c.r, c.params, c.p, "at", now_stamp());
   if (!c.ok()) return json::object();
+  if (c.check_only) return checked_only(sessions_.check_switch(target, *phase));
   std::optional<MonotonicTime> when;
   if (c.params.contains("at")) when = at;
   return lanes_outcome(sessions_.switch_phase(target, *phase, when, c.peer));
@@ -812,6 +828,11 @@ Outcome<json> Dispatcher::clear(Call& c) {
               "\"all\" clears every session of every interface; drop \"direction\" and \"set\"");
   }
   if (!c.ok()) return json::object();
+  if (c.check_only) {
+    if (all) return json::object();
+    auto found = sessions_.status(target);
+    return found ? Outcome<json>(json::object()) : Outcome<json>(found.error());
+  }
   auto cleared = sessions_.clear(all ? Target{} : target, c.peer);
   if (!cleared) return cleared.error();
   return json(protocol::Cleared{*cleared});
@@ -861,6 +882,110 @@ Outcome<json> Dispatcher::subscribe(Call& c) {
 Outcome<json> Dispatcher::metrics(Call& c) {
   c.r.object(c.params, c.p, {});
   return json(protocol::MetricsText{metrics_text()});
+}
+
+Outcome<json> Dispatcher::clock_reading(Call& c) {
+  c.r.object(c.params, c.p, {});
+  protocol::ClockReading reading;
+  reading.received = c.received;
+  reading.replied = now_stamp();
+  return json(reading);
+}
+
+Outcome<json> Dispatcher::stage(Call& c) {
+  c.r.object(c.params, c.p, {"method", "params", "ttl"});
+  const auto name = c.r.string(c.params, c.p, "method", true, 64).value_or("");
+  const json* params = c.r.member(c.params, c.p, "params", true);
+  const Nanoseconds ttl = read_duration(c.r, c.params, c.p, "ttl").value_or(kDefaultStageTtl);
+  const protocol::MethodInfo* method = protocol::find_method(name);
+  const bool stageable = method && (method->method == protocol::Method::kApply ||
+                                    method->method == protocol::Method::kSwitch ||
+                                    method->method == protocol::Method::kClear);
+  if (c.ok() && !stageable)
+    c.r.error(c.p + "/method", "\"" + name + "\" cannot be staged; stage apply, switch or clear");
+  if (c.ok() && !params->is_object()) c.r.error(c.p + "/params", "params must be an object");
+  if (c.ok() && (ttl <= Nanoseconds(0) || ttl > kMaxStageTtl))
+    c.r.error(c.p + "/ttl", "a staged change stays valid from 1 ns to 10 minutes");
+  for (const char* deadline : {"start", "at"}) {
+    if (c.ok() && params->contains(deadline))
+      c.r.error(c.p + "/params/" + deadline,
+                std::string("the commit gives the time; drop \"") + deadline + "\" here");
+  }
+  if (!c.ok()) return json::object();
+  // The method's own handler, in check mode: its pointers are under /params/params.
+  Call check(c.peer, *params, c.p + "/params");
+  check.check_only = true;
+  Outcome<json> checked = (this->*handler_of(method->method).handler)(check);
+  if (!check.ok()) {
+    c.diagnostics = check.diagnostics;
+    return json::object();
+  }
+  if (!checked) {
+    // The session manager names the params of a request of its own: these are one level down.
+    RequestError refused = checked.error();
+    if (refused.where.rfind(c.p + "/", 0) == 0 && refused.where.rfind(check.p, 0) != 0)
+      refused.where = c.p + refused.where;
+    return refused;
+  }
+  const MonotonicTime now = MonotonicClock::now();
+  StagedChanges::Change change;
+  change.method = method->method;
+  change.params = *params;
+  change.expires = now + ttl;
+  change.uid = c.peer.uid;
+  protocol::StagedChange out;
+  out.token = staged_.add(std::move(change), now);
+  out.method = name;
+  out.expires = stamp_of(now + ttl);
+  return json(out);
+}
+
+Outcome<json> Dispatcher::commit(Call& c) {
+  c.r.object(c.params, c.p, {"token", "at"});
+  const auto token = c.r.string(c.params, c.p, "token", true, 64).value_or("");
+  const Stamp now = now_stamp();
+  const auto at = read_start(c.r, c.params, c.p, "at", now);
+  if (!c.ok()) return json::object();
+  auto change = staged_.take(token, c.peer.uid, MonotonicTime(now.monotonic));
+  if (!change) return change.error();
+  const std::string name(protocol::kMethods[static_cast<std::size_t>(change->method)].name);
+  json params = change->params;
+  const std::string at_text = c.params.value("at", "now");
+  if (change->method == protocol::Method::kApply) params["start"] = at_text;
+  if (change->method == protocol::Method::kSwitch) params["at"] = at_text;
+  if (change->method == protocol::Method::kClear && *at > MonotonicTime(now.monotonic)) {
+    // The change is gone from the store: the client stages it again without a deadline.
+    return RequestError{ErrorCode::kInvalidParams, "a clear is done when its commit is read",
+                        c.p + "/at", "commit a staged clear with \"at\": \"now\""};
+  }
+  Call run(c.peer, params);
+  Outcome<json> done = (this->*handler_of(change->method).handler)(run);
+  if (!run.ok()) return invalid(run.diagnostics);
+  if (!done) return done.error();
+  protocol::CommittedChange out;
+  out.token = token;
+  out.method = name;
+  out.at = stamp_of(*at);
+  if (change->method == protocol::Method::kClear) {
+    out.cleared = done->get<protocol::Cleared>().cleared;
+  } else {
+    out.sessions = protocol::read_lanes_result(*done, "/result", protocol::throw_wire_error);
+    // The deadline exactly as the method converted "at" to its timer (a moment later than here,
+    // so its CLOCK_MONOTONIC differs by the clocks' drift in between): the one its transition
+    // record will carry.
+    if (!out.sessions.empty() && out.sessions.front().next_transition)
+      out.at = out.sessions.front().next_transition->deadline;
+  }
+  return json(out);
+}
+
+Outcome<json> Dispatcher::abort_staged(Call& c) {
+  c.r.object(c.params, c.p, {"token"});
+  const auto token = c.r.string(c.params, c.p, "token", true, 64).value_or("");
+  if (!c.ok()) return json::object();
+  auto dropped = staged_.take(token, c.peer.uid, MonotonicClock::now());
+  if (!dropped) return dropped.error();
+  return json(protocol::AbortedChange{token});
 }
 
 std::string Dispatcher::metrics_text() {

@@ -19,6 +19,7 @@
 #include "protocol/methods.hpp"
 #include "sessions.hpp"
 #include "shaping_backend.hpp"
+#include "staged_changes.hpp"
 #include "target_resolver.hpp"
 
 namespace jitterd {
@@ -113,6 +114,12 @@ class Dispatcher {
   Outcome<nlohmann::json> renew(Call& c);
   Outcome<nlohmann::json> subscribe(Call& c);
   Outcome<nlohmann::json> metrics(Call& c);
+  Outcome<nlohmann::json> clock_reading(Call& c);
+  // Two-phase changes (docs/protocol.md): stage runs apply's, switch's or clear's handler in check
+  // mode (Call::check_only) and keeps the request; commit runs it for real, with the deadline.
+  Outcome<nlohmann::json> stage(Call& c);
+  Outcome<nlohmann::json> commit(Call& c);
+  Outcome<nlohmann::json> abort_staged(Call& c);
 
   static void read_apply_lane(Call& c, ApplyRequest& a);
   std::optional<RequestError> read_apply_profile(Call& c, const nlohmann::json& prof,
@@ -134,6 +141,7 @@ class Dispatcher {
   const Config& config_;
   ServerStats& stats_;
   TargetResolver* targets_;
+  StagedChanges staged_;
   Stamp started_;
 };
 

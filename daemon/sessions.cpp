@@ -508,10 +508,8 @@ bool SessionManager::alive(const Session* s) const {
   return false;
 }
 
-Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& target,
-                                                               const std::string& phase,
-                                                               std::optional<MonotonicTime> at,
-                                                               const Peer& peer) {
+std::optional<RequestError> SessionManager::check_switch(const Target& target,
+                                                         const std::string& phase) {
   auto found = require(target);
   if (!found) return found.error();
   const auto& list = *found;
@@ -533,6 +531,22 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
               (list.size() > 1 ? "; name one lane with direction and set to switch it alone" : "")};
     }
   }
+  return std::nullopt;
+}
+
+std::optional<RequestError> SessionManager::check_apply_request(const ApplyRequest& request) {
+  auto checked = check_apply(request);
+  if (!checked) return checked.error();
+  return std::nullopt;
+}
+
+Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& target,
+                                                               const std::string& phase,
+                                                               std::optional<MonotonicTime> at,
+                                                               const Peer& peer) {
+  if (auto refused = check_switch(target, phase)) return *refused;
+  auto found = require(target);
+  const auto& list = *found;
   std::string lanes;
   for (Session* s : list) lanes += (lanes.empty() ? "" : ", ") + s->label();
   log_request(peer, "switch " + lanes + " to " + phase);

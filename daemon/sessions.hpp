@@ -121,6 +121,10 @@ class SessionManager {
   // Every matched session must have `phase`; they change together, as one whole-tree transition.
   Outcome<Statuses> switch_phase(const Target& target, const std::string& phase,
                                  std::optional<MonotonicTime> at, const Peer& peer);
+  // What apply and switch_phase would refuse before they change anything, and nothing else done
+  // (`stage`, docs/protocol.md "Two-phase changes").
+  std::optional<RequestError> check_apply_request(const ApplyRequest& request);
+  std::optional<RequestError> check_switch(const Target& target, const std::string& phase);
   Outcome<Statuses> pause(const Target& target, const Peer& peer);
   Outcome<Statuses> resume(const Target& target, const Peer& peer);
   // Exactly one of `step` and `phase`.

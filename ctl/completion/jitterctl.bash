@@ -11,7 +11,7 @@
 _jitterctl_profile_dirs=(/etc/jitterd/profiles /usr/share/jitterd/profiles)
 
 _jitterctl_online_commands="list-commands version interfaces profiles apply switch confirm pause resume skip
-status clear renew subscribe events metrics watch"
+status clear renew subscribe events metrics watch fleet"
 _jitterctl_offline_commands="compile inspect validate proxy"
 _jitterctl_global_options="--socket --host --json --timeout"
 _jitterctl_lane_options="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
@@ -138,6 +138,7 @@ _jitterctl_options_of() {
     renew) echo "--lease $_jitterctl_lane_options --help" ;;
     subscribe | events) echo "--interface --event --count --help" ;;
     watch) echo "--interval --once --help" ;;
+    fleet) echo "--inventory --phase --lead --count --help" ;;
     list-commands | version | interfaces | profiles | metrics) echo "--help" ;;
     compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
         "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once --help" ;;
@@ -161,6 +162,7 @@ _jitterctl_takes_value() {
     renew) [[ $2 == @(--lease|$_jitterctl_lane_values) ]] ;;
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
+    fleet) [[ $2 == @(--inventory|--phase|--lead|--count) ]] ;;
     compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries|--replay-window) ]] ;;
     validate) [[ $2 == @(--shaped|--link-calibration|--calibration-delay|--phase|--plot|--timeline|--seed|--probes|--alpha|--format|--interval|--host) ]] ;;
     *) return 1 ;;
@@ -270,7 +272,8 @@ _jitterctl() {
             ;;
         *:--lease | *:--confirm) _jitterctl_add "10s 30s 60s 5m 1h" "$cur" ;;
         watch:--interval) _jitterctl_add "500ms 1s 5s" "$cur" ;;
-        apply:--file) _jitterctl_files "$cur" "*.json" ;;
+        apply:--file | fleet:--inventory) _jitterctl_files "$cur" "*.json" ;;
+        fleet:--lead) _jitterctl_add "500ms 1s 2s 5s" "$cur" ;;
         compile:-o | compile:--output) _jitterctl_files "$cur" "*.json" ;;
         validate:--plot | validate:--timeline) _jitterctl_files "$cur" "*.svg" ;;
         apply:--start | switch:--at) _jitterctl_add "now +1s +10s +1m" "$cur" ;;
@@ -324,6 +327,13 @@ _jitterctl() {
     clear) ((n == 0 && !has_all)) && _jitterctl_interfaces "$cur" ;;
     switch) ((n == 0)) && _jitterctl_interfaces "$cur" ;;
     watch) _jitterctl_interfaces "$cur" ;;
+    fleet)
+        if ((n == 0)); then
+            _jitterctl_add "apply switch clear status subscribe" "$cur"
+        elif ((n == 1)) && [[ ${positional[0]} == apply ]]; then
+            _jitterctl_profile_names "$cur"
+        fi
+        ;;
     compile) _jitterctl_files "$cur" "" ;;
     inspect) ((n == 0)) && _jitterctl_files "$cur" "*.json" ;;
     validate)

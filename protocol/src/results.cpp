@@ -150,6 +150,22 @@ void to_json(json& j, const Cleared& c) {
 void to_json(json& j, const MetricsText& m) {
   j = {{"text", m.text}};
 }
+void to_json(json& j, const ClockReading& c) {
+  j = {{"received", c.received}, {"replied", c.replied}};
+}
+void to_json(json& j, const StagedChange& s) {
+  j = {{"token", s.token}, {"method", s.method}, {"expires", s.expires}};
+}
+void to_json(json& j, const CommittedChange& c) {
+  j = {{"token", c.token},
+       {"method", c.method},
+       {"at", c.at},
+       {"sessions", c.sessions},
+       {"cleared", c.cleared}};
+}
+void to_json(json& j, const AbortedChange& a) {
+  j = {{"token", a.token}};
+}
 
 void read_members(const Members& m, Counters& out) {
   out = {m.count("packets"), m.count("bytes"), m.count("drops"), m.count("backlog_bytes"),
@@ -293,6 +309,26 @@ std::vector<SessionStatus> read_lanes_result(const json& result, const std::stri
     return read_as<SessionList>(result, pointer, wrong_type).sessions;
   }
   return {read_as<SessionStatus>(result, pointer, wrong_type)};
+}
+
+void read_members(const Members& m, ClockReading& out) {
+  out.received = m.time("received").value_or(Stamp{});
+  out.replied = m.time("replied").value_or(Stamp{});
+}
+void read_members(const Members& m, StagedChange& out) {
+  out.token = m.text("token");
+  out.method = m.text("method");
+  out.expires = m.time("expires").value_or(Stamp{});
+}
+void read_members(const Members& m, CommittedChange& out) {
+  out.token = m.text("token");
+  out.method = m.text("method");
+  out.at = m.time("at").value_or(Stamp{});
+  out.sessions = m.array<SessionStatus>("sessions");
+  out.cleared = m.strings("cleared");
+}
+void read_members(const Members& m, AbortedChange& out) {
+  out.token = m.text("token");
 }
 
 }  // namespace jitterd::protocol

@@ -101,7 +101,7 @@ expect_words() {
 }
 
 online="list-commands version interfaces profiles apply switch confirm pause resume skip status clear renew
-subscribe events metrics watch"
+subscribe events metrics watch fleet"
 offline="compile inspect validate proxy"
 globals="--socket --host --json --timeout"
 lane="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
@@ -124,6 +124,9 @@ expect "renew options" "--lease $lane --help $globals" "jitterctl renew lo -"
 expect "subscribe options" "--interface --event --count --help $globals" "jitterctl subscribe -"
 expect "events is subscribe" "--interface --event --count --help $globals" "jitterctl events -"
 expect "watch options" "--interval --once --help $globals" "jitterctl watch -"
+expect "fleet options" "--inventory --phase --lead --count --help $globals" "jitterctl fleet -"
+expect "fleet actions" "apply switch clear status subscribe" "jitterctl fleet --inventory f.json "
+expect "fleet lead" "500ms 1s 2s 5s" "jitterctl fleet switch high --lead "
 expect "version options" "--help $globals" "jitterctl version -"
 expect "compile options, no global ones" "-o --output --format --interval --host --name --description --baseline
 --halves --regimes --window --step --spike --no-reorder --packet-rate --entries --replay --replay-window --once

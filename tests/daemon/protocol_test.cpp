@@ -17,6 +17,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
@@ -490,7 +491,7 @@ TEST(Protocol, ListCommandsNamesEveryDocumentedMethodAndWhichOnesMutate) {
   }
   EXPECT_EQ(listed, documented);
   EXPECT_EQ(mutating, (std::set<std::string>{"apply", "switch", "pause", "resume", "skip", "clear",
-                                             "renew", "confirm"}));
+                                             "renew", "confirm", "commit"}));
   error_of(p.call("list-commands", {{"verbose", true}}), "invalid-params", "/params/verbose");
 }
 
@@ -1489,6 +1490,171 @@ TEST(GrafanaDashboard, TheCheckCatchesAMetricJitterdDoesNotExport) {
   EXPECT_EQ(queries, (std::vector<std::string>{"rate(jitterd_nope_total[1m])",
                                                "label_values(jitterd_gone, job)"}));
   EXPECT_FALSE(exported_series("# TYPE jitterd_sessions gauge\n").count("jitterd_nope_total"));
+}
+
+}  // namespace
+}  // namespace jitterd::testing
+
+namespace jitterd::testing {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Two-phase changes: stage, commit, abort (docs/protocol.md), and clock
+
+std::int64_t realtime_of(const json& stamp) {
+  return stamp.value("realtime_ns", std::int64_t{0});
+}
+
+TEST(Protocol, AStageChecksWithoutChangingAndItsCommitSwitchesAtTheDeadline) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});
+  const std::size_t kernel_calls = p.rig.backend.count(Call::kApply);
+  const auto before = now_stamp();
+  const json staged =
+      p.ok("stage", {{"method", "switch"}, {"params", {{"interface", "veth0"}, {"phase", "c"}}}});
+  EXPECT_EQ(staged["method"], "switch");
+  ASSERT_TRUE(staged["token"].is_string());
+  EXPECT_EQ(staged["token"].get<std::string>().size(), 32u);
+  // The default validity, 30 s, from when it was staged.
+  const auto expires_in = Nanoseconds(realtime_of(staged["expires"])) - before.realtime;
+  EXPECT_GE(expires_in, 29s);
+  EXPECT_LE(expires_in, 31s);
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), kernel_calls) << "staging changes nothing";
+  EXPECT_EQ(p.ok("status", {{"interface", "veth0"}})["sessions"][0]["phase"], "a");
+
+  const std::string deadline = utc_in(300ms);
+  const json committed = p.ok("commit", {{"token", staged["token"]}, {"at", deadline}});
+  EXPECT_EQ(committed["method"], "switch");
+  EXPECT_EQ(committed["token"], staged["token"]);
+  ASSERT_EQ(committed["sessions"].size(), 1u) << committed.dump();
+  EXPECT_EQ(committed["sessions"][0]["next_transition"]["phase"], "c");
+  // The same deadline, each stamp's realtime estimated from its monotonic time a moment apart.
+  EXPECT_NEAR(realtime_of(committed["at"]),
+              realtime_of(committed["sessions"][0]["next_transition"]["deadline"]), 1e6);
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), kernel_calls) << "not before the deadline";
+
+  ASSERT_TRUE(
+      p.rig.run_until([&] { return p.rig.backend.count(Call::kApply) > kernel_calls; }, 5000ms));
+  EXPECT_EQ(phase_of(*p.rig.backend.calls(Call::kApply).back().spec), "c");
+  const json status = p.ok("status", {{"interface", "veth0"}})["sessions"][0];
+  EXPECT_EQ(status["phase"], "c");
+  // The kernel took it at or after the deadline (CLOCK_REALTIME, as a fleet compares it).
+  EXPECT_GE(realtime_of(status["phase_since"]), realtime_of(committed["at"]));
+}
+
+TEST(Protocol, AStagedApplyIsCheckedAsAnApplyAndItsCommitStartsIt) {
+  Protocol p;
+  const json refused = error_of(
+      p.call("stage",
+             {{"method", "apply"}, {"params", {{"interface", "eth0"}, {"profile", "held"}}}}),
+      "permission-denied", "/params/params/interface");
+  EXPECT_NE(refused["message"].get<std::string>().find("allowlist"), std::string::npos);
+  error_of(p.call("stage", {{"method", "apply"},
+                            {"params", {{"interface", "veth0"}, {"profile", "nosuch"}}}}),
+           "not-found", "/params/params/profile");
+  error_of(p.call("stage", {{"method", "apply"}, {"params", {{"interface", "veth0"}}}}),
+           "invalid-params", "/params/params/profile");
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 0u);
+
+  const json staged = p.ok(
+      "stage", {{"method", "apply"}, {"params", {{"interface", "veth0"}, {"profile", "held"}}}});
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 0u);
+  error_of(p.call("status", {{"interface", "veth0"}}), "not-found", "/params/interface");
+  const json committed = p.ok("commit", {{"token", staged["token"]}, {"at", "now"}});
+  EXPECT_EQ(committed["method"], "apply");
+  ASSERT_EQ(committed["sessions"].size(), 1u);
+  EXPECT_EQ(committed["sessions"][0]["profile"], "held");
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 1u);
+}
+
+TEST(Protocol, WhatCannotBeStaged) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});
+  error_of(p.call("stage", {{"method", "status"}, {"params", json::object()}}), "invalid-params",
+           "/params/method");
+  error_of(p.call("stage", {{"method", "switch"}, {"params", "veth0"}}), "invalid-params",
+           "/params/params");
+  error_of(p.call("stage", {{"method", "switch"},
+                            {"params", {{"interface", "veth0"}, {"phase", "b"}, {"at", "+1s"}}}}),
+           "invalid-params", "/params/params/at");
+  error_of(p.call("stage",
+                  {{"method", "switch"}, {"params", {{"interface", "veth0"}, {"phase", "hgih"}}}}),
+           "not-found", "/params/params/phase");
+  error_of(p.call("stage", {{"method", "switch"},
+                            {"params", {{"interface", "veth0"}, {"phase", "b"}}},
+                            {"ttl", "11m"}}),
+           "invalid-params", "/params/ttl");
+  error_of(p.call("stage", {{"method", "clear"}, {"params", {{"interface", "veth1"}}}}),
+           "not-found", "/params/params/interface");
+}
+
+TEST(Protocol, ATokenServesOneCommitOrAbortByItsOwnerBeforeItExpires) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});
+  const json change = {{"method", "switch"}, {"params", {{"interface", "veth0"}, {"phase", "c"}}}};
+  const std::size_t kernel_calls = p.rig.backend.count(Call::kApply);
+
+  json short_lived = change;
+  short_lived["ttl"] = "50ms";
+  const json expiring = p.ok("stage", short_lived);
+  std::this_thread::sleep_for(80ms);
+  error_of(p.call("commit", {{"token", expiring["token"]}, {"at", "now"}}), "not-found",
+           "/params/token");
+
+  const json aborted = p.ok("stage", change);
+  EXPECT_EQ(p.ok("abort", {{"token", aborted["token"]}})["token"], aborted["token"]);
+  error_of(p.call("commit", {{"token", aborted["token"]}, {"at", "now"}}), "not-found",
+           "/params/token");
+  error_of(p.call("abort", {{"token", aborted["token"]}}), "not-found", "/params/token");
+
+  const json someone_elses = p.ok("stage", change);
+  Peer other = test_peer();
+  other.uid += 1;
+  const json stranger = json::parse(
+      p.dispatcher
+          .handle(
+              json{{"method", "commit"}, {"params", {{"token", someone_elses["token"]}}}}.dump(),
+              other, true)
+          .line);
+  error_of(stranger, "not-found", "/params/token");
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), kernel_calls) << "nothing was committed";
+
+  p.ok("commit", {{"token", someone_elses["token"]}, {"at", "now"}});
+  EXPECT_EQ(p.ok("status", {{"interface", "veth0"}})["sessions"][0]["phase"], "c");
+  error_of(p.call("commit", {{"token", someone_elses["token"]}, {"at", "now"}}), "not-found",
+           "/params/token");
+}
+
+TEST(Protocol, AStagedClearIsDoneWhenItsCommitIsRead) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});
+  const json later = p.ok("stage", {{"method", "clear"}, {"params", {{"interface", "veth0"}}}});
+  error_of(p.call("commit", {{"token", later["token"]}, {"at", "+1s"}}), "invalid-params",
+           "/params/at");
+  EXPECT_EQ(p.ok("status", {{"interface", "veth0"}})["sessions"][0]["phase"], "a");
+  const json now = p.ok("stage", {{"method", "clear"}, {"params", {{"interface", "veth0"}}}});
+  const json committed = p.ok("commit", {{"token", now["token"]}, {"at", "now"}});
+  EXPECT_EQ(committed["cleared"], json::array({"veth0"}));
+  error_of(p.call("status", {{"interface", "veth0"}}), "not-found", "/params/interface");
+}
+
+TEST(Protocol, ClockGivesBothClocksWhenTheRequestWasReadAndWhenTheReplyWasMade) {
+  Protocol p;
+  const auto before = now_stamp();
+  const json reading = p.ok("clock");
+  const auto after = now_stamp();
+  ASSERT_TRUE(is_stamp(reading["received"])) << reading.dump();
+  ASSERT_TRUE(is_stamp(reading["replied"])) << reading.dump();
+  for (const char* clock : {"monotonic_ns", "realtime_ns"}) {
+    const auto received = reading["received"][clock].get<std::int64_t>();
+    const auto replied = reading["replied"][clock].get<std::int64_t>();
+    const auto lo = std::string(clock) == "monotonic_ns" ? before.monotonic : before.realtime;
+    const auto hi = std::string(clock) == "monotonic_ns" ? after.monotonic : after.realtime;
+    EXPECT_LE(lo.count(), received) << clock;
+    EXPECT_LE(received, replied) << clock;
+    EXPECT_LE(replied, hi.count()) << clock;
+  }
+  error_of(p.call("clock", {{"precise", true}}), "invalid-params", "/params/precise");
 }
 
 }  // namespace

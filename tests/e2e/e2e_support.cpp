@@ -462,8 +462,6 @@ pid_t Daemon::pid() const {
 // ---------------------------------------------------------------------------------------------
 // The bed
 
-namespace {
-
 std::string two_phase_profile() {
   const auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; };
   const std::string step = std::to_string(std::chrono::milliseconds(kStepDuration).count()) + "ms";
@@ -481,8 +479,6 @@ std::string two_phase_profile() {
   };
   return profile.dump(2) + "\n";
 }
-
-}  // namespace
 
 Bed::Bed(const BedOptions& options)
     : daemon(net.ns_a(), dir, options.socket_group, options.metrics_listen) {

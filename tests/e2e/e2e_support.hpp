@@ -193,6 +193,8 @@ inline constexpr const char* kProfileName = "two";
 inline constexpr std::chrono::milliseconds kLowDelay{5};
 inline constexpr std::chrono::milliseconds kHighDelay{50};
 inline constexpr std::chrono::seconds kStepDuration{2};
+// That profile as a JSON text (profiles/two.json of every bed's jitterd).
+std::string two_phase_profile();
 
 struct BedOptions {
   std::string socket_group;  // the config's socket.group; "": jitterd's own group

@@ -2,23 +2,20 @@
 // namespace a, where jitterd runs: the client runs in namespace b with its own key pair, made here,
 // and drives apply, switch, status, subscribe and clear through `ssh ... jitterctl proxy`, the
 // shaping checked with tc on jta. The remote socket's checks apply to the ssh user: a user outside
-// the socket's group is refused by jitterd itself (its own permission-denied reply).
-//
-// sshd runs in a mount namespace of its own (unshare -m) where a copy of /etc/passwd with one more
-// user, "jtremote" (uid/gid 65534, shell /bin/sh), is bound over /etc/passwd: nobody's shell is
-// nologin, and the host's files are left alone. `SetEnv PATH=` in the sshd config puts the built
-// jitterctl first in the remote PATH, so the remote command is the plain "jitterctl proxy".
+// the socket's group is refused by jitterd itself (its own permission-denied reply). sshd and its
+// set-up (the passwd copy, the remote PATH): ssh_server.hpp.
 #include <gtest/gtest.h>
 
 #include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "e2e_support.hpp"
+#include "ssh_server.hpp"
 
 using jitterd_e2e::Clock;
 using jitterd_e2e::Completed;
@@ -28,37 +25,25 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kSshd = "/usr/sbin/sshd";
-constexpr const char* kSsh = "/usr/bin/ssh";
-constexpr const char* kKeygen = "/usr/bin/ssh-keygen";
 constexpr const char* kGroup = "users";  // as permission_test.cpp: gid 100 on Debian
 // Not 22: the test's sshd should never be mistaken for a real one.
 constexpr int kPort = 2222;
 
-void write_text(const std::string& path, const std::string& text, mode_t mode = 0644) {
-  std::ofstream(path) << text;
-  ::chmod(path.c_str(), mode);
-}
-
 class E2eRemoteSsh : public jitterd_e2e::E2eTest {
  protected:
   void SetUp() override {
-    for (const char* tool : {kSshd, kSsh, kKeygen}) {
-      if (::access(tool, X_OK) != 0)
-        GTEST_SKIP() << tool << " is not installed (scripts/setup installs openssh-server/-client)";
-    }
+    if (auto reason = jitterd_e2e::ssh_unavailable_reason()) GTEST_SKIP() << *reason;
     if (!::getgrnam(kGroup)) GTEST_SKIP() << "no group \"" << kGroup << "\" to own the socket";
     jitterd_e2e::E2eTest::SetUp();
     if (IsSkipped()) return;
-    make_keys_and_config();
-    start_sshd();
+    client_key_ = std::make_unique<jitterd_e2e::SshKey>(dir(), "client_key");
+    sshd_ = std::make_unique<jitterd_e2e::SshServer>(
+        dir(), bed().net.ns_a(), jitterd_test::VethPair::kAddrA, kPort, *client_key_);
+    sshd_->start();
   }
   void TearDown() override {
-    if (sshd_ && (HasFailure() || std::getenv("JITTERD_E2E_LOGS"))) {
-      sshd_->signal(SIGTERM);
-      sshd_->wait(5s);
-      std::cerr << "--- sshd log\n" << jitterd_e2e::read_file(dir() + "/sshd.log") << '\n';
-    }
+    if (sshd_ && (HasFailure() || std::getenv("JITTERD_E2E_LOGS")))
+      std::cerr << "--- sshd log\n" << sshd_->log() << '\n';
     sshd_.reset();
     jitterd_e2e::E2eTest::TearDown();
   }
@@ -70,50 +55,8 @@ class E2eRemoteSsh : public jitterd_e2e::E2eTest {
 
   std::string dir() { return bed().dir.path(); }
 
-  void make_keys_and_config() {
-    for (const auto& key : {"host_key", "client_key"}) {
-      const auto made = jitterd_e2e::run_to_completion(
-          {kKeygen, "-q", "-t", "ed25519", "-N", "", "-f", dir() + "/" + key});
-      ASSERT_EQ(made.exit_code, 0) << made.err;
-    }
-    write_text(dir() + "/authorized_keys", jitterd_e2e::read_file(dir() + "/client_key.pub"));
-    const std::string ctl = jitterd_e2e::jitterctl_binary();
-    write_text(dir() + "/sshd_config",
-               "Port " + std::to_string(kPort) + "\nListenAddress " +
-                   jitterd_test::VethPair::kAddrA + "\nHostKey " + dir() +
-                   "/host_key\nPidFile none\nAuthorizedKeysFile " + dir() +
-                   "/authorized_keys\nStrictModes no\nUsePAM no\n"
-                   "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-                   "KbdInteractiveAuthentication no\nLogLevel VERBOSE\n"
-                   "SetEnv PATH=" +
-                   ctl.substr(0, ctl.rfind('/')) + ":/usr/bin:/bin\n");
-    write_text(dir() + "/passwd", jitterd_e2e::read_file("/etc/passwd") +
-                                      "jtremote:x:65534:65534:jitterd e2e:" + dir() + ":/bin/sh\n");
-  }
-
-  void start_sshd() {
-    ::mkdir("/run/sshd", 0755);  // sshd's privilege separation folder (the guest's own /run)
-    const std::string script = "mount --bind " + dir() + "/passwd /etc/passwd && exec " + kSshd +
-                               " -D -e -f " + dir() + "/sshd_config";
-    jitterd_e2e::SpawnOptions options;
-    options.netns = bed().net.ns_a();
-    options.output_file = dir() + "/sshd.log";
-    sshd_.emplace(
-        Process::spawn({"unshare", "-m", "--propagation", "private", "sh", "-c", script}, options));
-    // Ready when it logs that it listens (-e: the log goes to stderr).
-    const auto deadline = Clock::now() + 20s;
-    while (jitterd_e2e::read_file(dir() + "/sshd.log").find("listening on") == std::string::npos) {
-      ASSERT_TRUE(sshd_->running()) << jitterd_e2e::read_file(dir() + "/sshd.log");
-      ASSERT_LT(Clock::now(), deadline) << jitterd_e2e::read_file(dir() + "/sshd.log");
-      std::this_thread::sleep_for(50ms);
-    }
-  }
-
   // The bed's jitterd has its socket in the test's folder: the URL's path names it.
-  std::string url(const std::string& user) {
-    return "ssh://" + user + "@" + jitterd_test::VethPair::kAddrA + ":" + std::to_string(kPort) +
-           bed().daemon.socket();
-  }
+  std::string url(const std::string& user) { return sshd_->url(user, bed().daemon.socket()); }
 
   // jitterctl --host ssh://USER@198.18.0.1:2222 ARGS..., run in namespace b with our key.
   std::vector<std::string> remote_argv(const std::string& user,
@@ -127,8 +70,7 @@ class E2eRemoteSsh : public jitterd_e2e::E2eTest {
     return argv;
   }
   std::string ssh_command() {
-    return std::string(kSsh) + " -F none -i " + dir() + "/client_key -o IdentitiesOnly=yes" +
-           " -o UserKnownHostsFile=" + dir() + "/known_hosts -o StrictHostKeyChecking=accept-new";
+    return jitterd_e2e::ssh_command(*client_key_, dir() + "/known_hosts");
   }
   Completed remote(const std::vector<std::string>& args, const std::string& user = "root") {
     jitterd_e2e::SpawnOptions options;
@@ -143,7 +85,8 @@ class E2eRemoteSsh : public jitterd_e2e::E2eTest {
     return r.exit_code == 0 ? jitterd_e2e::parse_json(r.out) : Json();
   }
 
-  std::optional<Process> sshd_;
+  std::unique_ptr<jitterd_e2e::SshKey> client_key_;
+  std::unique_ptr<jitterd_e2e::SshServer> sshd_;
 };
 
 TEST_F(E2eRemoteSsh, ApplySwitchStatusSubscribeClearThroughRealSsh) {
@@ -213,8 +156,7 @@ TEST_F(E2eRemoteSsh, TheRemoteSocketsChecksApplyToTheSshUser) {
 }
 
 TEST_F(E2eRemoteSsh, AKeyTheServerDoesNotKnowIsAnAuthenticationFailure) {
-  ::unlink((dir() + "/authorized_keys").c_str());
-  write_text(dir() + "/authorized_keys", "");
+  sshd_->authorize("");
   const Completed r = remote({"status"});
   EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
   EXPECT_NE(r.err.find("cannot reach jitterd on " + url("root") + ": ssh failed: "),

@@ -28,6 +28,10 @@ enum class Method {
   kRenew,
   kSubscribe,
   kMetrics,
+  kClock,
+  kStage,
+  kCommit,
+  kAbort,
 };
 
 struct MethodInfo {
@@ -64,6 +68,14 @@ inline constexpr MethodInfo kMethods[] = {
     {Method::kSubscribe, "subscribe",
      "stream events (applied, phase-changed, cleared, ...) on this connection", false},
     {Method::kMetrics, "metrics", "Prometheus text exposition", false},
+    {Method::kClock, "clock",
+     "both clocks when the request was read and when the reply was made (a clock offset "
+     "estimate)",
+     false},
+    {Method::kStage, "stage",
+     "check an apply, switch or clear without doing it; a token to commit or abort it", false},
+    {Method::kCommit, "commit", "do a staged change, at a wall-clock deadline", true},
+    {Method::kAbort, "abort", "drop a staged change", false},
 };
 
 // The table entry of `name`; null for no such method.

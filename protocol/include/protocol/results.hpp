@@ -178,6 +178,32 @@ struct MetricsText {
   std::string text;
 };
 
+// `clock`: both clocks when jitterd read the request and when it made the reply; with the client's
+// own times of sending and receiving, the four timestamps of an NTP-style offset estimate.
+struct ClockReading {
+  Stamp received;
+  Stamp replied;
+};
+// `stage`: the token that commits or aborts a checked change, and when it stops being valid.
+struct StagedChange {
+  std::string token;
+  std::string method;  // apply, switch or clear
+  Stamp expires;
+};
+// `commit`: the staged change, done at (apply, switch) or after (clear) `at`: what its method
+// answered, `sessions` or `cleared`.
+struct CommittedChange {
+  std::string token;
+  std::string method;
+  Stamp at;
+  std::vector<SessionStatus> sessions;
+  std::vector<std::string> cleared;
+};
+// `abort`: the token dropped.
+struct AbortedChange {
+  std::string token;
+};
+
 void to_json(nlohmann::json& j, const Counters& c);
 void to_json(nlohmann::json& j, const TransitionRecord& t);
 void to_json(nlohmann::json& j, const TargetInfo& t);
@@ -193,6 +219,10 @@ void to_json(nlohmann::json& j, const InterfaceList& l);
 void to_json(nlohmann::json& j, const CommandList& l);
 void to_json(nlohmann::json& j, const Cleared& c);
 void to_json(nlohmann::json& j, const MetricsText& m);
+void to_json(nlohmann::json& j, const ClockReading& c);
+void to_json(nlohmann::json& j, const StagedChange& s);
+void to_json(nlohmann::json& j, const CommittedChange& c);
+void to_json(nlohmann::json& j, const AbortedChange& a);
 
 void read_members(const Members& m, Counters& out);
 void read_members(const Members& m, TransitionRecord& out);
@@ -216,6 +246,10 @@ void read_members(const Members& m, InterfaceList& out);
 void read_members(const Members& m, CommandList& out);
 void read_members(const Members& m, Cleared& out);
 void read_members(const Members& m, MetricsText& out);
+void read_members(const Members& m, ClockReading& out);
+void read_members(const Members& m, StagedChange& out);
+void read_members(const Members& m, CommittedChange& out);
+void read_members(const Members& m, AbortedChange& out);
 
 // A request that names lanes (apply, switch ...) is answered with one status when it touched one
 // session, and with {"sessions": [...]} when it touched several (both directions, a whole-tree

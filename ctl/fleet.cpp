@@ -1,0 +1,575 @@
+#include "fleet.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "control_client.hpp"
+#include "exit_codes.hpp"
+#include "inventory.hpp"
+#include "online_commands.hpp"
+#include "replies.hpp"
+#include "shaper/files.hpp"
+#include "shaper/profile.hpp"
+#include "text_table.hpp"
+
+namespace jitterctl {
+namespace {
+
+using Json = nlohmann::json;
+using jitterd::protocol::ErrorCode;
+using namespace std::chrono_literals;
+
+// `clock` exchanges per host: the shortest of five round trips is rarely one a scheduler delayed,
+// and five over an open ssh connection cost milliseconds.
+constexpr int kClockSamples = 5;
+// How long before the deadline the commits go out, unless --lead says: the commits are sent one
+// host after another, each a round trip (milliseconds over ssh on a LAN); a host that gets its
+// commit after the deadline changes at once (jitterd takes a start up to 1 s in the past), late.
+constexpr Nanoseconds kDefaultLead = 2s;
+// How long after the deadline to look for every host's acknowledgement before saying it is missing.
+constexpr Nanoseconds kAckTimeout = 10s;
+constexpr auto kAckPoll = 100ms;
+
+// A bad inventory or command line content: exit code 3, each problem on a line.
+class FleetInputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Action { kApply, kSwitch, kClear, kStatus, kSubscribe };
+
+// One host during a run.
+struct Member {
+  const FleetHost* host = nullptr;
+  Json params;  // the change's params for this host (apply, switch, clear)
+  std::optional<ControlClient> client;
+  std::optional<jitterd::protocol::Error> error;  // its refusal, or why it failed
+  std::string failure;                            // it could not be reached or broke the protocol
+  std::optional<ClockSample> clock;
+  std::string token;
+  std::optional<Stamp> at;        // the deadline as the host's commit reply gave it
+  std::optional<Stamp> accepted;  // the kernel's acknowledgement of the change
+  std::vector<SessionStatus> sessions;
+};
+
+Nanoseconds realtime_now() {
+  return std::chrono::duration_cast<Nanoseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+}
+
+Inventory load_inventory(const std::string& path) {
+  const std::string text = shaper::read_file_bounded(path, kMaxInventoryBytes);
+  if (text.size() > kMaxInventoryBytes)
+    throw FleetInputError(path + ": larger than 1 MiB; not an inventory");
+  shaper::Diagnostics problems;
+  Inventory inventory = read_inventory(text, problems);
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& d : problems) all += (all.empty() ? "" : "\n") + d.in_file(path);
+    throw FleetInputError(all);
+  }
+  return inventory;
+}
+
+// The params of the change for one host: its interface and target, and what the command line says.
+Json change_params(Action action, const FleetHost& host, const std::vector<std::string>& operands,
+                   const ParsedArgs& args) {
+  Json params = {{"interface", host.interface}};
+  if (host.target) params["target"] = host.target->to_json();
+  if (action == Action::kApply) {
+    const std::string profile =
+        host.profile.empty() && operands.size() > 1 ? operands[1] : host.profile;
+    if (profile.empty())
+      throw FleetInputError("host " + host.name +
+                            ": no profile; give one on the command line or a \"profile\" in the "
+                            "inventory");
+    params["profile"] = profile;
+    if (auto phase = args.text("--phase")) params["phase"] = *phase;
+  } else if (action == Action::kSwitch) {
+    params["phase"] = operands[1];
+  }
+  return params;
+}
+
+// A call whose error reply is kept in the member (a refusal), and whose failure to get any reply
+// is kept as its failure; true when it succeeded.
+bool call(Member& m, const std::string& method, const Json& params, Json& result) {
+  try {
+    Reply reply = m.client->call(method, params);
+    if (!reply.ok) {
+      m.error = reply.error;
+      return false;
+    }
+    result = std::move(reply.result);
+    return true;
+  } catch (const std::exception& e) {
+    m.failure = e.what();
+    m.client.reset();
+    return false;
+  }
+}
+
+// Runs `read` on a result; a result jitterd got wrong (a ProtocolError) is that host's failure.
+template <typename Read>
+void read_result(Member& m, Read&& read) {
+  try {
+    read();
+  } catch (const std::exception& e) {
+    m.failure = e.what();
+  }
+}
+
+void connect_all(std::vector<Member>& members, const ClientOptions& base) {
+  for (Member& m : members) {
+    ClientOptions options = base;
+    options.remote = m.host->remote;
+    if (!m.host->remote) options.socket_path = m.host->socket;
+    try {
+      m.client.emplace(ControlClient::connect(options));
+    } catch (const std::exception& e) {
+      m.failure = e.what();
+    }
+  }
+}
+
+void estimate_clocks(std::vector<Member>& members) {
+  for (Member& m : members) {
+    std::vector<ClockSample> samples;
+    for (int i = 0; i < kClockSamples && m.client; ++i) {
+      Json result;
+      const Nanoseconds t0 = realtime_now();
+      if (!call(m, "clock", Json::object(), result)) break;
+      const Nanoseconds t3 = realtime_now();
+      try {
+        const ClockReading r = read_clock_result(result);
+        samples.push_back(clock_sample(t0, r.received.realtime, r.replied.realtime, t3));
+      } catch (const std::exception& e) {
+        m.failure = e.what();
+        break;
+      }
+    }
+    m.clock = best_clock_sample(samples);
+  }
+}
+
+bool usable(const Member& m) {
+  return m.client && !m.error && m.failure.empty();
+}
+
+// Stages the change on every host; true when every one is ready.
+bool stage_all(std::vector<Member>& members, Action action) {
+  static constexpr const char* kMethods[] = {"apply", "switch", "clear"};
+  bool ready = true;
+  for (Member& m : members) {
+    Json result;
+    if (usable(m) &&
+        call(m, "stage", {{"method", kMethods[static_cast<int>(action)]}, {"params", m.params}},
+             result)) {
+      read_result(m, [&] { m.token = read_stage_result(result).token; });
+    }
+    ready = ready && !m.token.empty();
+  }
+  return ready;
+}
+
+void abort_all(std::vector<Member>& members) {
+  for (Member& m : members) {
+    Json result;
+    if (!m.token.empty() && m.client) call(m, "abort", {{"token", m.token}}, result);
+  }
+}
+
+void commit_all(std::vector<Member>& members, const std::string& at) {
+  for (Member& m : members) {
+    Json result;
+    if (call(m, "commit", {{"token", m.token}, {"at", at}}, result)) {
+      read_result(m, [&] {
+        const CommittedChange done = read_commit_result(result);
+        m.at = done.at;
+        m.sessions = done.sessions;
+      });
+    }
+  }
+}
+
+// The kernel's acknowledgement of the change committed for `at`: of each lane, its first
+// transition due at or after the deadline (the host's own clock, so exact); the last of the lanes.
+std::optional<Stamp> acknowledgement(const std::vector<SessionStatus>& sessions, const Stamp& at) {
+  std::optional<Stamp> last;
+  for (const SessionStatus& s : sessions) {
+    for (const TransitionRecord& r : s.recent) {
+      if (r.deadline.monotonic < at.monotonic) continue;
+      if (!last || r.applied.realtime > last->realtime) last = r.applied;
+      break;
+    }
+  }
+  return last;
+}
+
+void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline) {
+  std::this_thread::sleep_for(std::max(Nanoseconds(0), deadline - realtime_now()));
+  const auto give_up = std::chrono::steady_clock::now() + kAckTimeout;
+  for (;;) {
+    bool missing = false;
+    for (Member& m : members) {
+      if (m.accepted || !m.at || !usable(m)) continue;
+      Json result;
+      Json params = {{"interface", m.host->interface}};
+      if (m.host->target) params["target"] = m.host->target->to_json();
+      if (call(m, "status", params, result))
+        read_result(m, [&] { m.accepted = acknowledgement(read_status_result(result), *m.at); });
+      missing = missing || (!m.accepted && usable(m));
+    }
+    if (!missing || std::chrono::steady_clock::now() > give_up) return;
+    std::this_thread::sleep_for(kAckPoll);
+  }
+}
+
+// ---- What the run says -------------------------------------------------------------------------
+
+std::string signed_duration(Nanoseconds d) {
+  return (d < Nanoseconds(0) ? "-" : "+") + format_human_duration(d < Nanoseconds(0) ? -d : d);
+}
+
+std::string problem_of(const Member& m) {
+  if (!m.failure.empty()) return m.failure;
+  if (!m.error) return "";
+  return m.error->message + (m.error->hint.empty() ? "" : " (" + m.error->hint + ")");
+}
+
+Json member_json(const Member& m) {
+  Json j = {{"name", m.host->name}, {"interface", m.host->interface}, {"staged", !m.token.empty()}};
+  if (m.clock) {
+    j["offset_ns"] = m.clock->offset.count();
+    j["round_trip_ns"] = m.clock->round_trip.count();
+  }
+  if (m.error) j["error"] = *m.error;
+  if (!m.failure.empty()) j["failure"] = m.failure;
+  if (m.at) j["deadline_realtime_ns"] = m.at->realtime.count();
+  if (m.accepted && m.at) {
+    j["accepted_realtime_ns"] = m.accepted->realtime.count();
+    // By the host's CLOCK_MONOTONIC, which its timer ran on: exact, where the realtime of the
+    // deadline is the host's estimate from it.
+    j["late_ns"] = (m.accepted->monotonic - m.at->monotonic).count();
+  }
+  return j;
+}
+
+// The exit code of a run where not every host did its part: a refusal's own code, else 4.
+int failure_exit_code(const std::vector<Member>& members) {
+  for (const Member& m : members) {
+    if (m.error) return exit_code_for_error(m.error->code);
+  }
+  return kExitEnvironment;
+}
+
+void print_members(const std::vector<Member>& members, bool changed, std::ostream& out) {
+  TextTable table({{"host"},
+                   {"interface"},
+                   {"state"},
+                   {"clock offset", true},
+                   {"round trip", true},
+                   {"kernel took it (UTC)"},
+                   {"after deadline", true}});
+  for (const Member& m : members) {
+    std::string state = changed ? (m.accepted ? "changed"
+                                   : m.at     ? "committed"
+                                              : "failed")
+                                : (m.token.empty() ? "refused" : "ready, aborted");
+    if (m.error) {
+      state = (changed ? "failed: " : "refused: ") + problem_of(m);
+    } else if (!m.failure.empty()) {
+      state = (changed || !m.token.empty() ? "failed: " : "unreachable: ") + m.failure;
+    }
+    table.add_row(
+        {m.host->name, m.host->interface, state, m.clock ? signed_duration(m.clock->offset) : "",
+         m.clock ? format_human_duration(m.clock->round_trip) : "",
+         m.accepted ? shaper::format_utc_timestamp(m.accepted->realtime) : "",
+         m.accepted && m.at ? signed_duration(m.accepted->monotonic - m.at->monotonic) : ""});
+  }
+  table.print(out);
+}
+
+int report_change(const std::vector<Member>& members, bool committed, Nanoseconds deadline,
+                  const Invocation& inv) {
+  std::vector<Nanoseconds> taken;
+  std::vector<Nanoseconds> taken_by_client_clock;
+  bool all = true;
+  for (const Member& m : members) {
+    all = all && m.accepted.has_value();
+    if (!m.accepted) continue;
+    taken.push_back(m.accepted->realtime);
+    if (m.clock) taken_by_client_clock.push_back(m.accepted->realtime - m.clock->offset);
+  }
+  const auto skew = skew_of(taken);
+  if (inv.args.has("--json")) {
+    Json j = {{"committed", committed}, {"hosts", Json::array()}};
+    if (committed) j["deadline_realtime_ns"] = deadline.count();
+    if (skew) j["skew_ns"] = skew->count();
+    if (auto corrected = skew_of(taken_by_client_clock);
+        corrected && taken_by_client_clock.size() == taken.size())
+      j["skew_by_offsets_ns"] = corrected->count();
+    for (const Member& m : members) j["hosts"].push_back(member_json(m));
+    inv.out << j.dump(2) << '\n';
+  } else {
+    print_members(members, committed, inv.out);
+    if (!committed) {
+      inv.out << "no host changed: "
+              << (members.size() - static_cast<std::size_t>(std::count_if(
+                                       members.begin(), members.end(),
+                                       [](const Member& m) { return m.token.empty(); })))
+              << " of " << members.size() << " were ready; their staged changes were aborted\n";
+    } else if (skew) {
+      inv.out << "deadline " << shaper::format_utc_timestamp(deadline) << ", skew "
+              << format_human_duration(*skew) << " (the last kernel to take it minus the first, "
+              << taken.size() << " of " << members.size() << " hosts, by their own clocks)\n";
+    }
+  }
+  if (committed && all) return kExitOk;
+  for (const Member& m : members) {
+    if (!problem_of(m).empty())
+      inv.err << "jitterctl fleet: " << m.host->name << ": " << problem_of(m) << '\n';
+  }
+  return failure_exit_code(members);
+}
+
+int report_status(std::vector<Member>& members, const Invocation& inv) {
+  Json all = {{"hosts", Json::array()}};
+  TextTable table(
+      {{"host"}, {"interface"}, {"profile"}, {"phase"}, {"since (UTC)"}, {"clock offset", true}});
+  bool ok = true;
+  for (Member& m : members) {
+    Json result;
+    Json params = {{"interface", m.host->interface}};
+    if (m.host->target) params["target"] = m.host->target->to_json();
+    const bool answered = usable(m) && call(m, "status", params, result);
+    Json j = member_json(m);
+    if (answered) j["sessions"] = result["sessions"];
+    all["hosts"].push_back(j);
+    const std::string offset = m.clock ? signed_duration(m.clock->offset) : "";
+    if (!answered) {
+      ok = false;
+      table.add_row({m.host->name, m.host->interface, "", problem_of(m), "", offset});
+      continue;
+    }
+    for (const SessionStatus& s : read_status_result(result)) {
+      table.add_row({m.host->name, s.interface, s.profile, s.phase,
+                     s.phase_since ? shaper::format_utc_timestamp(s.phase_since->realtime) : "",
+                     offset});
+    }
+  }
+  if (inv.args.has("--json")) {
+    inv.out << all.dump(2) << '\n';
+  } else {
+    table.print(inv.out);
+  }
+  return ok ? kExitOk : failure_exit_code(members);
+}
+
+// ---- subscribe: every host's events in one stream ----------------------------------------------
+
+// Events from the hosts' threads to the printing one, tagged with the host.
+class EventQueue {
+ public:
+  void push(const std::string& host, Json event) {
+    const std::lock_guard lock(mutex_);
+    events_.emplace_back(host, std::move(event));
+    ready_.notify_one();
+  }
+  void fail(const std::string& host, const std::string& why) {
+    const std::lock_guard lock(mutex_);
+    failures_.push_back(host + ": " + why);
+    ready_.notify_one();
+  }
+  void ended() {
+    const std::lock_guard lock(mutex_);
+    ++ended_;
+    ready_.notify_one();
+  }
+  // The next event, or nullopt once `followers` threads have ended and nothing is left.
+  std::optional<std::pair<std::string, Json>> next(std::size_t followers) {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return !events_.empty() || ended_ == followers; });
+    if (events_.empty()) return std::nullopt;
+    auto out = std::move(events_.front());
+    events_.pop_front();
+    return out;
+  }
+  std::vector<std::string> failures() const {
+    const std::lock_guard lock(mutex_);
+    return failures_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::pair<std::string, Json>> events_;
+  std::vector<std::string> failures_;
+  std::size_t ended_ = 0;
+};
+
+// One host's subscription until `stop`, an interrupt or the connection's end. A host with a target
+// gets every event: its sessions are named by the host side's interface, not the inventory's.
+void follow(Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
+  try {
+    Json params = Json::object();
+    if (!m.host->target) params["interfaces"] = Json::array({m.host->interface});
+    const Reply reply = m.client->call("subscribe", params);
+    if (!reply.ok) {
+      queue.fail(m.host->name, reply.error.message);
+    } else {
+      while (!stop) {
+        // Short waits, so that the thread sees `stop` when another host's events were the last.
+        if (auto event = m.client->next_event(std::chrono::steady_clock::now() + 200ms))
+          queue.push(m.host->name, std::move(*event));
+      }
+    }
+  } catch (const Interrupted&) {
+  } catch (const std::exception& e) {
+    queue.fail(m.host->name, e.what());
+  }
+  queue.ended();
+}
+
+int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invocation& inv) {
+  // Before the threads start, so that they inherit the blocked signals: SIGINT and SIGTERM make
+  // every wait throw Interrupted instead of killing the process.
+  const InterruptSignals signals;
+  base.interrupt_fd = signals.fd();
+  connect_all(members, base);
+  EventQueue queue;
+  std::atomic<bool> stop = false;
+  std::vector<std::thread> followers;
+  for (Member& m : members) {
+    if (m.client) {
+      followers.emplace_back([&m, &queue, &stop] { follow(m, queue, stop); });
+    } else {
+      queue.fail(m.host->name, m.failure);
+    }
+  }
+  const std::optional<std::uint64_t> count = inv.args.whole_number("--count");
+  std::uint64_t seen = 0;
+  while (!count || seen < *count) {
+    auto next = queue.next(followers.size());
+    if (!next) break;
+    ++seen;
+    auto& [host, event] = *next;
+    // Flushed per line, as `subscribe`: a pipe should see events live.
+    if (inv.args.has("--json")) {
+      event["host"] = host;
+      inv.out << event.dump() << std::endl;
+    } else {
+      inv.out << host << "  " << format_event_line(read_event(event)) << std::endl;
+    }
+  }
+  stop = true;
+  for (auto& t : followers) t.join();
+  const auto failures = queue.failures();
+  for (const auto& f : failures) inv.err << "jitterctl fleet: " << f << '\n';
+  return failures.empty() ? kExitOk : kExitEnvironment;
+}
+
+Action action_of(const std::vector<std::string>& words) {
+  static constexpr std::pair<const char*, Action> kActions[] = {{"apply", Action::kApply},
+                                                                {"switch", Action::kSwitch},
+                                                                {"clear", Action::kClear},
+                                                                {"status", Action::kStatus},
+                                                                {"subscribe", Action::kSubscribe}};
+  if (words.empty()) throw UsageError("which action? apply, switch, clear, status or subscribe");
+  for (const auto& [name, action] : kActions) {
+    if (words[0] != name) continue;
+    if (action == Action::kSwitch && words.size() != 2) throw UsageError("switch needs a PHASE");
+    if ((action == Action::kClear || action == Action::kStatus || action == Action::kSubscribe) &&
+        words.size() != 1)
+      throw UsageError(std::string(name) + " takes no operand");
+    return action;
+  }
+  throw UsageError("\"" + words[0] +
+                   "\" is not a fleet action; give apply, switch, clear, status or subscribe");
+}
+
+int run_fleet(const Invocation& inv) {
+  const std::vector<std::string>& words = inv.args.operands(2);
+  const Action action = action_of(words);
+  if (inv.args.has("--host") || inv.args.has("--socket"))
+    throw UsageError("the inventory names the hosts; drop --host and --socket");
+  const auto path = inv.args.text("--inventory");
+  if (!path) throw UsageError("which hosts? give --inventory FILE");
+  const Inventory inventory = load_inventory(*path);
+  ClientOptions base;
+  base.timeout = inv.args.duration("--timeout").value_or(kDefaultTimeout);
+  if (!inv.ssh_command.empty())
+    base.ssh_command.assign(inv.ssh_command.begin(), inv.ssh_command.end());
+  std::vector<Member> members(inventory.hosts.size());
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    members[i].host = &inventory.hosts[i];
+    // Every host's params before any connection: a host without a profile stops the run here.
+    if (action != Action::kStatus && action != Action::kSubscribe)
+      members[i].params = change_params(action, inventory.hosts[i], words, inv.args);
+  }
+  if (action == Action::kSubscribe) return run_subscribe(members, base, inv);
+  connect_all(members, base);
+  estimate_clocks(members);
+  if (action == Action::kStatus) return report_status(members, inv);
+
+  if (!stage_all(members, action)) {
+    abort_all(members);
+    return report_change(members, false, Nanoseconds(0), inv);
+  }
+  const bool now = action == Action::kClear;
+  const Nanoseconds deadline =
+      realtime_now() + (now ? Nanoseconds(0) : inv.args.duration("--lead").value_or(kDefaultLead));
+  commit_all(members, now ? "now" : shaper::format_utc_timestamp(deadline));
+  if (now) {
+    // A clear is done when its commit is read: the commit reply's time is the acknowledgement.
+    for (Member& m : members) m.accepted = m.at;
+  } else {
+    collect_acknowledgements(members, deadline);
+  }
+  return report_change(members, true, deadline, inv);
+}
+
+}  // namespace
+
+ClockSample clock_sample(Nanoseconds t0, Nanoseconds t1, Nanoseconds t2, Nanoseconds t3) {
+  ClockSample s;
+  s.offset = ((t1 - t0) + (t2 - t3)) / 2;
+  s.round_trip = (t3 - t0) - (t2 - t1);
+  return s;
+}
+
+std::optional<ClockSample> best_clock_sample(const std::vector<ClockSample>& samples) {
+  if (samples.empty()) return std::nullopt;
+  return *std::min_element(samples.begin(), samples.end(), [](const auto& a, const auto& b) {
+    return a.round_trip < b.round_trip;
+  });
+}
+
+std::optional<Nanoseconds> skew_of(const std::vector<Nanoseconds>& times) {
+  if (times.empty()) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
+  return *hi - *lo;
+}
+
+int fleet_command(const Invocation& inv) {
+  try {
+    return run_fleet(inv);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const FleetInputError& e) {
+    inv.err << "jitterctl fleet: " << e.what() << '\n';
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    inv.err << "jitterctl fleet: " << e.what() << '\n';
+    return kExitEnvironment;
+  }
+}
+
+}  // namespace jitterctl
