@@ -1586,8 +1586,9 @@ void SessionManager::on_interface_gone(int index) {
   ++metrics_.interfaces_gone;
   const Session& first = *sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second;
   const shaper::Interface interface = first.interface;
-  // A target's veth goes with its namespace: the target is what is gone.
-  const bool target = first.target.has_value();
+  // A target's host-side veth goes with its namespace: the target is what is gone. Inside a
+  // target, jitterd holds the namespace (end_target() tells its end): only the interface went.
+  const bool target = first.target.has_value() && first.target->via != protocol::kViaInside;
   log_.warning(interface.name + " is gone" +
                (target ? " with " + first.target->kind + " " + first.target->name : "") +
                "; its sessions ended");

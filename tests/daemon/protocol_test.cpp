@@ -6,6 +6,8 @@
 #include "protocol.hpp"
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
@@ -1614,6 +1617,43 @@ TEST(Protocol, ARequestNamingNoViaFindsATargetsSessionsOnItsHostSideWhenNoneAreI
            "/params/target");
   p.ok("clear", {{"interface", "eth0"}, {"target", {{"netns", "blue"}}}});
   EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
+// The real resolver's refusal of via inside where jitterd cannot enter: capabilities belong to a
+// thread, so one thread gives CAP_SYS_ADMIN up (always allowed) and asks; nothing is opened first.
+TEST(NamespaceResolver, ViaInsideWithoutCapSysAdminIsRefusedNamingTheCapability) {
+  bool dropped = false;
+  bool could_enter = true;
+  std::string default_then;
+  std::optional<protocol::Error> refusal;
+  std::thread worker([&] {
+    __user_cap_header_struct header{};
+    header.version = _LINUX_CAPABILITY_VERSION_3;
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+    if (::syscall(SYS_capget, &header, data) != 0) return;
+    data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+    if (::syscall(SYS_capset, &header, data) != 0) return;
+    dropped = true;
+    could_enter = can_enter_namespaces();
+    default_then = default_via();
+    const auto resolver = make_namespace_resolver(TargetsConfig{});
+    TargetRequest request;
+    request.kind = "netns";
+    request.name = "jitterd-test-no-such-namespace";
+    request.via = "inside";
+    auto resolved = resolver->resolve(request, "eth0");
+    if (!resolved) refusal = resolved.error();
+  });
+  worker.join();
+  ASSERT_TRUE(dropped) << "capset refused to drop CAP_SYS_ADMIN from the effective set";
+  EXPECT_FALSE(could_enter);
+  EXPECT_EQ(default_then, "host-veth");
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(refusal->where, "/target/via");
+  EXPECT_NE(refusal->message.find("via inside needs CAP_SYS_ADMIN"), std::string::npos)
+      << refusal->message;
+  EXPECT_NE(refusal->hint.find("host-veth"), std::string::npos) << refusal->hint;
 }
 
 }  // namespace
