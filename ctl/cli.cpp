@@ -86,9 +86,9 @@ constexpr std::array<Option, 9> lane_options(std::string_view directions) {
        .type = kText,
        .help = "... in Docker or Podman container NAME (or ID)"},
       {.name = "--via",
-       .value = "host-veth",
+       .value = "inside|host-veth",
        .type = kChoice,
-       .help = "how a target is shaped: on its veth's host side (the default)"},
+       .help = "how a target is shaped: in its namespace or on its veth's host side"},
   }};
 }
 

@@ -211,12 +211,16 @@ std::string lane_suffix(Direction direction, const std::string& set) {
 }
 
 // "veth0" for the whole egress, "veth0 ingress", "veth0 egress/redis". A target's lane as the
-// target sees it, with where it is shaped: "container redis0 eth0 (on veth3c9a1f2 ingress)".
+// target sees it, with where it is shaped: "container redis0 eth0 (on veth3c9a1f2 ingress)", or
+// "container redis0 eth0 (inside)".
 std::string lane_name(const SessionStatus& s) {
   if (!s.target) return s.interface + lane_suffix(s.direction, s.set);
   const auto& t = *s.target;
-  return t.kind + " " + t.name + " " + t.interface + lane_suffix(t.direction, s.set) + " (on " +
-         s.interface + " " + to_string(s.direction) + ")";
+  const std::string where = t.via == jitterd::protocol::kViaInside
+                                ? "inside"
+                                : "on " + s.interface + " " + to_string(s.direction);
+  return t.kind + " " + t.name + " " + t.interface + lane_suffix(t.direction, s.set) + " (" +
+         where + ")";
 }
 
 // The request builders take the method's name (the command's) and the command line.

@@ -34,6 +34,9 @@ void KernelBackend::Shaped::release() {
 
 KernelBackend::KernelBackend() : engine_(socket_) {}
 
+KernelBackend::KernelBackend(shaper::RouteSocket socket)
+    : socket_(std::move(socket)), engine_(socket_) {}
+
 KernelBackend::~KernelBackend() = default;
 
 std::vector<shaper::Interface> KernelBackend::interfaces() {

@@ -18,6 +18,9 @@ namespace jitterd {
 class KernelBackend final : public ShapingBackend {
  public:
   KernelBackend();
+  // On a route socket of another network namespace (created there: NetworkNamespace::
+  // create_inside), the backend shapes that namespace's interfaces and creates its IFBs there.
+  explicit KernelBackend(shaper::RouteSocket socket);
   KernelBackend(const KernelBackend&) = delete;
   KernelBackend& operator=(const KernelBackend&) = delete;
   ~KernelBackend() override;

@@ -112,8 +112,22 @@ StateFolderLock StateFolderLock::acquire(const std::string& state_dir) {
 
 Ledger::Ledger(std::string state_dir) : state_dir_(std::move(state_dir)) {}
 
+Ledger::Ledger(std::string state_dir, const LedgerTarget& target)
+    : state_dir_(std::move(state_dir)),
+      file_(std::string(kTargetPrefix) + std::to_string(target.device) + "-" +
+            std::to_string(target.inode) + ".json"),
+      target_(target) {}
+
+void Ledger::discard() const {
+  ::unlink(path().c_str());
+}
+
 shaper::Expected<LedgerContents> Ledger::load() const {
-  std::ifstream in(path());
+  return load_file(path());
+}
+
+shaper::Expected<LedgerContents> Ledger::load_file(const std::string& path) {
+  std::ifstream in(path);
   if (!in) return LedgerContents{};
   std::stringstream text;
   text << in.rdbuf();
@@ -125,7 +139,7 @@ shaper::Expected<LedgerContents> Ledger::load() const {
   if (doc.problem != shaper::JsonProblem::kNone || !j.is_object() || !j.contains("interfaces") ||
       !j["interfaces"].is_array()) {
     return {std::move(out),
-            shaper::Diagnostics{{"", path() + " is not a jitterd ledger" +
+            shaper::Diagnostics{{"", path + " is not a jitterd ledger" +
                                          (doc.problem != shaper::JsonProblem::kNone
                                               ? " (" + doc.where + ": " + doc.message + ")"
                                               : std::string()) +
@@ -150,6 +164,17 @@ shaper::Expected<LedgerContents> Ledger::load() const {
                                             e.value("tso", false), e.value("gso", false),
                                             e.value("gro", false)});
     }
+  }
+  if (j.contains("target") && j["target"].is_object()) {
+    const json& t = j["target"];
+    LedgerTarget target;
+    target.kind = t.value("kind", "");
+    target.name = t.value("name", "");
+    target.path = t.value("path", "");
+    target.device = t.value("device", std::uint64_t{0});
+    target.inode = t.value("inode", std::uint64_t{0});
+    target.cookie = t.value("cookie", std::uint64_t{0});
+    out.target = std::move(target);
   }
   return out;
 }
@@ -255,6 +280,11 @@ void Ledger::write() {
                                {"gso", o.gso},
                                {"gro", o.gro}});
     }
+  }
+  if (target_) {
+    j["target"] = {{"kind", target_->kind},   {"name", target_->name},
+                   {"path", target_->path},   {"device", target_->device},
+                   {"inode", target_->inode}, {"cookie", target_->cookie}};
   }
   const std::string text = j.dump(2) + "\n";
   // Through a private temporary renamed into place (shaper::OutputFile): a reader, or jitterd after

@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -67,9 +68,26 @@ struct LedgerOffloads {
   friend bool operator==(const LedgerOffloads&, const LedgerOffloads&) = default;
 };
 
+// The target namespace a ledger of `--via inside` shaping belongs to (issue 23, part 4): its
+// device and inode (the stat of its nsfs file, what `ip netns identify` compares) find it, whatever
+// name or process now points there, and its cookie tells it from a newer namespace that was given
+// the same inode; the rest says where to look for it first and how to name it in messages.
+struct LedgerTarget {
+  std::string kind;  // netns, netns-path, pid, container
+  std::string name;  // as the request gave it
+  std::string path;  // the nsfs file it was opened from (/run/netns/NAME, /proc/PID/ns/net)
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  // SO_NETNS_COOKIE (0: the kernel has none): an inode is given to the next namespace as soon as
+  // this one is freed, a cookie never is.
+  std::uint64_t cookie = 0;
+  friend bool operator==(const LedgerTarget&, const LedgerTarget&) = default;
+};
+
 struct LedgerContents {
   std::vector<LedgerEntry> sessions;
   std::vector<LedgerOffloads> offloads;
+  std::optional<LedgerTarget> target;  // a target's ledger (Ledger::for_target)
 };
 
 class Ledger {
@@ -78,6 +96,13 @@ class Ledger {
   using Entries = std::map<std::string, LedgerEntry>;
 
   explicit Ledger(std::string state_dir);
+  // The ledger of what is shaped inside a target namespace (`--via inside`): a file of its own in
+  // the state folder, <state_dir>/<kTargetPrefix><device>-<inode>.json, naming the namespace.
+  static constexpr std::string_view kTargetPrefix = "target-";
+  Ledger(std::string state_dir, const LedgerTarget& target);
+  // Reads a target ledger's file (a name the state folder listed); empty when unreadable, with a
+  // warning, as load().
+  static shaper::Expected<LedgerContents> load_file(const std::string& path);
 
   // What a previous process left (empty when there is no state file). A file that cannot be parsed
   // is treated as empty, with a warning saying so: the handle scan still finds the qdiscs. Always a
@@ -123,7 +148,10 @@ class Ledger {
   // Files written so far (each a whole rewrite).
   std::uint64_t writes() const { return writes_; }
 
-  std::string path() const { return state_dir_ + "/state.json"; }
+  std::string path() const { return state_dir_ + "/" + file_; }
+  // Removes the file (a target whose shaping ended: nothing left to recover). Failures are
+  // ignored: a ledger naming nothing is harmless.
+  void discard() const;
 
  private:
   // Throws shaper::SystemError with a hint: a daemon that cannot keep its ledger must say so.
@@ -131,6 +159,8 @@ class Ledger {
   void write();
 
   std::string state_dir_;
+  std::string file_ = "state.json";
+  std::optional<LedgerTarget> target_;
   Entries entries_;
   std::map<int, LedgerOffloads> offloads_;
   bool dirty_ = false;

@@ -19,6 +19,7 @@
 #include "asio.hpp"
 #include "config.hpp"
 #include "events.hpp"
+#include "inside_targets.hpp"
 #include "kernel_backend.hpp"
 #include "ledger.hpp"
 #include "logger.hpp"
@@ -266,10 +267,15 @@ int run(const Options& options) {
   jitterd::EventBus bus;
   jitterd::SessionManager sessions(io.get_executor(), backend, ledger, bus, config, log);
   sessions.recover();
+  // Target namespaces shaped from inside (--via inside) by an earlier jitterd: each has a ledger
+  // of its own naming it by device and inode.
+  jitterd::InsideTargets inside(io, bus, config, log);
+  inside.recover();
   jitterd::ProfileStore profiles(config.profile_dirs);
   jitterd::ServerStats stats;
   const auto targets = jitterd::make_namespace_resolver(config.targets);
-  jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats, targets.get());
+  jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats, targets.get(),
+                                 &inside);
   jitterd::AccessPolicy policy{
       static_cast<std::uint32_t>(::geteuid()),
       gid ? std::optional<std::uint32_t>(*gid) : std::optional<std::uint32_t>(::getegid())};
@@ -311,6 +317,7 @@ int run(const Options& options) {
              "; removing everything jitterd installed");
     notifier.stopping("removing shaping");
     sessions.shutdown();
+    inside.shutdown();
     monitor.stop();
     if (watchdog) watchdog->cancel();
     // Subscribers hear the `cleared` events of the shutdown; then io.run() runs out of work.

@@ -16,31 +16,28 @@ namespace jitterd {
 
 using shaper::check_syscall;
 
-namespace {
-
-int open_monitor_socket() {
-  const int fd = static_cast<int>(
+shaper::UniqueFd NetlinkMonitor::open_socket() {
+  shaper::UniqueFd fd(static_cast<int>(
       check_syscall(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE),
-                    "socket", "netlink monitor"));
+                    "socket", "netlink monitor")));
   sockaddr_nl address{};
   address.nl_family = AF_NETLINK;
   address.nl_groups = RTMGRP_LINK | RTMGRP_TC;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    const int error = errno;
-    ::close(fd);
-    throw shaper::SystemError("bind", "netlink monitor (RTNLGRP_LINK, RTNLGRP_TC)", error);
-  }
+  check_syscall(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), "bind",
+                "netlink monitor (RTNLGRP_LINK, RTNLGRP_TC)");
   // Bursts of notifications (an interface with many qdiscs going away) should not overflow.
   const int size = 1 << 20;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   return fd;
 }
 
-}  // namespace
-
 NetlinkMonitor::NetlinkMonitor(asio::io_context& io, SessionManager& sessions,
                                ShapingBackend& backend, Logger& log)
-    : sessions_(sessions), backend_(backend), log_(log), socket_(io, open_monitor_socket()) {}
+    : NetlinkMonitor(io, sessions, backend, log, open_socket()) {}
+
+NetlinkMonitor::NetlinkMonitor(asio::io_context& io, SessionManager& sessions,
+                               ShapingBackend& backend, Logger& log, shaper::UniqueFd socket)
+    : sessions_(sessions), backend_(backend), log_(log), socket_(io, socket.release()) {}
 
 void NetlinkMonitor::start() {
   wait();

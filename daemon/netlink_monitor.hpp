@@ -10,6 +10,7 @@
 #include "asio.hpp"
 #include "logger.hpp"
 #include "sessions.hpp"
+#include "shaper/files.hpp"
 #include "shaping_backend.hpp"
 
 namespace jitterd {
@@ -18,6 +19,13 @@ class NetlinkMonitor {
  public:
   NetlinkMonitor(asio::io_context& io, SessionManager& sessions, ShapingBackend& backend,
                  Logger& log);
+  // On `socket` from open_socket(), called in another network namespace (create_inside): the
+  // monitor watches that namespace.
+  NetlinkMonitor(asio::io_context& io, SessionManager& sessions, ShapingBackend& backend,
+                 Logger& log, shaper::UniqueFd socket);
+  // A NETLINK_ROUTE socket subscribed to link and tc notifications, in the calling thread's
+  // network namespace.
+  static shaper::UniqueFd open_socket();
   void start();
   void stop();
 

@@ -270,13 +270,15 @@ bool SubscribeFilter::matches(const Event& e) const {
 }
 
 Dispatcher::Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
-                       const Config& config, ServerStats& stats, TargetResolver* targets)
+                       const Config& config, ServerStats& stats, TargetResolver* targets,
+                       InsidePlaces* inside)
     : sessions_(sessions),
       profiles_(profiles),
       backend_(backend),
       config_(config),
       stats_(stats),
       targets_(targets),
+      inside_(inside),
       started_(now_stamp()) {}
 
 std::string Dispatcher::error_line(ErrorCode code, std::string_view message,
@@ -411,6 +413,7 @@ struct Dispatcher::Call {
   bool check_only = false;
   // Both clocks when the request was read (for `clock`).
   Stamp received = now_stamp();
+  SessionManager* lanes = nullptr;  // a target namespace's sessions (via inside)
 };
 
 Target Dispatcher::Call::read_target(bool interface_required) {
@@ -513,6 +516,15 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   if (!authorized) return fail(permission_denied(peer, config_.socket.group));
 
   Call call(peer, *params);
+  // A target namespace a request opened and left without a session (a refused apply, a clear) is
+  // let go once the request is answered, whatever the answer.
+  struct ReleaseIdle {
+    InsidePlaces* inside;
+    const Call& call;
+    ~ReleaseIdle() {
+      if (inside && call.lanes) inside->release_idle_soon();
+    }
+  } release{inside_, call};
   Outcome<json> outcome = json::object();
   try {
     outcome = (this->*handler_of(known->method).handler)(call);
@@ -571,8 +583,10 @@ Outcome<json> Dispatcher::interfaces(Call& c) {
 }
 
 Outcome<std::optional<ResolvedTarget>> Dispatcher::resolve_target(Call& c,
-                                                                  const std::string& interface) {
-  const auto request = read_target_request(c.r, c.params, c.p);
+                                                                  const std::string& interface,
+                                                                  std::string_view via) {
+  auto request = read_target_request(c.r, c.params, c.p);
+  if (request && !via.empty()) request->via = via;
   if (!request || !c.ok()) return std::optional<ResolvedTarget>();
   const std::string where = c.p + "/target";
   if (!config_.target_allowed(request->kind, request->name)) {
@@ -603,9 +617,42 @@ std::optional<RequestError> Dispatcher::retarget(Call& c, Target& target) {
   auto resolved = resolve_target(c, target.interface);
   if (!resolved) return std::move(resolved.error());
   if (!*resolved) return std::nullopt;
+  if ((*resolved)->inside) {
+    c.lanes = inside_ ? inside_->find(**resolved) : nullptr;
+    if (c.lanes) return std::nullopt;
+    const protocol::TargetInfo& info = (*resolved)->info;
+    RequestError none{ErrorCode::kNotFound,
+                      "no session on " + info.interface + " of " + info.kind + " " + info.name,
+                      c.p + "/target", "the status method lists the sessions"};
+    // No via named and nothing shaped from inside: the target's sessions may be on its host side
+    // (applied with via host-veth, or by a jitterd that could not enter then).
+    if (c.params["target"].contains("via")) return none;
+    resolved = resolve_target(c, target.interface, protocol::kViaHostVeth);
+    if (!resolved || !*resolved) return none;
+  }
   target.interface = (*resolved)->host_interface;
   if (target.direction) target.direction = reversed(*target.direction);
   return std::nullopt;
+}
+
+SessionManager& Dispatcher::lanes(const Call& c) {
+  return c.lanes ? *c.lanes : sessions_;
+}
+
+std::vector<SessionManager*> Dispatcher::every_place() {
+  std::vector<SessionManager*> out{&sessions_};
+  if (inside_) {
+    for (SessionManager* m : inside_->all()) out.push_back(m);
+  }
+  return out;
+}
+
+SessionManager::Statuses Dispatcher::every_status() {
+  SessionManager::Statuses out;
+  for (SessionManager* place : every_place()) {
+    if (auto s = place->status(Target{})) out.insert(out.end(), s->begin(), s->end());
+  }
+  return out;
 }
 
 Outcome<json> Dispatcher::profiles(Call& c) {
@@ -729,14 +776,30 @@ Outcome<json> Dispatcher::apply(Call& c) {
     if (*resolved) {
       a.interface = (*resolved)->host_interface;
       a.target = (*resolved)->info;
+      if ((*resolved)->inside) {
+        if (!inside_) {
+          return RequestError{ErrorCode::kInvalidParams,
+                              "this jitterd cannot shape inside a target", c.p + "/target/via",
+                              "give \"via\": \"host-veth\""};
+        }
+        auto place = inside_->open(**resolved);
+        if (!place) return place.error();
+        c.lanes = *place;
+      }
     }
   }
   const json* prof = c.r.member(c.params, c.p, "profile", true);
   const auto phase = c.r.string(c.params, c.p, "phase", false, shaper::kMaxNameLength);
   if (phase && !phase->empty()) a.phase = *phase;
   read_apply_lane(c, a);
-  if (a.target) {
+  if (a.target && a.target->via != protocol::kViaInside) {
     for (Direction& d : a.directions) d = reversed(d);
+  }
+  if (c.lanes && a.offloads_off) {
+    // OffloadGuard's ethtool ioctls name the interface in jitterd's own namespace.
+    c.r.error(c.p + "/offloads",
+              "\"offloads\": \"off\" is not available inside a target yet; give \"via\": "
+              "\"host-veth\" to turn the host side's offloads off");
   }
   if (prof && c.ok()) {
     if (auto refused = read_apply_profile(c, *prof, a)) return *refused;
@@ -747,8 +810,8 @@ Outcome<json> Dispatcher::apply(Call& c) {
   if (a.schedule && a.phase)
     c.r.error(c.p + "/schedule", "give a phase to hold or run the schedule, not both");
   if (!c.ok()) return json::object();
-  if (c.check_only) return checked_only(sessions_.check_apply_request(a));
-  return lanes_outcome(sessions_.apply(a, c.peer));
+  if (c.check_only) return checked_only(lanes(c).check_apply_request(a));
+  return lanes_outcome(lanes(c).apply(a, c.peer));
 }
 
 Outcome<json> Dispatcher::switch_phase(Call& c) {
@@ -758,10 +821,10 @@ Outcome<json> Dispatcher::switch_phase(Call& c) {
   const auto phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
   const auto at = read_start(c.r, c.params, c.p, "at", now_stamp());
   if (!c.ok()) return json::object();
-  if (c.check_only) return checked_only(sessions_.check_switch(target, *phase));
+  if (c.check_only) return checked_only(lanes(c).check_switch(target, *phase));
   std::optional<MonotonicTime> when;
   if (c.params.contains("at")) when = at;
-  return lanes_outcome(sessions_.switch_phase(target, *phase, when, c.peer));
+  return lanes_outcome(lanes(c).switch_phase(target, *phase, when, c.peer));
 }
 
 // pause, resume and confirm: a target and nothing else.
@@ -770,7 +833,7 @@ Outcome<json> Dispatcher::on_target(Call& c, LaneRequest request) {
   Target target = c.read_target(true);
   if (auto refused = retarget(c, target)) return *refused;
   if (!c.ok()) return json::object();
-  return lanes_outcome((sessions_.*request)(target, c.peer));
+  return lanes_outcome((lanes(c).*request)(target, c.peer));
 }
 
 Outcome<json> Dispatcher::pause(Call& c) {
@@ -798,7 +861,7 @@ Outcome<json> Dispatcher::skip(Call& c) {
               "give exactly one of \"phase\" (the next step of that phase) and \"step\" (0-based)");
   }
   if (!c.ok()) return json::object();
-  return lanes_outcome(sessions_.skip(target, step, phase, c.peer));
+  return lanes_outcome(lanes(c).skip(target, step, phase, c.peer));
 }
 
 Outcome<json> Dispatcher::status(Call& c) {
@@ -810,7 +873,8 @@ Outcome<json> Dispatcher::status(Call& c) {
               "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
   }
   if (!c.ok()) return json::object();
-  auto s = sessions_.status(target);
+  if (target.interface.empty()) return json(protocol::SessionList{every_status()});
+  auto s = lanes(c).status(target);
   if (!s) return s.error();
   return json(protocol::SessionList{*s});
 }
@@ -830,12 +894,22 @@ Outcome<json> Dispatcher::clear(Call& c) {
   if (!c.ok()) return json::object();
   if (c.check_only) {
     if (all) return json::object();
-    auto found = sessions_.status(target);
+    auto found = lanes(c).status(target);
     return found ? Outcome<json>(json::object()) : Outcome<json>(found.error());
   }
-  auto cleared = sessions_.clear(all ? Target{} : target, c.peer);
-  if (!cleared) return cleared.error();
-  return json(protocol::Cleared{*cleared});
+  if (!all) {
+    auto cleared = lanes(c).clear(target, c.peer);
+    if (!cleared) return cleared.error();
+    return json(protocol::Cleared{*cleared});
+  }
+  std::vector<std::string> every;
+  for (SessionManager* place : every_place()) {
+    auto cleared = place->clear(Target{}, c.peer);
+    if (!cleared) return cleared.error();
+    every.insert(every.end(), cleared->begin(), cleared->end());
+  }
+  if (inside_) inside_->release_idle_soon();
+  return json(protocol::Cleared{every});
 }
 
 Outcome<json> Dispatcher::renew(Call& c) {
@@ -844,7 +918,7 @@ Outcome<json> Dispatcher::renew(Call& c) {
   if (auto refused = retarget(c, target)) return *refused;
   const auto lease = read_duration(c.r, c.params, c.p, "lease");
   if (!c.ok()) return json::object();
-  return lanes_outcome(sessions_.renew(target, lease, c.peer));
+  return lanes_outcome(lanes(c).renew(target, lease, c.peer));
 }
 
 Outcome<json> Dispatcher::subscribe(Call& c) {
@@ -995,7 +1069,9 @@ std::string Dispatcher::metrics_text() {
   };
   const auto& m = sessions_.metrics();
   metric("jitterd_sessions", "gauge", "Interfaces with a jitterd session.");
-  out << "jitterd_sessions " << sessions_.session_count() << '\n';
+  std::size_t sessions = 0;
+  for (SessionManager* place : every_place()) sessions += place->session_count();
+  out << "jitterd_sessions " << sessions << '\n';
   metric("jitterd_transitions_total", "counter", "Phase transitions applied.");
   out << "jitterd_transitions_total " << m.transitions << '\n';
   metric("jitterd_missed_deadlines_total", "counter",
@@ -1041,8 +1117,9 @@ std::string Dispatcher::metrics_text() {
          "Events serialised for subscribers (once an event, however many subscribers it reaches).");
   out << "jitterd_events_written_total " << stats_.events_written << '\n';
 
-  auto statuses = sessions_.status("");
-  if (auto* list = statuses ? &*statuses : nullptr) {
+  const SessionManager::Statuses statuses = every_status();
+  {
+    const auto* list = &statuses;
     metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
     for (const auto& s : *list) {
       out << "jitterd_session_info{" << lane_labels(s) << ",profile=\"" << label(s.profile)

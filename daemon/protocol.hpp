@@ -15,6 +15,7 @@
 #include "clock.hpp"
 #include "config.hpp"
 #include "events.hpp"
+#include "inside_places.hpp"
 #include "profile_store.hpp"
 #include "protocol/methods.hpp"
 #include "sessions.hpp"
@@ -60,8 +61,11 @@ class Dispatcher {
  public:
   // `targets`: how requests naming a target (a namespace, a process, a container) are resolved;
   // null: such requests are refused.
+  // `inside`: where targets reached with via inside are shaped (one session manager per target
+  // namespace); null: such targets are refused.
   Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
-             const Config& config, ServerStats& stats, TargetResolver* targets = nullptr);
+             const Config& config, ServerStats& stats, TargetResolver* targets = nullptr,
+             InsidePlaces* inside = nullptr);
 
   // `authorized`: whether the peer may use the socket at all (see docs/protocol.md, Permissions).
   Reply handle(std::string_view line, const Peer& peer, bool authorized) {
@@ -130,10 +134,18 @@ class Dispatcher {
   // A request's "target" (a namespace, process or container whose `interface` it names): checked
   // against the config's target allow-list and resolved to where jitterd shapes it; nullopt when
   // the request names none. Problems with its form go to the call's diagnostics.
-  Outcome<std::optional<ResolvedTarget>> resolve_target(Call& c, const std::string& interface);
-  // The same for a request naming sessions: `target` rewritten to the host side (its interface,
-  // and its direction reversed).
+  // `via`, when given, stands for the request's.
+  Outcome<std::optional<ResolvedTarget>> resolve_target(Call& c, const std::string& interface,
+                                                        std::string_view via = {});
+  // The same for a request naming sessions: for host-veth, `target` rewritten to the host side
+  // (its interface, and its direction reversed); for inside, the call's sessions are the target
+  // namespace's (c.lanes), `target` unchanged.
   std::optional<RequestError> retarget(Call& c, Target& target);
+  // Whose sessions the call acts on: a target namespace's (via inside), else jitterd's own.
+  SessionManager& lanes(const Call& c);
+  // status and clear of everything: jitterd's own sessions, then every target namespace's.
+  std::vector<SessionManager*> every_place();
+  SessionManager::Statuses every_status();
 
   SessionManager& sessions_;
   ProfileStore& profiles_;
@@ -141,6 +153,7 @@ class Dispatcher {
   const Config& config_;
   ServerStats& stats_;
   TargetResolver* targets_;
+  InsidePlaces* inside_;
   StagedChanges staged_;
   Stamp started_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "shaper/errors.hpp"
 #include "shaper/ifb.hpp"
@@ -257,7 +258,9 @@ Outcome<shaper::Interface> SessionManager::check_apply(const ApplyRequest& reque
   auto interface = backend_.find_interface(name);
   if (!interface) {
     return RequestError{ErrorCode::kNotFound,
-                        "no interface " + name + " in jitterd's network namespace",
+                        "no interface " + name + " in " +
+                            (request.target ? request.target->kind + " " + request.target->name
+                                            : std::string("jitterd's network namespace")),
                         "/params/interface", "the interfaces method lists them"};
   }
   if (request.force && !config_.allow_force) {
@@ -323,7 +326,10 @@ SessionManager::SshGuard SessionManager::ssh_guard(const ApplyRequest& request,
   SshGuard guard;
   auto& bypass = guard.bypass;
   auto& unshaped = guard.unshaped;
-  if (request.protect_ssh && backend_.carries_default_route(interface)) {
+  // Inside a target's namespace the operator's SSH is not on the way (it reaches the host, not the
+  // container), and sshd's ports as this process sees them are the host's: no guard there.
+  const bool inside = request.target && request.target->via == protocol::kViaInside;
+  if (request.protect_ssh && !inside && backend_.carries_default_route(interface)) {
     // Port 22, and every port sshd listens on here: other operators' sessions stay up too.
     std::vector<std::uint16_t> ports = backend_.ssh_listening_ports();
     ports.insert(ports.begin(), shaper::kSshPort);
@@ -357,9 +363,11 @@ std::vector<std::unique_ptr<SessionManager::Session>> SessionManager::make_sessi
     s.interface = interface;
     s.direction = direction;
     if (request.target) {
-      // The host side's ingress is what the target sends: the opposite direction.
+      // Through the host side (host-veth), the host side's ingress is what the target sends: the
+      // opposite direction. Inside the target, a direction is the target's own.
       s.target = request.target;
-      s.target->direction = protocol::reversed(direction);
+      s.target->direction =
+          request.target->via == protocol::kViaInside ? direction : protocol::reversed(direction);
     }
     s.set = request.set;
     s.selectors = request.selectors;
@@ -1366,8 +1374,15 @@ void SessionManager::end_session(const Key& key, EventType type, const std::stri
   }
 }
 
+void SessionManager::end_target() {
+  std::set<int> indices;
+  for (const auto& [key, s] : sessions_) indices.insert(key.index);
+  for (const auto& [key, s] : successors_) indices.insert(key.index);
+  for (int index : indices) drop_interface(index, EventType::kTargetGone, "", false, true);
+}
+
 void SessionManager::drop_interface(int index, EventType type, const std::string& reason,
-                                    bool throw_on_failure) {
+                                    bool throw_on_failure, bool remove_anyway) {
   std::vector<Key> keys;
   for (const auto& [key, s] : sessions_) {
     if (key.index == index) keys.push_back(key);
@@ -1383,7 +1398,7 @@ void SessionManager::drop_interface(int index, EventType type, const std::string
   }
   const shaper::Interface interface = sessions_.at(keys.front())->interface;
   std::string failure;
-  if (type == EventType::kCleared) {
+  if (type == EventType::kCleared || remove_anyway) {
     try {
       backend_.remove(interface);
     } catch (const std::exception& error) {
@@ -1585,8 +1600,9 @@ void SessionManager::on_interface_gone(int index) {
   ++metrics_.interfaces_gone;
   const Session& first = *sessions_.lower_bound(Key{index, Direction::kEgress, ""})->second;
   const shaper::Interface interface = first.interface;
-  // A target's veth goes with its namespace: the target is what is gone.
-  const bool target = first.target.has_value();
+  // A target's host-side veth goes with its namespace: the target is what is gone. Inside a
+  // target, jitterd holds the namespace (end_target() tells its end): only the interface went.
+  const bool target = first.target.has_value() && first.target->via != protocol::kViaInside;
   log_.warning(interface.name + " is gone" +
                (target ? " with " + first.target->kind + " " + first.target->name : "") +
                "; its sessions ended");

@@ -151,6 +151,12 @@ class SessionManager {
   // jitterd's qdisc is still the root.
   void on_external_change(int index, const std::string& what, bool still_ours);
 
+  // The target these sessions shape in (`--via inside`) has gone (a container stopped, a name
+  // deleted) while jitterd still holds its namespace open: every session ends with `target-gone`,
+  // and what it installed there is removed first, so nothing stays when the namespace lives on
+  // (another process still in it).
+  void end_target();
+
   bool has_session(int index) const;
   std::size_t session_count() const { return sessions_.size(); }
   const SessionMetrics& metrics() const { return metrics_; }
@@ -285,11 +291,12 @@ class SessionManager {
   void arm_confirm(Session& s);
   void end_session(const Key& key, EventType type, const std::string& reason, bool remove_qdisc);
   // Ends every session and successor on an interface; for `cleared`, removes everything jitterd
-  // holds there in one go first (otherwise the interface is gone and nothing is touched). A removal
+  // holds there in one go first (otherwise the interface is gone and nothing is touched, unless
+  // `remove_anyway`: a target that went while its namespace is still held). A removal
   // that fails is thrown with `throw_on_failure` (a request: nothing has ended, every session stays
   // as it was) and otherwise published as `error` while the sessions end anyway (shutdown).
   void drop_interface(int index, EventType type, const std::string& reason,
-                      bool throw_on_failure = false);
+                      bool throw_on_failure = false, bool remove_anyway = false);
   // The ledger after the kernel let go of what it names (no lane: the whole interface). A write
   // that fails is logged, not thrown: the removal did happen, and an entry naming what is gone is
   // harmless (the next start finds nothing there) until a later write drops it.

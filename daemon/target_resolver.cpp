@@ -1,10 +1,14 @@
 #include "target_resolver.hpp"
 
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "container_engine.hpp"
@@ -40,6 +44,27 @@ std::optional<Refusal> refusal_of(const shaper::SystemError& e, const std::strin
   }
 }
 
+// The target's namespace, and the process whose exit ends it (0: none, the target is a name).
+struct Opened {
+  shaper::NetworkNamespace ns;
+  pid_t pid = 0;
+};
+
+// N of "/proc/N/ns/net", or 0.
+pid_t pid_of_proc_path(const std::string& path) {
+  constexpr std::string_view kPrefix = "/proc/";
+  constexpr std::string_view kSuffix = "/ns/net";
+  if (path.size() <= kPrefix.size() + kSuffix.size() || !path.starts_with(kPrefix) ||
+      !path.ends_with(kSuffix)) {
+    return 0;
+  }
+  const char* first = path.data() + kPrefix.size();
+  const char* last = path.data() + path.size() - kSuffix.size();
+  pid_t pid = 0;
+  const auto [end, error] = std::from_chars(first, last, pid);
+  return error == std::errc() && end == last && pid > 0 ? pid : 0;
+}
+
 class NamespaceResolver final : public TargetResolver {
  public:
   explicit NamespaceResolver(const TargetsConfig& config)
@@ -48,27 +73,43 @@ class NamespaceResolver final : public TargetResolver {
 
   Result<ResolvedTarget> resolve(const TargetRequest& target,
                                  const std::string& interface) override {
-    if (target.via != "host-veth") {
+    const std::string via = target.via.empty() ? default_via() : target.via;
+    if (via != protocol::kViaHostVeth && via != protocol::kViaInside) {
       return Refusal{ErrorCode::kInvalidParams,
-                     "via \"" + target.via + "\" is not a way to reach a target", "/target/via",
-                     "give \"host-veth\" (shape the target's veth peer in jitterd's namespace); "
-                     "shaping inside the target's namespace is not built yet"};
+                     "via \"" + via + "\" is not a way to reach a target", "/target/via",
+                     "give \"inside\" (shape in the target's own namespace) or \"host-veth\" "
+                     "(shape the target's veth peer in jitterd's namespace)"};
     }
-    auto ns = open_namespace(target);
-    if (!ns) return std::move(ns.error());
+    if (via == protocol::kViaInside && !can_enter_namespaces()) {
+      return Refusal{ErrorCode::kPermissionDenied,
+                     "via inside needs CAP_SYS_ADMIN (to enter the target's network namespace), "
+                     "which this jitterd (uid " +
+                         std::to_string(::geteuid()) + ") does not have",
+                     "/target/via",
+                     "grant it (the drop-in systemd/jitterd-targets.conf does), or give \"via\": "
+                     "\"host-veth\" where the target has a veth peer in jitterd's namespace"};
+    }
+    auto opened = open_namespace(target);
+    if (!opened) return std::move(opened.error());
+    ResolvedTarget out;
+    out.host_interface = interface;
+    out.info = {target.kind,
+                target.name,
+                interface,
+                protocol::Direction::kEgress,
+                opened->ns.identity().to_string(),
+                via};
+    if (via == protocol::kViaInside) {
+      out.pid = opened->pid;
+      out.inside = std::move(opened->ns);
+      return out;
+    }
     try {
-      shaper::RouteSocket inside = ns->create_inside([] { return shaper::RouteSocket(); });
+      shaper::RouteSocket inside = opened->ns.create_inside([] { return shaper::RouteSocket(); });
       shaper::RouteSocket host;
       const shaper::HostVeth pair =
-          shaper::find_host_veth(inside, interface, host, ns->description());
-      ResolvedTarget out;
+          shaper::find_host_veth(inside, interface, host, opened->ns.description());
       out.host_interface = pair.host.name;
-      out.info = {target.kind,
-                  target.name,
-                  interface,
-                  protocol::Direction::kEgress,
-                  ns->identity().to_string(),
-                  target.via};
       return out;
     } catch (const shaper::SystemError& e) {
       const std::string where = e.operation() == "find host-side veth" ? "/interface" : "/target";
@@ -78,14 +119,14 @@ class NamespaceResolver final : public TargetResolver {
   }
 
  private:
-  Result<shaper::NetworkNamespace> open_namespace(const TargetRequest& target) const {
+  Result<Opened> open_namespace(const TargetRequest& target) const {
     try {
       if (target.kind == "netns") {
         if (auto problem = shaper::netns_name_problem(target.name)) {
           return Refusal{ErrorCode::kInvalidParams, *problem, "/target/netns",
                          "give a name `ip netns list` shows"};
         }
-        return shaper::NetworkNamespace::named(target.name);
+        return Opened{shaper::NetworkNamespace::named(target.name), 0};
       }
       if (target.kind == "netns-path") {
         if (target.name.empty() || target.name.front() != '/') {
@@ -93,7 +134,8 @@ class NamespaceResolver final : public TargetResolver {
                          "\"" + target.name + "\" is not an absolute path", "/target/netns_path",
                          "give the namespace's file, e.g. /proc/4242/ns/net or /run/netns/blue"};
         }
-        return shaper::NetworkNamespace::at_path(target.name);
+        return Opened{shaper::NetworkNamespace::at_path(target.name),
+                      pid_of_proc_path(target.name)};
       }
       if (target.kind == "pid") return open_pid(target.name);
       return open_container(target.name);
@@ -103,19 +145,19 @@ class NamespaceResolver final : public TargetResolver {
     }
   }
 
-  static Result<shaper::NetworkNamespace> open_pid(const std::string& text) {
+  static Result<Opened> open_pid(const std::string& text) {
     pid_t pid = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), pid);
     if (error != std::errc() || end != text.data() + text.size() || pid <= 0) {
       return Refusal{ErrorCode::kInvalidParams, "\"" + text + "\" is not a process ID",
                      "/target/pid", "give a positive whole number"};
     }
-    return shaper::NetworkNamespace::of_process(pid);
+    return Opened{shaper::NetworkNamespace::of_process(pid), pid};
   }
 
   // The container's namespace: the one its first process is in now (Docker keeps a SandboxKey of
   // a stopped container's old namespace, so the PID is what is trusted).
-  Result<shaper::NetworkNamespace> open_container(const std::string& name) const {
+  Result<Opened> open_container(const std::string& name) const {
     if (auto problem = container_name_problem(name)) {
       return Refusal{ErrorCode::kInvalidParams, *problem, "/target/container",
                      "give the name or ID `docker ps` or `podman ps` shows"};
@@ -132,7 +174,7 @@ class NamespaceResolver final : public TargetResolver {
         return Refusal{ErrorCode::kConflict, "container " + name + " is not running",
                        "/target/container", "start it first (its namespace exists only then)"};
       }
-      return shaper::NetworkNamespace::of_process(info->pid);
+      return Opened{shaper::NetworkNamespace::of_process(info->pid), info->pid};
     }
     if (asked.empty()) {
       std::string tried;
@@ -150,6 +192,19 @@ class NamespaceResolver final : public TargetResolver {
 };
 
 }  // namespace
+
+bool can_enter_namespaces() {
+  __user_cap_header_struct header{};
+  header.version = _LINUX_CAPABILITY_VERSION_3;
+  header.pid = 0;  // this process
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  shaper::check_syscall(::syscall(SYS_capget, &header, data), "capget", "jitterd's capabilities");
+  return (data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)) != 0;
+}
+
+std::string default_via() {
+  return std::string(can_enter_namespaces() ? protocol::kViaInside : protocol::kViaHostVeth);
+}
 
 std::unique_ptr<TargetResolver> make_namespace_resolver(const TargetsConfig& config) {
   return std::make_unique<NamespaceResolver>(config);

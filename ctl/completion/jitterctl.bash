@@ -263,7 +263,7 @@ _jitterctl() {
         case $command:$prev in
         *:--socket | *:--shaped | *:--link-calibration | *:--netns-path) _jitterctl_files "$cur" "" ;;
         *:--netns) _jitterctl_add "$(ls /run/netns 2>/dev/null)" "$cur" ;;
-        *:--via) _jitterctl_add "host-veth" "$cur" ;;
+        *:--via) _jitterctl_add "inside host-veth" "$cur" ;;
         *:--timeout) _jitterctl_add "5s 10s 30s 1m" "$cur" ;;
         compile:--host | validate:--host) ;;
         *:--host)

@@ -169,7 +169,8 @@ expect "no phases from a file that is not a profile" "" "jitterctl validate note
 # Values.
 expect "direction of apply" "egress ingress both" "jitterctl apply lo --direction "
 expect "direction of other commands" "egress ingress" "jitterctl switch lo --direction "
-expect "a target is reached by its host veth" "host-veth" "jitterctl switch eth0 --container redis0 --via "
+expect "a target is reached from inside or by its host veth" "inside host-veth" "jitterctl switch eth0 --container redis0 --via "
+expect "--via inside completes" "inside" "jitterctl switch eth0 --netns blue --via in"
 expect "the target options take their value" "" "jitterctl status --container "
 expect "lease durations" "10s 30s 60s 5m 1h" "jitterctl apply lo wan --lease "
 expect "confirm durations" "10s 30s 60s 5m 1h" "jitterctl apply lo wan --confirm "

@@ -355,11 +355,11 @@ TEST_F(OnlineCommands, BadCommandLinesAreUsageErrorsAndSendNothing) {
 TEST_F(OnlineCommands, UsageErrorsShowTheCommandsUsage) {
   FakeJitterd server(canned_reply);
   const CommandRun r = run(server, {"skip", "veth0"});
-  EXPECT_EQ(
-      r.err,
-      "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
-      "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]"
-      " [--netns NAME] [--netns-path PATH] [--pid PID] [--container NAME] [--via host-veth]\n");
+  EXPECT_EQ(r.err,
+            "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
+            "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]"
+            " [--netns NAME] [--netns-path PATH] [--pid PID] [--container NAME] [--via "
+            "inside|host-veth]\n");
 }
 
 TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
@@ -370,7 +370,7 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
       r.out,
       "usage: jitterctl switch INTERFACE PHASE [--at now|+1s|RFC3339] [--direction egress|ingress] "
       "[--egress] [--ingress] [--set NAME] [--netns NAME] [--netns-path PATH] [--pid PID] "
-      "[--container NAME] [--via host-veth]\n"
+      "[--container NAME] [--via inside|host-veth]\n"
       "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n"
       "options:\n"
       "  --at now|+1s|RFC3339      switch then (default now)\n"
@@ -384,7 +384,8 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
       "mount)\n"
       "  --pid PID                 ... in the namespace of process PID\n"
       "  --container NAME          ... in Docker or Podman container NAME (or ID)\n"
-      "  --via host-veth           how a target is shaped: on its veth's host side (the default)\n"
+      "  --via inside|host-veth    how a target is shaped: in its namespace or on its veth's host "
+      "side\n"
       "global options:\n"
       "  --socket PATH             jitterd's socket (default: $JITTERD_SOCKET, else "
       "/run/jitterd/jitterd.sock)\n"
@@ -451,6 +452,32 @@ TEST_F(OnlineCommands, ApplyBothDirectionsShowsBothLanes) {
             "     -\n");
   const CommandRun j = run(server, {"--json", "apply", "veth0", "wifi", "--direction", "both"});
   EXPECT_EQ(Json::parse(j.out)["sessions"].size(), 2u);
+}
+
+// A target's lane is named as the target sees it, with where jitterd shapes it.
+TEST_F(OnlineCommands, ATargetsLaneSaysWhereItIsShaped) {
+  // An ingress lane on `interface` for the target `kind` `name`, whose own direction is `seen`.
+  const auto lane = [](const std::string& interface, const std::string& kind,
+                       const std::string& name, const std::string& seen, const std::string& via) {
+    Json s = held_entry(interface);
+    s["direction"] = "ingress";
+    s["target"] = {{"kind", kind},
+                   {"name", name},
+                   {"interface", "eth0"},
+                   {"direction", seen},
+                   {"namespace", "net:[4026532281]"},
+                   {"via", via}};
+    return s;
+  };
+  FakeJitterd server([&](const Json& r) {
+    return FakeJitterd::reply(r, {{"sessions",
+                                   {lane("eth0", "netns", "blue", "ingress", "inside"),
+                                    lane("vethT", "container", "redis0", "egress", "host-veth")}}});
+  });
+  const CommandRun r = run(server, {"status"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("netns blue eth0 ingress (inside) "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("container redis0 eth0 (on vethT ingress) "), std::string::npos) << r.out;
 }
 
 TEST_F(OnlineCommands, InterfacesTable) {

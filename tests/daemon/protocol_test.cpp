@@ -6,6 +6,8 @@
 #include "protocol.hpp"
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
+#include "shaper/network_namespace.hpp"
 #include "target_resolver.hpp"
 #include "test_support.hpp"
 
@@ -159,12 +162,56 @@ class FakeTargets : public TargetResolver {
  public:
   shaper::Expected<ResolvedTarget, protocol::Error> resolve(const TargetRequest& target,
                                                             const std::string& interface) override {
-    return ResolvedTarget{"vethT", protocol::TargetInfo{.kind = target.kind,
-                                                        .name = target.name,
-                                                        .interface = interface,
-                                                        .namespace_id = "net:[4026532281]",
-                                                        .via = target.via}};
+    ResolvedTarget out;
+    out.host_interface = "vethT";
+    out.info.kind = target.kind;
+    out.info.name = target.name;
+    out.info.interface = interface;
+    out.info.namespace_id = "net:[4026532281]";
+    out.info.via = target.via.empty() ? default_via : target.via;
+    if (out.info.via == "inside") {
+      // Shaped in the target's namespace: the interface keeps its name, and the namespace is held
+      // (this process's own stands in for it; FakeInsidePlaces does not enter it).
+      out.host_interface = interface;
+      out.inside = shaper::NetworkNamespace::own();
+    }
+    return out;
   }
+  // What a request naming no via gets (the real resolver: inside where jitterd can enter).
+  std::string default_via = "host-veth";
+};
+
+// The target namespaces of via inside, for protocol tests: every target is one place whose
+// sessions shape a FakeBackend of their own (the target's eth0 has index 2, as jitterd's own eth0
+// does: the two must never be confused), with a ledger of their own and the rig's bus.
+class FakeInsidePlaces : public InsidePlaces {
+ public:
+  explicit FakeInsidePlaces(DaemonRig& rig)
+      : ledger(state.path()),
+        sessions(rig.io.get_executor(), backend, ledger, rig.bus, rig.config, rig.log) {
+    backend.add_interface("eth0", 2);
+  }
+  Outcome<SessionManager*> open(ResolvedTarget& target) override {
+    EXPECT_TRUE(target.inside.has_value());
+    ++opened;
+    held = true;
+    return &sessions;
+  }
+  SessionManager* find(const ResolvedTarget&) override { return held ? &sessions : nullptr; }
+  std::vector<SessionManager*> all() override {
+    if (!held) return {};
+    return {&sessions};
+  }
+  void release_idle_soon() override {
+    if (sessions.session_count() == 0) held = false;
+  }
+
+  TempDir state;
+  FakeBackend backend;
+  Ledger ledger;
+  SessionManager sessions;
+  bool held = false;
+  int opened = 0;
 };
 
 class Protocol {
@@ -175,7 +222,8 @@ class Protocol {
           if (adjust) adjust(c);
         }),
         store({profiles.path()}),
-        dispatcher(rig.sessions, store, rig.backend, rig.config, stats, &targets) {
+        inside(rig),
+        dispatcher(rig.sessions, store, rig.backend, rig.config, stats, &targets, &inside) {
     profiles.write("held.json", profile_json("held"));
     profiles.write("wifi.json", profile_json("wifi", {{"a", "1s"}, {"b", "3s"}}));
   }
@@ -204,6 +252,7 @@ class Protocol {
   ProfileStore store;
   ServerStats stats;
   FakeTargets targets;
+  FakeInsidePlaces inside;
   Dispatcher dispatcher;
   Reply last;
 };
@@ -1490,6 +1539,154 @@ TEST(GrafanaDashboard, TheCheckCatchesAMetricJitterdDoesNotExport) {
   EXPECT_EQ(queries, (std::vector<std::string>{"rate(jitterd_nope_total[1m])",
                                                "label_values(jitterd_gone, job)"}));
   EXPECT_FALSE(exported_series("# TYPE jitterd_sessions gauge\n").count("jitterd_nope_total"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Targets reached from inside (via inside): the target namespace's own sessions
+
+json inside_target(const std::string& name = "blue") {
+  return {{"netns", name}, {"via", "inside"}};
+}
+
+TEST(Protocol, ViaInsideShapesTheTargetsOwnInterfaceInTheDirectionAsked) {
+  Protocol p;
+  const json result = p.ok("apply", {{"interface", "eth0"},
+                                     {"profile", "held"},
+                                     {"direction", "ingress"},
+                                     {"target", inside_target()}});
+  EXPECT_EQ(result["interface"], "eth0");
+  EXPECT_EQ(result["direction"], "ingress");
+  EXPECT_EQ(result["target"]["via"], "inside");
+  EXPECT_EQ(result["target"]["direction"], "ingress");  // not reversed, unlike host-veth
+  EXPECT_EQ(result["target"]["interface"], "eth0");
+  const auto applied = p.inside.backend.calls(Call::kApply);
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0].interface.name, "eth0");
+  EXPECT_EQ(applied[0].direction, Direction::kIngress);
+  // jitterd's own eth0 (index 2 too) is left alone.
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 0u);
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
+TEST(Protocol, RequestsNamingAnInsideTargetActOnItsSessionsAndEveryListNamesThem) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "wifi"}, {"target", inside_target()}});
+  const json one = p.ok("status", {{"interface", "eth0"}, {"target", inside_target()}});
+  ASSERT_EQ(one["sessions"].size(), 1u);
+  EXPECT_EQ(one["sessions"][0]["profile"], "wifi");
+  const json every = p.ok("status");
+  ASSERT_EQ(every["sessions"].size(), 2u);
+  EXPECT_EQ(every["sessions"][0]["interface"], "veth0");
+  EXPECT_EQ(every["sessions"][1]["target"]["name"], "blue");
+  const json switched =
+      p.ok("switch", {{"interface", "eth0"}, {"phase", "b"}, {"target", inside_target()}});
+  EXPECT_EQ(switched["phase"], "b");
+  EXPECT_NE(p.dispatcher.metrics_text().find("jitterd_sessions 2\n"), std::string::npos);
+
+  const json cleared = p.ok("clear", {{"all", true}});
+  EXPECT_EQ(cleared["cleared"].size(), 2u) << cleared.dump();
+  EXPECT_EQ(p.inside.sessions.session_count(), 0u);
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+  EXPECT_EQ(p.inside.backend.count(Call::kRemove), 1u);
+  EXPECT_FALSE(p.inside.held) << "a place without a session is let go";
+}
+
+TEST(Protocol, AnInsideTargetWithoutASessionIsNotFoundAndIsNotOpenedByAsking) {
+  Protocol p;
+  const json e = error_of(p.call("status", {{"interface", "eth0"}, {"target", inside_target()}}),
+                          "not-found", "/params/target");
+  EXPECT_NE(e["message"].get<std::string>().find("no session on eth0 of netns blue"),
+            std::string::npos)
+      << e.dump();
+  EXPECT_EQ(p.inside.opened, 0);
+}
+
+TEST(Protocol, OffloadsOffIsRefusedInsideATargetAndTheTargetIsLetGo) {
+  Protocol p;
+  const json e = error_of(p.call("apply", {{"interface", "eth0"},
+                                           {"profile", "held"},
+                                           {"offloads", "off"},
+                                           {"target", inside_target()}}),
+                          "invalid-params", "/params/offloads");
+  EXPECT_NE(e["message"].get<std::string>().find("host-veth"), std::string::npos) << e.dump();
+  EXPECT_EQ(p.inside.backend.count(Call::kApply), 0u);
+  EXPECT_FALSE(p.inside.held);
+}
+
+TEST(Protocol, AnInsideTargetThatGoesEndsItsSessionsWithTargetGoneAndRemovesTheirShaping) {
+  Protocol p;
+  p.ok("apply", {{"interface", "eth0"},
+                 {"profile", "held"},
+                 {"direction", "both"},
+                 {"target", inside_target()}});
+  p.inside.sessions.end_target();
+  const auto gone = p.rig.events_of(EventType::kTargetGone);
+  ASSERT_EQ(gone.size(), 2u);
+  for (const Event& e : gone) {
+    ASSERT_TRUE(e.target.has_value());
+    EXPECT_EQ(e.target->via, "inside");
+    EXPECT_EQ(e.target->name, "blue");
+    EXPECT_EQ(e.interface, "eth0");
+  }
+  // Removed, not merely forgotten: the namespace may outlive the target (another process in it).
+  EXPECT_EQ(p.inside.backend.count(Call::kRemove), 1u);
+  EXPECT_EQ(p.inside.backend.count(Call::kForget), 0u);
+  EXPECT_EQ(p.inside.sessions.session_count(), 0u);
+}
+
+TEST(Protocol, ARequestNamingNoViaFindsATargetsSessionsOnItsHostSideWhenNoneAreInside) {
+  Protocol p;
+  p.targets.default_via = "inside";
+  p.rig.backend.add_interface("vethT", 12);
+  p.ok("apply", {{"interface", "eth0"},
+                 {"profile", "held"},
+                 {"target", {{"netns", "blue"}, {"via", "host-veth"}}}});
+  const json found = p.ok("status", {{"interface", "eth0"}, {"target", {{"netns", "blue"}}}});
+  ASSERT_EQ(found["sessions"].size(), 1u) << found.dump();
+  EXPECT_EQ(found["sessions"][0]["interface"], "vethT");
+  // Naming via inside asks for that place only.
+  error_of(p.call("status", {{"interface", "eth0"}, {"target", inside_target()}}), "not-found",
+           "/params/target");
+  p.ok("clear", {{"interface", "eth0"}, {"target", {{"netns", "blue"}}}});
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
+// The real resolver's refusal of via inside where jitterd cannot enter: capabilities belong to a
+// thread, so one thread gives CAP_SYS_ADMIN up (always allowed) and asks; nothing is opened first.
+TEST(NamespaceResolver, ViaInsideWithoutCapSysAdminIsRefusedNamingTheCapability) {
+  bool dropped = false;
+  bool could_enter = true;
+  std::string default_then;
+  std::optional<protocol::Error> refusal;
+  std::thread worker([&] {
+    __user_cap_header_struct header{};
+    header.version = _LINUX_CAPABILITY_VERSION_3;
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+    if (::syscall(SYS_capget, &header, data) != 0) return;
+    data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+    if (::syscall(SYS_capset, &header, data) != 0) return;
+    dropped = true;
+    could_enter = can_enter_namespaces();
+    default_then = default_via();
+    const auto resolver = make_namespace_resolver(TargetsConfig{});
+    TargetRequest request;
+    request.kind = "netns";
+    request.name = "jitterd-test-no-such-namespace";
+    request.via = "inside";
+    auto resolved = resolver->resolve(request, "eth0");
+    if (!resolved) refusal = resolved.error();
+  });
+  worker.join();
+  ASSERT_TRUE(dropped) << "capset refused to drop CAP_SYS_ADMIN from the effective set";
+  EXPECT_FALSE(could_enter);
+  EXPECT_EQ(default_then, "host-veth");
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(refusal->where, "/target/via");
+  EXPECT_NE(refusal->message.find("via inside needs CAP_SYS_ADMIN"), std::string::npos)
+      << refusal->message;
+  EXPECT_NE(refusal->hint.find("host-veth"), std::string::npos) << refusal->hint;
 }
 
 }  // namespace

@@ -1090,6 +1090,35 @@ TEST(Sessions, RecoveryRemovesWhatACrashedJitterdLeft) {
       << rig.log_text();
 }
 
+// The ledger of a target shaped from inside: a file of its own, named and filled with the
+// namespace's identity, read back as written, and gone once discarded.
+TEST(Sessions, ATargetsLedgerNamesItsNamespaceAndReadsBack) {
+  DaemonRig rig;
+  LedgerTarget target;
+  target.kind = "netns";
+  target.name = "blue";
+  target.path = "/run/netns/blue";
+  target.device = 4;
+  target.inode = 4026532281;
+  target.cookie = 9001;
+  Ledger ledger(rig.state.path(), target);
+  EXPECT_EQ(ledger.path(), rig.state.path() + "/target-4-4026532281.json");
+  LedgerEntry entry;
+  entry.index = 2;
+  entry.interface = "eth0";
+  entry.profile = "wifi";
+  ledger.record(entry);
+  const auto loaded = Ledger::load_file(ledger.path());
+  ASSERT_TRUE(loaded.diagnostics().empty());
+  ASSERT_TRUE(loaded->target.has_value());
+  EXPECT_EQ(*loaded->target, target);
+  ASSERT_EQ(loaded->sessions.size(), 1u);
+  EXPECT_EQ(loaded->sessions[0], entry);
+  EXPECT_FALSE(rig.ledger.load()->target.has_value()) << "jitterd's own ledger names no target";
+  ledger.discard();
+  EXPECT_FALSE(std::filesystem::exists(ledger.path()));
+}
+
 TEST(Sessions, RecoveryAdoptsWithTheLedgersProfileAndPhase) {
   DaemonRig rig([](Config& c) { c.recovery = Recovery::kAdopt; });
   rig.backend.add_interface("veth7", 7, FakeBackend::Root::kJitterd);

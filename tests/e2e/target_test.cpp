@@ -1,17 +1,26 @@
-// Targets beyond jitterd's own namespace, `--via host-veth` (docs/operations.md, "Containers and
-// namespaces"): a network namespace of its own (as a container's is) whose eth0 is one end of a
-// veth pair, the other end (jtc) in jitterd's namespace a. jitterctl names the interface as the
-// target sees it (`--netns C`, eth0 by default); jitterd shapes jtc, reversing the direction (the
-// target's egress arrives on jtc: its ingress, an IFB of namespace a). ping from namespace a
-// through the pair, iproute2 and the ledger are the witnesses: the delay lands on the direction
-// asked for, a switch and a clear take effect, a deleted namespace ends the session with
-// `target-gone` and leaves no IFB, and a jitterd killed with -9 leaves nothing after its restart.
+// Targets beyond jitterd's own namespace (docs/operations.md, "Containers and namespaces"): a
+// network namespace of its own (as a container's is) whose eth0 is one end of a veth pair, the
+// other end (jtc) in jitterd's namespace a. jitterctl names the interface as the target sees it
+// (`--netns C`, eth0 by default). ping from namespace a through the pair, iproute2 (in either
+// namespace) and the ledger are the witnesses.
+//  - E2eTarget, `--via host-veth`: jitterd shapes jtc, reversing the direction (the target's egress
+//    arrives on jtc: its ingress, an IFB of namespace a). The delay lands on the direction asked
+//    for, a switch and a clear take effect, a deleted namespace ends the session with `target-gone`
+//    and leaves no IFB, and a jitterd killed with -9 leaves nothing after its restart.
+//  - E2eTargetInside, `--via inside`: jitterd shapes eth0 in namespace C through sockets created
+//    there, its IFB in C too, nothing in namespace a; the same witnesses, plus recovery after
+//    kill -9 that finds C by its device and inode (and leaves alone a new namespace of the same
+//    name).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "e2e_support.hpp"
 
@@ -51,6 +60,8 @@ class TargetNamespace {
     }
   }
   const std::string& name() const { return name_; }
+  // A namespace called `name` with nothing in it (a container restarted: same name, new namespace).
+  static void add_bare(const std::string& name) { jitterd_test::run("ip netns add " + name); }
   void remove() {
     jitterd_test::run("ip netns del " + name_);
     deleted_ = true;
@@ -74,6 +85,9 @@ class E2eTarget : public jitterd_e2e::E2eTest {
     target_.reset();
   }
 
+  // How the fixture's requests reach the target.
+  virtual const char* via() const { return "host-veth"; }
+
   // The smallest RTT of `count` pings from namespace a to the target, in ms.
   double min_rtt_ms(int count = 10) {
     const std::string out =
@@ -84,27 +98,70 @@ class E2eTarget : public jitterd_e2e::E2eTest {
     return std::stod(m[1]);
   }
 
-  // The devices of namespace a whose names start with jitterd's IFB prefix.
-  std::string ifbs() {
+  // The devices of namespace `ns` whose names start with jitterd's IFB prefix.
+  static std::string ifbs(const std::string& ns) {
     std::string found;
-    for (const auto& link : jitterd_e2e::parse_json(bed().in_ns_a("ip -j link show"))) {
+    for (const auto& link :
+         jitterd_e2e::parse_json(jitterd_test::run("ip -n " + ns + " -j link show"))) {
       const std::string name = link.value("ifname", "");
       if (name.starts_with("jdifb")) found += name + " ";
     }
     return found;
   }
+  std::string ifbs() { return ifbs(bed().net.ns_a()); }
 
-  // The root qdisc of jtc (namespace a) as tc reports it.
-  std::string host_root_kind() {
-    for (const auto& q :
-         jitterd_e2e::parse_json(bed().in_ns_a("tc -j qdisc show dev " + std::string(kHostSide)))) {
-      if (q.value("root", false)) return q.value("kind", "");
+  // The root qdisc of `device` in namespace `ns` as tc reports it: "kind handle".
+  static std::string root_of(const std::string& ns, const std::string& device) {
+    for (const auto& q : jitterd_e2e::parse_json(
+             jitterd_test::run("tc -n " + ns + " -j qdisc show dev " + device))) {
+      if (q.value("root", false)) return q.value("kind", "") + " " + q.value("handle", "");
     }
     return "";
   }
+  // The root qdisc's kind of jtc (namespace a).
+  std::string host_root_kind() {
+    const std::string root = root_of(bed().net.ns_a(), kHostSide);
+    return root.substr(0, root.find(' '));
+  }
+
+  // A subscriber to every event, counted by jitterd before this returns (so it hears what follows).
+  jitterd_e2e::EventStream subscribe_all() {
+    jitterd_e2e::EventStream events(
+        jitterd_e2e::Process::spawn({jitterd_e2e::jitterctl_binary(), "--socket",
+                                     bed().daemon.socket(), "--json", "subscribe"}));
+    bed().wait_for_connections(2);
+    return events;
+  }
+  // Applies the test profile to both directions of the target and waits for `applied`.
+  void apply_both(jitterd_e2e::EventStream& events) {
+    const auto applied = ctl({"apply", "--direction", "both", jitterd_e2e::kProfileName});
+    ASSERT_EQ(applied.exit_code, 0) << applied.err;
+    ASSERT_TRUE(events.wait_for("applied", kEventTimeout)) << events.describe();
+  }
+  // Deletes the target's namespace (`ip netns del`); the first `target-gone` that follows.
+  std::optional<Json> remove_target(jitterd_e2e::EventStream& events) {
+    target_->remove();
+    return events.wait_for("target-gone", kEventTimeout);
+  }
+
+  // Both directions at "high" (the request is delayed on its way in too: RTT >= 100 ms), then a
+  // switch naming the target and one direction as the target sees it: its ingress to "low"
+  // (55-95 ms). Returns the target's sessions as `status --netns` lists them then.
+  Json both_then_ingress_low() {
+    const auto applied =
+        ctl({"apply", "--direction", "both", "--phase", "high", jitterd_e2e::kProfileName});
+    EXPECT_EQ(applied.exit_code, 0) << applied.err;
+    EXPECT_GE(min_rtt_ms(), 100.0);
+    const auto switched = ctl({"switch", "--direction", "ingress", "low"});
+    EXPECT_EQ(switched.exit_code, 0) << switched.err;
+    const double mixed = min_rtt_ms();
+    EXPECT_GE(mixed, 55.0);
+    EXPECT_LT(mixed, 95.0);
+    return bed().ctl_json({"status", "--netns", target_->name()}).at("sessions");
+  }
 
   jitterd_e2e::Completed ctl(std::vector<std::string> args) {
-    args.insert(args.begin() + 1, {"--netns", target_->name()});
+    args.insert(args.begin() + 1, {"--netns", target_->name(), "--via", via()});
     return bed().ctl(args);
   }
 
@@ -133,19 +190,8 @@ TEST_F(E2eTarget, ShapesTheTargetsEgressAndIngressOnItsHostSideVeth) {
   EXPECT_GE(high, 50.0);
   EXPECT_LT(high, 90.0);
 
-  // Both directions: the request is delayed on its way in too.
-  applied = ctl({"apply", "--direction", "both", "--phase", "high", jitterd_e2e::kProfileName});
-  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const Json lanes = both_then_ingress_low();
   EXPECT_EQ(host_root_kind(), "netem");
-  EXPECT_GE(min_rtt_ms(), 100.0);
-
-  // A switch names the target too, and narrows to one direction as the target sees it.
-  const auto switched = ctl({"switch", "--direction", "ingress", "low"});
-  ASSERT_EQ(switched.exit_code, 0) << switched.err;
-  const double mixed = min_rtt_ms();
-  EXPECT_GE(mixed, 55.0);
-  EXPECT_LT(mixed, 95.0);
-  const Json lanes = bed().ctl_json({"status", "--netns", target_->name()}).at("sessions");
   ASSERT_EQ(lanes.size(), 2u) << lanes.dump();
   for (const auto& lane : lanes) {
     const bool inside_ingress = lane.at("target").at("direction") == "ingress";
@@ -162,17 +208,12 @@ TEST_F(E2eTarget, ShapesTheTargetsEgressAndIngressOnItsHostSideVeth) {
 }
 
 TEST_F(E2eTarget, ADeletedNamespaceEndsItsSessionWithTargetGoneAndLeavesNothing) {
-  jitterd_e2e::EventStream events(jitterd_e2e::Process::spawn(
-      {jitterd_e2e::jitterctl_binary(), "--socket", bed().daemon.socket(), "--json", "subscribe"}));
-  bed().wait_for_connections(2);
-  const auto applied = ctl({"apply", "--direction", "both", jitterd_e2e::kProfileName});
-  ASSERT_EQ(applied.exit_code, 0) << applied.err;
-  ASSERT_TRUE(events.wait_for("applied", kEventTimeout)) << events.describe();
+  auto events = subscribe_all();
+  ASSERT_NO_FATAL_FAILURE(apply_both(events));
   ASSERT_FALSE(ifbs().empty());
 
   const std::string name = target_->name();
-  target_->remove();
-  const auto gone = events.wait_for("target-gone", kEventTimeout);
+  const auto gone = remove_target(events);
   ASSERT_TRUE(gone) << events.describe() << bed().daemon.log();
   EXPECT_EQ(gone->at("interface"), kHostSide);
   EXPECT_EQ(gone->at("target").at("name"), name);
@@ -222,6 +263,195 @@ TEST_F(E2eTarget, RefusalsNameTheTargetAndSayWhatToDo) {
   // Nothing was shaped by any of them.
   EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
   EXPECT_EQ(ifbs(), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// --via inside
+
+class E2eTargetInside : public E2eTarget {
+ protected:
+  const char* via() const override { return "inside"; }
+
+  std::string inside_root() { return root_of(target_->name(), "eth0"); }
+  std::string inside_ifbs() { return ifbs(target_->name()); }
+
+  // The target ledgers in jitterd's state folder (<state_dir>/target-<device>-<inode>.json).
+  std::vector<std::string> target_ledgers() {
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(bed().daemon.state_dir())) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with("target-")) found.push_back(entry.path().string());
+    }
+    return found;
+  }
+
+  // Whether jitterd has a file descriptor of namespace `ns` ("net:[INODE]") open. By inode: the
+  // link of a descriptor opened through /run/netns/NAME reads as that path, not as "net:[...]".
+  bool holds(const std::string& ns) {
+    const std::string folder = "/proc/" + std::to_string(bed().daemon.pid()) + "/fd";
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      struct stat status {};
+      if (::stat(entry.path().c_str(), &status) != 0) continue;
+      if ("net:[" + std::to_string(status.st_ino) + "]" == ns) return true;
+    }
+    return false;
+  }
+
+  // Whether jtc (the host side of the target's veth) is still in namespace a.
+  bool host_side_exists() {
+    for (const auto& link : jitterd_e2e::parse_json(
+             jitterd_test::run("ip -n " + bed().net.ns_a() + " -j link show"))) {
+      if (link.value("ifname", "") == kHostSide) return true;
+    }
+    return false;
+  }
+  // Polls until the veth pair has gone with its namespace (the kernel frees a namespace, and its
+  // devices, asynchronously once nothing holds it).
+  bool host_side_gone_within(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (host_side_exists()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(50ms);
+    }
+    return true;
+  }
+};
+
+TEST_F(E2eTargetInside, ShapesTheTargetsOwnEgressAndIngressFromInsideItsNamespace) {
+  ASSERT_LT(min_rtt_ms(), 5.0) << "the pair is slow before anything is shaped";
+
+  // The target's egress: the replies leave eth0 (in namespace C), so they are delayed.
+  auto applied = ctl({"apply", "--phase", "high", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err << bed().daemon.log();
+  const Json status = bed().ctl_json({"status"}).at("sessions");
+  ASSERT_EQ(status.size(), 1u) << status.dump();
+  EXPECT_EQ(status[0].at("interface"), "eth0");
+  EXPECT_EQ(status[0].at("direction"), "egress");
+  const Json& target = status[0].at("target");
+  EXPECT_EQ(target.at("name"), target_->name());
+  EXPECT_EQ(target.at("direction"), "egress");
+  EXPECT_EQ(target.at("via"), "inside");
+  EXPECT_EQ(inside_root(), "netem 1a7e:");
+  EXPECT_NE(host_root_kind(), "netem") << "nothing is installed on the host side";
+  EXPECT_EQ(ifbs(), "");
+  const double high = min_rtt_ms();
+  EXPECT_GE(high, 50.0);
+  EXPECT_LT(high, 90.0);
+  // The ledger of the target names its namespace by device and inode; jitterd's own names nothing.
+  const auto files = target_ledgers();
+  ASSERT_EQ(files.size(), 1u);
+  const Json ledger = jitterd_e2e::parse_json(jitterd_test::run("cat " + files[0]));
+  EXPECT_EQ(ledger.at("target").at("name"), target_->name());
+  EXPECT_EQ("net:[" + std::to_string(ledger.at("target").at("inode").get<std::uint64_t>()) + "]",
+            target.at("namespace"));
+  EXPECT_EQ(ledger.at("interfaces").size(), 1u) << ledger.dump();
+  EXPECT_TRUE(bed().ledger().at("interfaces").empty()) << bed().ledger().dump();
+
+  // Both directions, the target's ingress on an IFB inside C.
+  const Json lanes = both_then_ingress_low();
+  EXPECT_FALSE(inside_ifbs().empty());
+  EXPECT_EQ(ifbs(), "");
+  ASSERT_EQ(lanes.size(), 2u) << lanes.dump();
+  for (const auto& lane : lanes) {
+    EXPECT_EQ(lane.at("direction"), lane.at("target").at("direction")) << lane.dump();
+    EXPECT_EQ(lane.at("phase"), lane.at("direction") == "ingress" ? "low" : "high") << lane.dump();
+  }
+
+  const auto cleared = ctl({"clear"});
+  ASSERT_EQ(cleared.exit_code, 0) << cleared.err;
+  EXPECT_LT(min_rtt_ms(), 5.0);
+  EXPECT_EQ(inside_ifbs(), "");
+  EXPECT_NE(inside_root(), "netem 1a7e:");
+  EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
+  EXPECT_TRUE(target_ledgers().empty()) << "a target with nothing shaped keeps no ledger";
+}
+
+TEST_F(E2eTargetInside, IsTheDefaultWhereJitterdCanEnterTheNamespace) {
+  // jitterd runs as root here (CAP_SYS_ADMIN): a request naming no via is shaped from inside.
+  const auto applied = bed().ctl(
+      {"apply", "--netns", target_->name(), "--phase", "high", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const Json status = bed().ctl_json({"status"}).at("sessions");
+  ASSERT_EQ(status.size(), 1u) << status.dump();
+  EXPECT_EQ(status[0].at("target").at("via"), "inside");
+  EXPECT_EQ(inside_root(), "netem 1a7e:");
+}
+
+TEST_F(E2eTargetInside, ADeletedNamespaceEndsItsSessionWithTargetGoneAndIsLetGo) {
+  auto events = subscribe_all();
+  ASSERT_NO_FATAL_FAILURE(apply_both(events));
+  ASSERT_FALSE(inside_ifbs().empty());
+
+  // jitterd's sockets hold the namespace; its name going is the end of the target.
+  const std::string name = target_->name();
+  const auto gone = remove_target(events);
+  ASSERT_TRUE(gone) << events.describe() << bed().daemon.log();
+  EXPECT_EQ(gone->at("interface"), "eth0");
+  EXPECT_EQ(gone->at("target").at("name"), name);
+  EXPECT_EQ(gone->at("target").at("via"), "inside");
+  // Once jitterd lets go, nothing holds the namespace: it is freed, and its veth pair with it.
+  EXPECT_TRUE(host_side_gone_within(10s)) << bed().daemon.log();
+  EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
+  EXPECT_TRUE(target_ledgers().empty());
+  events.drain(500ms);
+  EXPECT_TRUE(events.of_type("error").empty()) << events.describe();
+  EXPECT_EQ(events.of_type("target-gone").size(), 2u) << events.describe();
+  EXPECT_TRUE(bed().daemon.running());
+}
+
+TEST_F(E2eTargetInside, ALeaseThatRunsOutLetsGoOfTheNamespace) {
+  auto events = subscribe_all();
+  const auto applied = ctl({"apply", "--lease", "3s", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const std::string ns =
+      bed().ctl_json({"status"}).at("sessions").at(0).at("target").at("namespace");
+  ASSERT_TRUE(holds(ns)) << "jitterd holds the namespace it shapes";
+  ASSERT_TRUE(events.wait_for("lease-expired", kEventTimeout)) << events.describe();
+  EXPECT_NE(inside_root(), "netem 1a7e:");
+  // No request follows: the session's end alone lets the namespace go.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (holds(ns) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(holds(ns)) << bed().daemon.log();
+}
+
+TEST_F(E2eTargetInside, AJitterdKilledHardIsCleanedUpInsideTheSameNamespaceAfterItsRestart) {
+  const auto applied =
+      ctl({"apply", "--direction", "both", "--phase", "high", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_GE(min_rtt_ms(), 100.0);
+
+  bed().daemon.kill_hard();
+  ASSERT_EQ(inside_root(), "netem 1a7e:") << "kill -9 cleans nothing up: the restart has to";
+  ASSERT_FALSE(inside_ifbs().empty());
+  ASSERT_EQ(target_ledgers().size(), 1u);
+  bed().daemon.start();
+  EXPECT_NE(inside_root(), "netem 1a7e:");
+  EXPECT_EQ(inside_ifbs(), "");
+  EXPECT_LT(min_rtt_ms(), 5.0);
+  EXPECT_TRUE(target_ledgers().empty());
+  EXPECT_NE(bed().daemon.log().find("is still there"), std::string::npos) << bed().daemon.log();
+  EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
+}
+
+TEST_F(E2eTargetInside, ARestartAfterTheTargetWentSaysSoAndLeavesANewNamespaceOfTheSameNameAlone) {
+  const auto applied = ctl({"apply", "--phase", "high", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  bed().daemon.kill_hard();
+  // The namespace goes (nothing holds it now), and another takes its name; a qdisc with jitterd's
+  // handle in the new one stands for shaping the earlier jitterd never did there.
+  const std::string name = target_->name();
+  target_->remove();
+  ASSERT_TRUE(host_side_gone_within(10s));
+  TargetNamespace::add_bare(name);
+  jitterd_test::run("ip -n " + name + " link set lo up");
+  jitterd_test::run("tc -n " + name + " qdisc add dev lo root handle 1a7e: netem delay 1ms");
+
+  bed().daemon.start();
+  EXPECT_NE(bed().daemon.log().find("is gone"), std::string::npos) << bed().daemon.log();
+  EXPECT_TRUE(target_ledgers().empty());
+  EXPECT_EQ(root_of(name, "lo"), "netem 1a7e:") << "another namespace's qdisc was touched";
+  jitterd_test::run("ip netns del " + name);
 }
 
 }  // namespace

@@ -1,13 +1,16 @@
 #include "shaper/network_namespace.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <climits>
+#include <memory>
 
 #include "shaper/errors.hpp"
 
@@ -112,10 +115,55 @@ NetworkNamespace NetworkNamespace::at_path(const std::string& path) {
   return NetworkNamespace(open_network_namespace(path, path), path, path);
 }
 
+std::optional<NetworkNamespace> NetworkNamespace::find(const NamespaceIdentity& identity,
+                                                       const std::string& first) {
+  // A cheap stat first: opening every process's namespace file would need ptrace access to each.
+  const auto at = [&](const std::string& path) -> std::optional<NetworkNamespace> {
+    struct stat status {};
+    if (::stat(path.c_str(), &status) != 0) return std::nullopt;
+    if (NamespaceIdentity{status.st_dev, status.st_ino} != identity) return std::nullopt;
+    try {
+      NetworkNamespace ns(open_network_namespace(path, path), path, path);
+      if (ns.identity() == identity) return ns;  // still the one after opening it
+    } catch (const SystemError&) {
+      // Gone between the stat and the open, or not ours to open: look further.
+    }
+    return std::nullopt;
+  };
+  if (!first.empty()) {
+    if (auto ns = at(first)) return ns;
+  }
+  for (const std::string& folder : {std::string(kNetnsDirectory), std::string("/proc/")}) {
+    const bool processes = folder == "/proc/";
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder.c_str()), &::closedir);
+    if (!dir) continue;
+    while (const dirent* entry = ::readdir(dir.get())) {
+      const std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      if (processes && name.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (auto ns = at(folder + name + (processes ? "/ns/net" : ""))) return ns;
+    }
+  }
+  return std::nullopt;
+}
+
 bool NetworkNamespace::is_current() const {
   struct stat status {};
   check_syscall(::stat("/proc/thread-self/ns/net", &status), "stat", "/proc/thread-self/ns/net");
   return NamespaceIdentity{status.st_dev, status.st_ino} == identity_;
+}
+
+std::optional<std::uint64_t> NetworkNamespace::cookie() const {
+  const UniqueFd socket = create_inside([this] {
+    return UniqueFd(static_cast<int>(check_syscall(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0),
+                                                   "socket AF_UNIX", description_)));
+  });
+  std::uint64_t cookie = 0;
+  socklen_t size = sizeof cookie;
+  if (::getsockopt(socket.get(), SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &size) == 0) return cookie;
+  if (errno == ENOPROTOOPT) return std::nullopt;  // before Linux 5.14
+  check_syscall(-1, "getsockopt SO_NETNS_COOKIE", description_);
+  return std::nullopt;
 }
 
 void NetworkNamespace::enter_from_this_thread() const {

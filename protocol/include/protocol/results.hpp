@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/reader.hpp"
@@ -42,14 +43,19 @@ struct Client {
 // network namespace, a process's, a container's): the target as the user named it, the interface
 // and direction as the target sees them, the namespace's identity, and how it is reached. The
 // session's own interface and direction are where jitterd's qdiscs are (for `host-veth`: the host
-// side of the target's veth, whose ingress is the target's egress).
+// side of the target's veth, whose ingress is the target's egress; for `inside`: the target's own).
+// How a target is reached (docs/protocol.md, "Targets"): netlink inside its own namespace, or its
+// veth's host side in jitterd's namespace.
+inline constexpr std::string_view kViaInside = "inside";
+inline constexpr std::string_view kViaHostVeth = "host-veth";
+
 struct TargetInfo {
   std::string kind;                          // netns, netns-path, pid, container
   std::string name;                          // as given: "blue", "/proc/42/ns/net", "42", "redis0"
   std::string interface;                     // inside the target: "eth0"
   Direction direction = Direction::kEgress;  // as the target sees it
   std::string namespace_id;                  // "net:[4026532281]"
-  std::string via;                           // host-veth
+  std::string via;                           // kViaInside or kViaHostVeth
   friend bool operator==(const TargetInfo&, const TargetInfo&) = default;
 };
 

@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <string>
@@ -50,6 +51,14 @@ class NetworkNamespace {
   // Any nsfs file of a network namespace: a runtime's bind mount, /proc/PID/ns/net, a path under
   // /run/netns.
   static NetworkNamespace at_path(const std::string& path);
+  // The namespace whose nsfs file has `identity`, if anything still holds it: `first` (where it
+  // was last seen: /run/netns/NAME, /proc/PID/ns/net) if that still gives it, else any `ip netns`
+  // name or process that is in it (a scan of /run/netns and /proc). nullopt: nothing this process
+  // can see holds it, so it is gone (an nsfs inode is reused only after its namespace is freed).
+  // Crash recovery uses it to re-enter a target by its identity, not by a name that may now name
+  // another namespace.
+  static std::optional<NetworkNamespace> find(const NamespaceIdentity& identity,
+                                              const std::string& first);
 
   NetworkNamespace(NetworkNamespace&&) noexcept = default;
   NetworkNamespace& operator=(NetworkNamespace&&) noexcept = default;
@@ -66,6 +75,12 @@ class NetworkNamespace {
 
   // Whether this is the namespace the calling thread is in.
   bool is_current() const;
+
+  // The kernel's cookie of this namespace (SO_NETNS_COOKIE, Linux 5.14), read from a socket created
+  // inside it: unlike the inode, which the next namespace may be given as soon as this one is
+  // freed (`ip netns del x; ip netns add x` often gets the same number), a cookie is never reused
+  // while the machine runs. nullopt on kernels without it. Throws like create_inside.
+  std::optional<std::uint64_t> cookie() const;
 
   // `make()` called on a thread that entered this namespace; its result (a socket, say) is handed
   // back, its exception rethrown here. Throws SystemError naming the namespace when it cannot be
