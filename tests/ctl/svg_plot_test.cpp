@@ -355,9 +355,13 @@ TEST(TimelineOption, AFileThatCannotBeWrittenIsNamedWithWhy) {
   const auto r = jitterctl_test::run("validate " + profile + " " + capture +
                                      " --probes 1 --timeline /nonexistent-dir/t.svg");
   EXPECT_EQ(r.exit_code, 4) << r.out;
-  // The writer names its temporary beside the destination (shaper::OutputFile): the folder and the
-  // file's name are both in it.
-  EXPECT_NE(r.out.find("create (/nonexistent-dir/.t.svg."), std::string::npos) << r.out;
+  // The file asked for, what failed (its temporary beside it, shaper::OutputFile), how to fix it.
+  EXPECT_NE(r.out.find("write /nonexistent-dir/t.svg: create its temporary file"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("the folder must exist and be writable) (/nonexistent-dir/.t.svg."),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("No such file or directory"), std::string::npos) << r.out;
 }
 
