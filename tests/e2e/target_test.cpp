@@ -98,12 +98,19 @@ class E2eTarget : public jitterd_e2e::E2eTest {
     return std::stod(m[1]);
   }
 
+  // A device's name in `ip -j link show`. find, not value(): GCC 12 at -O1 sees a null dereference
+  // inside value() in these loops (-Wnull-dereference, an error in CI's build).
+  static std::string ifname_of(const jitterd_e2e::Json& link) {
+    const auto name = link.find("ifname");
+    return name != link.end() && name->is_string() ? name->get<std::string>() : std::string();
+  }
+
   // The devices of namespace `ns` whose names start with jitterd's IFB prefix.
   static std::string ifbs(const std::string& ns) {
     std::string found;
-    for (const auto& link :
-         jitterd_e2e::parse_json(jitterd_test::run("ip -n " + ns + " -j link show"))) {
-      const std::string name = link.value("ifname", "");
+    const auto links = jitterd_e2e::parse_json(jitterd_test::run("ip -n " + ns + " -j link show"));
+    for (const auto& link : links) {
+      const std::string name = ifname_of(link);
       if (name.starts_with("jdifb")) found += name + " ";
     }
     return found;
@@ -112,9 +119,13 @@ class E2eTarget : public jitterd_e2e::E2eTest {
 
   // The root qdisc of `device` in namespace `ns` as tc reports it: "kind handle".
   static std::string root_of(const std::string& ns, const std::string& device) {
-    for (const auto& q : jitterd_e2e::parse_json(
-             jitterd_test::run("tc -n " + ns + " -j qdisc show dev " + device))) {
-      if (q.value("root", false)) return q.value("kind", "") + " " + q.value("handle", "");
+    const auto qdiscs =
+        jitterd_e2e::parse_json(jitterd_test::run("tc -n " + ns + " -j qdisc show dev " + device));
+    for (const auto& q : qdiscs) {
+      // find, not value(), as in ifname_of.
+      const auto root = q.find("root"), kind = q.find("kind"), handle = q.find("handle");
+      if (root == q.end() || *root != true || kind == q.end() || handle == q.end()) continue;
+      return kind->get<std::string>() + " " + handle->get<std::string>();
     }
     return "";
   }
@@ -299,9 +310,10 @@ class E2eTargetInside : public E2eTarget {
 
   // Whether jtc (the host side of the target's veth) is still in namespace a.
   bool host_side_exists() {
-    for (const auto& link : jitterd_e2e::parse_json(
-             jitterd_test::run("ip -n " + bed().net.ns_a() + " -j link show"))) {
-      if (link.value("ifname", "") == kHostSide) return true;
+    const auto links =
+        jitterd_e2e::parse_json(jitterd_test::run("ip -n " + bed().net.ns_a() + " -j link show"));
+    for (const auto& link : links) {
+      if (ifname_of(link) == kHostSide) return true;
     }
     return false;
   }
