@@ -356,10 +356,11 @@ TEST(TimelineOption, AFileThatCannotBeWrittenIsNamedWithWhy) {
                                      " --probes 1 --timeline /nonexistent-dir/t.svg");
   EXPECT_EQ(r.exit_code, 4) << r.out;
   // The file asked for, what failed (its temporary beside it, shaper::OutputFile), how to fix it.
-  EXPECT_NE(r.out.find("write /nonexistent-dir/t.svg: create its temporary file"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("create (/nonexistent-dir/t.svg, through its temporary /nonexistent-dir/.t.svg."),
+      std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("the folder must exist and be writable) (/nonexistent-dir/.t.svg."),
+  EXPECT_NE(r.out.find("beside it; the folder must exist and be writable): No such file"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("No such file or directory"), std::string::npos) << r.out;

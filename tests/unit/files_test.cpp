@@ -139,10 +139,12 @@ TEST_F(OutputFileTest, AFolderThatCannotBeWrittenIsNamedInTheError) {
     write_file_atomically((dir_ / "missing" / "x.json").string(), "x");
     ADD_FAILURE() << "wrote into a folder that does not exist";
   } catch (const SystemError& e) {
+    EXPECT_EQ(e.operation(), "create");
     EXPECT_EQ(
-        e.operation().rfind("write " + (dir_ / "missing" / "x.json").string() + ": create", 0), 0u)
-        << e.operation();
-    EXPECT_NE(e.operation().find("the folder must exist and be writable"), std::string::npos);
+        e.object().rfind((dir_ / "missing" / "x.json").string() + ", through its temporary ", 0),
+        0u)
+        << e.object();
+    EXPECT_NE(e.object().find("the folder must exist and be writable"), std::string::npos);
     EXPECT_EQ(e.error_number(), ENOENT);
     EXPECT_NE(std::string(e.what()).find((dir_ / "missing" / ".x.json.").string()),
               std::string::npos)

@@ -81,11 +81,9 @@ OutputFile::OutputFile(std::string path, mode_t mode) : path_(std::move(path)) {
     }
     // Named by the file asked for, and how to fix it: the temporary's name alone puzzled users.
     if (errno != EEXIST || attempt + 1 == kAttempts) {
-      check_syscall(-1,
-                    "write " + path_ +
-                        ": create its temporary file beside it, renamed into place when complete "
-                        "(the folder must exist and be writable)",
-                    candidate);
+      check_syscall(-1, "create",
+                    path_ + ", through its temporary " + candidate +
+                        " beside it; the folder must exist and be writable");
     }
   }
 }
