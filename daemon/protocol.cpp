@@ -1118,39 +1118,36 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_events_written_total " << stats_.events_written << '\n';
 
   const SessionManager::Statuses statuses = every_status();
-  {
-    const auto* list = &statuses;
-    metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
-    for (const auto& s : *list) {
-      out << "jitterd_session_info{" << lane_labels(s) << ",profile=\"" << label(s.profile)
-          << "\",digest=\"" << label(s.digest) << "\",phase=\"" << label(s.phase) << "\",state=\""
-          << s.state << "\"} 1\n";
-    }
-    metric("jitterd_qdisc_packets_total", "counter", "Packets sent by jitterd's qdisc.");
-    for (const auto& s : *list) {
-      if (s.counters)
-        out << "jitterd_qdisc_packets_total{" << lane_labels(s) << "} " << s.counters->packets
-            << '\n';
-    }
-    metric("jitterd_qdisc_drops_total", "counter",
-           "Packets dropped by jitterd's qdisc (loss model and limit).");
-    for (const auto& s : *list) {
-      if (s.counters)
-        out << "jitterd_qdisc_drops_total{" << lane_labels(s) << "} " << s.counters->drops << '\n';
-    }
-    metric("jitterd_qdisc_backlog_packets", "gauge", "Packets held by jitterd's qdisc.");
-    for (const auto& s : *list) {
-      if (s.counters)
-        out << "jitterd_qdisc_backlog_packets{" << lane_labels(s) << "} "
-            << s.counters->backlog_packets << '\n';
-    }
-    metric("jitterd_lease_remaining_seconds", "gauge",
-           "Time left on a session's lease before jitterd removes its shaping.");
-    for (const auto& s : *list) {
-      if (s.lease)
-        out << "jitterd_lease_remaining_seconds{" << lane_labels(s) << "} "
-            << std::chrono::duration<double>(s.lease->remaining).count() << '\n';
-    }
+  metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");
+  for (const auto& s : statuses) {
+    out << "jitterd_session_info{" << lane_labels(s) << ",profile=\"" << label(s.profile)
+        << "\",digest=\"" << label(s.digest) << "\",phase=\"" << label(s.phase) << "\",state=\""
+        << s.state << "\"} 1\n";
+  }
+  metric("jitterd_qdisc_packets_total", "counter", "Packets sent by jitterd's qdisc.");
+  for (const auto& s : statuses) {
+    if (s.counters)
+      out << "jitterd_qdisc_packets_total{" << lane_labels(s) << "} " << s.counters->packets
+          << '\n';
+  }
+  metric("jitterd_qdisc_drops_total", "counter",
+         "Packets dropped by jitterd's qdisc (loss model and limit).");
+  for (const auto& s : statuses) {
+    if (s.counters)
+      out << "jitterd_qdisc_drops_total{" << lane_labels(s) << "} " << s.counters->drops << '\n';
+  }
+  metric("jitterd_qdisc_backlog_packets", "gauge", "Packets held by jitterd's qdisc.");
+  for (const auto& s : statuses) {
+    if (s.counters)
+      out << "jitterd_qdisc_backlog_packets{" << lane_labels(s) << "} "
+          << s.counters->backlog_packets << '\n';
+  }
+  metric("jitterd_lease_remaining_seconds", "gauge",
+         "Time left on a session's lease before jitterd removes its shaping.");
+  for (const auto& s : statuses) {
+    if (s.lease)
+      out << "jitterd_lease_remaining_seconds{" << lane_labels(s) << "} "
+          << std::chrono::duration<double>(s.lease->remaining).count() << '\n';
   }
   return out.str();
 }
