@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "shaper/compiler.hpp"
+#include "shaper/distribution_tables.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/profile.hpp"
@@ -82,8 +83,10 @@ ParseOptions capture_options(const ParsedArgs& a) {
 }
 
 void print_phase_table(const Profile& profile) {
-  std::printf("%-16s %10s %10s %10s %8s  %-16s %s\n", "PHASE", "LATENCY", "JITTER", "TABLE",
-              "LIMIT", "LOSS", "OTHER");
+  // MEAN: the delay a packet gets on average from latency, jitter and table (before rate and
+  // queueing), e.g. for a constant-delay link that stands beside the phase (scripts/demo).
+  std::printf("%-16s %10s %10s %10s %10s %8s  %-16s %s\n", "PHASE", "LATENCY", "JITTER", "MEAN",
+              "TABLE", "LIMIT", "LOSS", "OTHER");
   for (const auto& phase : profile.phases) {
     const NetemSpec& s = phase.spec;
     std::string loss = "none";
@@ -108,8 +111,9 @@ void print_phase_table(const Profile& profile) {
     if (!s.duplicate.probability.is_zero()) other += "duplicate ";
     if (!s.corrupt.probability.is_zero()) other += "corrupt ";
     if (s.reorder.gap) other += "reorder ";
-    std::printf("%-16s %10s %10s %10zu %8u  %-16s %s\n", phase.name.c_str(),
+    std::printf("%-16s %10s %10s %10s %10zu %8u  %-16s %s\n", phase.name.c_str(),
                 format_duration(s.delay.latency).c_str(), format_duration(s.delay.jitter).c_str(),
+                format_duration(mean_netem_delay(s.delay)).c_str(),
                 s.delay.distribution ? s.delay.distribution->size() : 0, s.limit, loss.c_str(),
                 other.c_str());
   }
@@ -265,10 +269,24 @@ int inspect_command(const Invocation& inv) {
 
 namespace {
 
+// The spread of a series' delivered delays (p75 - p25): what a calibration's print step is weighed
+// against. Zero for fewer than two delivered probes.
+Nanoseconds interquartile_range(const DelaySeries& series) {
+  const SortedSamples sorted(series.delivered());
+  const auto p25 = quantile(sorted, 0.25, QuantileType::kLinear);
+  const auto p75 = quantile(sorted, 0.75, QuantileType::kLinear);
+  if (!p25 || !p75) return Nanoseconds{0};
+  return std::chrono::duration_cast<Nanoseconds>(*p75 - *p25);
+}
+
 // --link-calibration: the trace of a constant-delay link (delay D, --calibration-delay), read for
-// the link's own noise; nullopt after saying why on stderr.
+// the link's own noise; nullopt after saying why on stderr. ping prints 3 significant digits (10 us
+// steps from 1 ms, 100 us from 10 ms): a step that is large against the spread being judged
+// (`judged_spread`, the profile's interquartile range) hides the noise it is meant to measure, so
+// it is warned of; against a wide phase the rounding is harmless and nothing is said.
 std::optional<LinkCalibration> read_link_calibration(const std::string& path,
                                                      std::optional<Nanoseconds> delay,
+                                                     Nanoseconds judged_spread,
                                                      const ParseOptions& parse) {
   const auto calibration = load_trace(path, parse);
   if (!calibration) return std::nullopt;
@@ -278,12 +296,16 @@ std::optional<LinkCalibration> read_link_calibration(const std::string& path,
               << '\n';
     return std::nullopt;
   }
-  if (measured->print_step >= std::chrono::microseconds(100)) {
-    std::cerr << "jitterctl: validate: " << path << ": warning: every RTT is printed to "
-              << format_duration(measured->print_step)
-              << ", coarser than the link's noise (ping prints 3 significant digits); calibrate "
-                 "through a "
-                 "delay below 1 ms (e.g. netem delay 500us), where ping prints microseconds\n";
+  constexpr int kStepsPerSpread = 50;  // a step below 2 % of the judged IQR is harmless
+  if (measured->print_step >= std::chrono::microseconds(100) &&
+      measured->print_step * kStepsPerSpread > judged_spread) {
+    std::cerr
+        << "jitterctl: validate: " << path << ": warning: every RTT is printed to "
+        << format_duration(measured->print_step)
+        << ", coarse against the spread being judged (the profile's interquartile range is "
+        << format_duration(judged_spread)
+        << "); calibrate through a delay below 10 ms (ping prints 10 us steps there) or below "
+           "1 ms (microseconds)\n";
   }
   return std::move(measured).take_value();
 }
@@ -415,7 +437,8 @@ int validate_command(const Invocation& inv) {
   DelaySeries profile_s = simulate_profile(*profile, capture_s, interval, seed, copies);
   std::optional<LinkNoise> noise;
   if (!calibration_path.empty()) {
-    auto measured = read_link_calibration(calibration_path, calibration_delay, parse);
+    auto measured = read_link_calibration(calibration_path, calibration_delay,
+                                          interquartile_range(profile_s), parse);
     if (!measured) return kExitBadInput;
     noise = with_link_noise(std::move(*measured), profile_s, halved);
   }

@@ -233,3 +233,18 @@ TEST_F(OfflineCommands, AlphaSetsTheLevelTheFiguresAreJudgedAt) {
 }
 
 }  // namespace
+
+TEST_F(OfflineCommands, InspectShowsEachPhasesMeanDelay) {
+  // A table of -1, 0 and +1 sigma at 1 ms, sigma 2 ms decodes to -1, 1 and 3 ms; the kernel sends
+  // the first at once, so a packet waits (0 + 1 + 3) / 3 ms on average, not the latency's 1 ms.
+  const fs::path path = dir_ / "means.json";
+  std::ofstream(path) << R"({"version": 1, "name": "means", "phases": {
+    "tabled": {"delay": {"latency": "1ms", "jitter": "2ms", "distribution": {"table": [-8192, 0, 8192]}}},
+    "uniform": {"delay": {"latency": "10ms", "jitter": "4ms"}}}})";
+  const Completed r = run("inspect " + path.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\nPHASE +LATENCY +JITTER +MEAN +TABLE")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\ntabled +1ms +2ms +1\\.33333ms +3 "))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\nuniform +10ms +4ms +10ms +0 "))) << r.out;
+}

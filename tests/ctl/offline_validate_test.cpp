@@ -90,6 +90,65 @@ TEST_F(ValidatePhase, ProbesMustBeAWholePositiveCount) {
   }
 }
 
+// `count` ping -D lines 20 ms apart whose RTTs are `rtt(i)`, printed as ping prints them: 3
+// significant digits (24.3 ms is printed to 100 us).
+std::string ping_lines(int count, double (*rtt)(int)) {
+  std::string out = "PING 198.18.1.2 (198.18.1.2) 56(84) bytes of data.\n";
+  for (int i = 0; i < count; ++i) {
+    char line[160];
+    const double ms = rtt(i);
+    std::snprintf(line, sizeof line,
+                  "[1796062977.%06d] 64 bytes from 198.18.1.2: icmp_seq=%d ttl=64 time=%.*f ms\n",
+                  i * 20000 % 1000000, i + 1,
+                  ms >= 10  ? 1
+                  : ms >= 1 ? 2
+                            : 3,
+                  ms);
+    out += line;
+  }
+  return out;
+}
+
+// A calibration through ~24 ms is printed to 100 us: that hides the noise of a phase 1 ms wide (a
+// warning names the phase's spread and what to do), but is harmless beside a phase 40 ms wide
+// (nothing is said).
+TEST_F(ValidatePhase, ACoarselyPrintedCalibrationIsWarnedOfOnlyAgainstANarrowPhase) {
+  const std::string profile = dir_.file("widths.json");
+  {
+    std::FILE* f = std::fopen(profile.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(R"({"version": 1, "name": "widths", "phases": {
+      "narrow": {"delay": {"latency": "25ms", "jitter": "1ms"}},
+      "wide": {"delay": {"latency": "50ms", "jitter": "40ms"}}}})",
+               f);
+    std::fclose(f);
+  }
+  const std::string calibration = dir_.file("calibration.txt");
+  const std::string shaped = dir_.file("shaped.txt");
+  auto write = [](const std::string& path, const std::string& text) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  write(calibration, ping_lines(1000, [](int i) { return 24.3 + 0.1 * (i % 3); }));
+  write(shaped, ping_lines(1000, [](int i) { return 24.3 + 50.0 * ((i * 37) % 100) / 100.0; }));
+  auto stderr_of = [&](const std::string& phase) {
+    const Completed r = run("validate " + profile + " --shaped " + shaped + " --phase " + phase +
+                            " --link-calibration " + calibration + " --calibration-delay 24.3ms");
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out;  // a verdict either way
+    return r.out;
+  };
+  const std::string narrow = stderr_of("narrow");
+  EXPECT_NE(narrow.find("warning: every RTT is printed to 100us"), std::string::npos) << narrow;
+  EXPECT_TRUE(narrow.find("interquartile range is 1.0") != std::string::npos ||
+              narrow.find("interquartile range is 99") != std::string::npos)
+      << narrow;  // ~1 ms, the phase's jitter band [24, 26) ms has an IQR of 1 ms
+  EXPECT_NE(narrow.find("below 10 ms"), std::string::npos) << narrow;
+  const std::string wide = stderr_of("wide");
+  EXPECT_EQ(wide.find("warning"), std::string::npos) << wide;
+}
+
 }  // namespace
 
 // compile --host picks one target of an fping capture with several; without it the first is kept

@@ -135,6 +135,26 @@ std::int64_t netem_table_delay_ns(std::int64_t latency_ns, std::int32_t jitter_n
   return x / kDistScale + static_cast<std::int64_t>(jitter_ns / kDistScale) * t + latency_ns;
 }
 
+Nanoseconds mean_netem_delay(const DelaySpec& delay) {
+  const std::int64_t mu = delay.latency.count();
+  const std::int64_t sigma = delay.jitter.count();
+  if (sigma == 0) return Nanoseconds{std::max<std::int64_t>(mu, 0)};
+  if (!delay.distribution || delay.distribution->empty()) {
+    // Uniform on [mu - sigma, mu + sigma): the mean of max(0, x) in closed form.
+    const double lo = static_cast<double>(mu - sigma), hi = static_cast<double>(mu + sigma);
+    if (lo >= 0) return Nanoseconds{mu};
+    if (hi <= 0) return Nanoseconds{0};
+    return Nanoseconds{static_cast<std::int64_t>(std::llround(hi * hi / (2 * (hi - lo))))};
+  }
+  long double sum = 0;
+  for (const std::int16_t t : *delay.distribution) {
+    sum += static_cast<long double>(
+        std::max<std::int64_t>(0, netem_table_delay_ns(mu, static_cast<std::int32_t>(sigma), t)));
+  }
+  return Nanoseconds{static_cast<std::int64_t>(
+      std::llround(sum / static_cast<long double>(delay.distribution->size())))};
+}
+
 ExactTableResult build_exact_delay_table(std::span<const Nanoseconds> samples,
                                          std::size_t max_entries) {
   ExactTableResult result;

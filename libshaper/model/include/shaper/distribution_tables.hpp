@@ -32,6 +32,13 @@ double inverse_normal_cdf(double p);
 // (tabledist() in sch_netem.c). Used by the simulator and by tests that decode tables.
 std::int64_t netem_table_delay_ns(std::int64_t latency_ns, std::int32_t jitter_ns, std::int16_t t);
 
+// The mean delay a DelaySpec gives a packet, before rate, slot and queueing: the average over the
+// table's entries (every entry is equally likely) of netem_table_delay_ns, or over netem's built-in
+// uniform jitter without a table; a negative delay counts as 0, as the kernel sends such a packet
+// at once. What a constant-delay link must hold to stand beside the phase in time (scripts/demo's
+// calibration link: docs/validation.md, "Host stalls").
+Nanoseconds mean_netem_delay(const DelaySpec& delay);
+
 // An exact delay table: jitter is 8192 * step_ns, so every entry decodes to latency + step_ns * t
 // with no rounding at all, and the full s16 range (65536 levels) spans the samples' range.
 struct ExactDelayTable {
