@@ -130,7 +130,7 @@ _jitterctl_phases_of_name() {
 _jitterctl_options_of() {
     case $1 in
     apply) echo "--file --phase --no-schedule --schedule --start --lease --force $_jitterctl_lane_options --match" \
-        "--confirm --offloads --no-ssh-guard --help" ;;
+        "--confirm --offloads --no-ssh-guard --follow --help" ;;
     switch) echo "--at $_jitterctl_lane_options --help" ;;
     confirm | pause | resume | status) echo "$_jitterctl_lane_options --help" ;;
     skip) echo "--phase --step $_jitterctl_lane_options --help" ;;

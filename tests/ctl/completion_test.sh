@@ -116,7 +116,7 @@ expect "--socket takes a path" "sub" "jitterctl --socket su"
 
 # Options per command.
 expect "apply options" "--file --phase --no-schedule --schedule --start --lease --force $lane --match --confirm
---offloads --no-ssh-guard --help $globals" "jitterctl apply lo -"
+--offloads --no-ssh-guard --follow --help $globals" "jitterctl apply lo -"
 expect "switch options" "--at $lane --help $globals" "jitterctl switch lo -"
 expect "skip options" "--phase --step $lane --help $globals" "jitterctl skip lo -"
 expect "clear options" "--all $lane --help $globals" "jitterctl clear -"
@@ -153,7 +153,7 @@ expect "apply: profile names" "lab-regimes wan" "jitterctl apply lo "
 expect "apply: profile name prefix" "wan" "jitterctl apply lo w"
 expect "apply --file: json files and folders" "a.json b.json sub" "jitterctl apply lo --file "
 expect "no profile name after --file" "--file --phase --no-schedule --schedule --start --lease --force $lane
---match --confirm --offloads --no-ssh-guard --help $globals" "jitterctl apply lo --file a.json "
+--match --confirm --offloads --no-ssh-guard --follow --help $globals" "jitterctl apply lo --file a.json "
 expect "inspect: json files" "a.json b.json sub" "jitterctl inspect "
 expect "validate: profile, then any trace" "a.json b.json notes.txt plot.svg sub" "jitterctl validate a.json "
 expect "validate --plot: svg files" "plot.svg sub" "jitterctl validate a.json notes.txt --plot "
