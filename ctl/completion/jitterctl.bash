@@ -18,7 +18,7 @@ _jitterctl_lane_options="--direction --ingress --egress --set --netns --netns-pa
 # The lane options that take a value (the target's among them: docs/operations.md, "Containers and namespaces").
 _jitterctl_lane_values="--direction|--set|--netns|--netns-path|--pid|--container|--via"
 _jitterctl_events="applied phase-changed deadline-missed cleared lease-expired interface-gone external-change
-rolled-back confirmed target-gone error"
+rolled-back confirmed target-gone target-followed error"
 _jitterctl_formats="auto ping fping mtr-report mtr-json iperf3-json epoch-rtt csv tsv"
 
 # The words of the command line up to the cursor as the user typed them. bash splits words at the
