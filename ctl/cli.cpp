@@ -128,6 +128,8 @@ constexpr auto kApplyOptions = concat(
          .help = "off: TSO, GSO and GRO off until the last lane is cleared"},
         {.name = "--no-ssh-guard",
          .help = "shape SSH too (on an interface with the default route)"},
+        {.name = "--follow",
+         .help = "with --container or --netns: apply again when the target comes back (restart)"},
     }),
     lane_options("egress|ingress|both"));
 

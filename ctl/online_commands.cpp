@@ -212,7 +212,7 @@ std::string lane_suffix(Direction direction, const std::string& set) {
 
 // "veth0" for the whole egress, "veth0 ingress", "veth0 egress/redis". A target's lane as the
 // target sees it, with where it is shaped: "container redis0 eth0 (on veth3c9a1f2 ingress)", or
-// "container redis0 eth0 (inside)".
+// "container redis0 eth0 (inside)"; "(inside, followed)" for an apply with --follow.
 std::string lane_name(const SessionStatus& s) {
   if (!s.target) return s.interface + lane_suffix(s.direction, s.set);
   const auto& t = *s.target;
@@ -220,7 +220,7 @@ std::string lane_name(const SessionStatus& s) {
                                 ? "inside"
                                 : "on " + s.interface + " " + to_string(s.direction);
   return t.kind + " " + t.name + " " + t.interface + lane_suffix(t.direction, s.set) + " (" +
-         where + ")";
+         where + (t.follow ? ", followed" : "") + ")";
 }
 
 // The request builders take the method's name (the command's) and the command line.
@@ -238,6 +238,15 @@ Request apply_request(std::string_view method, const ParsedArgs& a) {
   }
   if (a.has("--force")) r.params["force"] = true;
   lane_params(a, r);
+  if (a.has("--follow")) {
+    const Json* target = r.params.contains("target") ? &r.params["target"] : nullptr;
+    if (!target || !(target->contains("container") || target->contains("netns"))) {
+      throw UsageError(
+          "--follow needs --container or --netns, names that survive a restart (--pid and "
+          "--netns-path name one namespace, which does not come back)");
+    }
+    r.params["target"]["follow"] = true;
+  }
   for (const auto& rule : a.texts("--match"))
     r.params["match"].push_back(match_rule("--match", rule));
   if (a.has("--no-ssh-guard")) r.params["protect_ssh"] = false;
@@ -515,7 +524,9 @@ void print_watch_frame(const WatchFrame& frame, std::ostream& out) {
       const auto& recent = s.recent;
       const Counters counters = s.counters.value_or(Counters{});  // none while pending
       t.add_row({lane_name(s), or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
-                 s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
+                 s.state == "pending" || s.state == "waiting"
+                     ? "-"
+                     : format_human_duration(s.time_in_phase),
                  next_transition(s), std::to_string(counters.packets), format_bytes(counters.bytes),
                  std::to_string(counters.drops), std::to_string(counters.backlog_packets),
                  std::to_string(s.transitions),
@@ -763,7 +774,9 @@ void print_status_table(const std::vector<SessionStatus>& sessions, std::ostream
   for (const auto& s : sessions) {
     const Counters counters = s.counters.value_or(Counters{});  // none while pending
     t.add_row({lane_name(s), or_dash(s.state), or_dash(s.profile), or_dash(s.phase),
-               s.state == "pending" ? "-" : format_human_duration(s.time_in_phase),
+               s.state == "pending" || s.state == "waiting"
+                   ? "-"
+                   : format_human_duration(s.time_in_phase),
                next_transition(s), s.lease ? format_human_duration(s.lease->remaining) : "-",
                std::to_string(counters.packets), std::to_string(counters.drops), late_max(s)});
   }

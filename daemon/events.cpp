@@ -7,7 +7,7 @@
 namespace jitterd {
 namespace {
 
-constexpr std::array<std::pair<EventType, std::string_view>, 11> kNames = {{
+constexpr std::array<std::pair<EventType, std::string_view>, 12> kNames = {{
     {EventType::kApplied, "applied"},
     {EventType::kPhaseChanged, "phase-changed"},
     {EventType::kDeadlineMissed, "deadline-missed"},
@@ -15,6 +15,7 @@ constexpr std::array<std::pair<EventType, std::string_view>, 11> kNames = {{
     {EventType::kLeaseExpired, "lease-expired"},
     {EventType::kInterfaceGone, "interface-gone"},
     {EventType::kTargetGone, "target-gone"},
+    {EventType::kTargetFollowed, "target-followed"},
     {EventType::kExternalChange, "external-change"},
     {EventType::kRolledBack, "rolled-back"},
     {EventType::kConfirmed, "confirmed"},

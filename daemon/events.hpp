@@ -21,7 +21,8 @@ enum class EventType {
   kCleared,
   kLeaseExpired,
   kInterfaceGone,
-  kTargetGone,  // the interface went with the target (a container stopped, a namespace deleted)
+  kTargetGone,      // the interface went with the target (a container stopped, a namespace deleted)
+  kTargetFollowed,  // a followed target came back (new namespace, same name) and was re-applied
   kExternalChange,
   kRolledBack,  // a commit-confirmed apply was not confirmed in time
   kConfirmed,
@@ -43,7 +44,7 @@ struct Event {
   std::string profile;
   std::string digest;
   std::string phase;
-  std::string previous;             // phase-changed
+  std::string previous;  // phase-changed: the phase before; target-followed: the namespace before
   std::optional<std::size_t> step;  // schedule step, when a schedule drove it
   Stamp at;  // when it happened (for a transition: the kernel's acknowledgement)
   std::optional<Stamp> deadline;  // when it was due

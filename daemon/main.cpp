@@ -19,6 +19,7 @@
 #include "asio.hpp"
 #include "config.hpp"
 #include "events.hpp"
+#include "follows.hpp"
 #include "inside_targets.hpp"
 #include "kernel_backend.hpp"
 #include "ledger.hpp"
@@ -224,6 +225,16 @@ std::unique_ptr<jitterd::MetricsServer> start_metrics(jitterd::asio::io_context&
   return server;
 }
 
+// Applies with "follow": true wait in `follows` while their target is gone, and are sent again
+// through the dispatcher, as their client sent them, when it is back (follows.hpp).
+void follow_through(jitterd::Follows& follows, jitterd::Dispatcher& dispatcher) {
+  dispatcher.follow_with(&follows);
+  follows.set_apply([&dispatcher](const nlohmann::json& params, const jitterd::Peer& peer) {
+    const nlohmann::json request = {{"method", "apply"}, {"params", params}};
+    return dispatcher.handle(request.dump(), peer, true).line;
+  });
+}
+
 int run(const Options& options) {
   jitterd::Logger log(std::cerr);
   int load_status = 0;
@@ -276,6 +287,8 @@ int run(const Options& options) {
   const auto targets = jitterd::make_namespace_resolver(config.targets);
   jitterd::Dispatcher dispatcher(sessions, profiles, backend, config, stats, targets.get(),
                                  &inside);
+  jitterd::Follows follows(io.get_executor(), bus, log);
+  follow_through(follows, dispatcher);
   jitterd::AccessPolicy policy{
       static_cast<std::uint32_t>(::geteuid()),
       gid ? std::optional<std::uint32_t>(*gid) : std::optional<std::uint32_t>(::getegid())};

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "follows.hpp"
 #include "protocol/methods.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/json_reader.hpp"
@@ -187,7 +188,9 @@ std::optional<TargetRequest> read_target_request(JsonReader& r, const json& para
   const json* t = r.member(params, p, "target", false);
   if (!t) return std::nullopt;
   const std::string tp = p + "/target";
-  if (!r.object(*t, tp, {"netns", "netns_path", "pid", "container", "via"})) return std::nullopt;
+  if (!r.object(*t, tp, {"netns", "netns_path", "pid", "container", "via", "follow"})) {
+    return std::nullopt;
+  }
   TargetRequest out;
   int given = 0;
   for (const auto& [key, kind] :
@@ -212,6 +215,14 @@ std::optional<TargetRequest> read_target_request(JsonReader& r, const json& para
   }
   const auto via = r.string(*t, tp, "via", false, 32).value_or("");
   if (!via.empty()) out.via = via;
+  out.follow = r.boolean(*t, tp, "follow", false).value_or(false);
+  if (out.follow && out.kind != "container" && out.kind != "netns") {
+    r.error(tp + "/follow",
+            "\"follow\" needs a target whose name survives a restart: a \"container\" or an "
+            "\"netns\" name; a " +
+                std::string(out.kind == "pid" ? "\"pid\"" : "\"netns_path\"") +
+                " names one namespace, which does not come back");
+  }
   return out;
 }
 
@@ -322,6 +333,8 @@ std::string Dispatcher::event_line(const Event& e) {
   if (!e.reason.empty()) j["reason"] = e.reason;
   if (!e.message.empty()) j[e.type == EventType::kExternalChange ? "what" : "message"] = e.message;
   if (e.ended) j["ended"] = *e.ended;
+  if (e.type == EventType::kTargetGone && e.target && e.target->follow) j["following"] = true;
+  if (e.type == EventType::kTargetFollowed) j["previous_namespace"] = e.previous;
   if (!e.lanes.empty()) {
     json lanes = json::array();
     for (const auto& l : e.lanes) {
@@ -610,6 +623,11 @@ Outcome<std::optional<ResolvedTarget>> Dispatcher::resolve_target(Call& c,
 
 std::optional<RequestError> Dispatcher::retarget(Call& c, Target& target) {
   if (!c.params.contains("target")) return std::nullopt;
+  if (c.params["target"].is_object() && c.params["target"].contains("follow")) {
+    c.r.error(c.p + "/target/follow",
+              "\"follow\" is given to apply; other requests name the target without it");
+    return std::nullopt;
+  }
   if (target.interface.empty()) {
     c.r.error(c.p + "/interface", "a target's interface is named as the target sees it, e.g. eth0");
     return std::nullopt;
@@ -633,6 +651,21 @@ std::optional<RequestError> Dispatcher::retarget(Call& c, Target& target) {
   target.interface = (*resolved)->host_interface;
   if (target.direction) target.direction = reversed(*target.direction);
   return std::nullopt;
+}
+
+std::optional<TargetRequest> Dispatcher::waiting_follow(const Call& c) const {
+  if (!follows_ || !c.params.contains("target")) return std::nullopt;
+  shaper::Diagnostics ignored;  // the request's own reading reports them
+  JsonReader r(ignored);
+  auto request = read_target_request(r, c.params, c.p);
+  if (!request || !ignored.empty()) return std::nullopt;
+  const auto it = c.params.find("interface");
+  const std::string interface =
+      it != c.params.end() && it->is_string() ? it->get<std::string>() : "";
+  if (interface.empty() || !follows_->waiting(request->kind, request->name, interface)) {
+    return std::nullopt;
+  }
+  return request;
 }
 
 SessionManager& Dispatcher::lanes(const Call& c) {
@@ -776,6 +809,11 @@ Outcome<json> Dispatcher::apply(Call& c) {
     if (*resolved) {
       a.interface = (*resolved)->host_interface;
       a.target = (*resolved)->info;
+      a.target->follow = c.params["target"].value("follow", false);
+      if (a.target->follow && !follows_) {
+        return RequestError{ErrorCode::kInvalidParams, "this jitterd cannot follow targets",
+                            c.p + "/target/follow", "apply without \"follow\""};
+      }
       if ((*resolved)->inside) {
         if (!inside_) {
           return RequestError{ErrorCode::kInvalidParams,
@@ -811,7 +849,9 @@ Outcome<json> Dispatcher::apply(Call& c) {
     c.r.error(c.p + "/schedule", "give a phase to hold or run the schedule, not both");
   if (!c.ok()) return json::object();
   if (c.check_only) return checked_only(lanes(c).check_apply_request(a));
-  return lanes_outcome(lanes(c).apply(a, c.peer));
+  auto applied = lanes(c).apply(a, c.peer);
+  if (applied && a.target && a.target->follow) follows_->track(c.params, c.peer, *applied);
+  return lanes_outcome(applied);
 }
 
 Outcome<json> Dispatcher::switch_phase(Call& c) {
@@ -867,13 +907,23 @@ Outcome<json> Dispatcher::skip(Call& c) {
 Outcome<json> Dispatcher::status(Call& c) {
   c.r.object(c.params, c.p, {"interface", "direction", "set", "target"});
   Target target = c.read_target(false);
+  if (auto followed = waiting_follow(c); followed && c.ok()) {
+    return json(protocol::SessionList{
+        follows_->statuses(followed->kind, followed->name, target.interface)});
+  }
   if (auto refused = retarget(c, target)) return *refused;
   if (c.ok() && target.interface.empty() && (target.direction || target.set)) {
     c.r.error(c.p,
               "\"direction\" and \"set\" narrow an interface's sessions; give \"interface\" too");
   }
   if (!c.ok()) return json::object();
-  if (target.interface.empty()) return json(protocol::SessionList{every_status()});
+  if (target.interface.empty()) {
+    SessionManager::Statuses all = every_status();
+    if (follows_) {
+      for (auto& waiting : follows_->statuses()) all.push_back(std::move(waiting));
+    }
+    return json(protocol::SessionList{all});
+  }
   auto s = lanes(c).status(target);
   if (!s) return s.error();
   return json(protocol::SessionList{*s});
@@ -882,6 +932,10 @@ Outcome<json> Dispatcher::status(Call& c) {
 Outcome<json> Dispatcher::clear(Call& c) {
   c.r.object(c.params, c.p, {"interface", "direction", "set", "all", "target"});
   Target target = c.read_target(false);
+  if (auto followed = waiting_follow(c); followed && c.ok() && !c.check_only) {
+    return json(protocol::Cleared{
+        follows_->clear_waiting(followed->kind, followed->name, target.interface)});
+  }
   if (auto refused = retarget(c, target)) return *refused;
   const bool all = c.r.boolean(c.params, c.p, "all", false).value_or(false);
   if (c.ok() && (target.interface.empty() == !all)) {
@@ -909,12 +963,21 @@ Outcome<json> Dispatcher::clear(Call& c) {
     every.insert(every.end(), cleared->begin(), cleared->end());
   }
   if (inside_) inside_->release_idle_soon();
+  if (follows_) {
+    for (auto& waiting : follows_->clear_all_waiting()) every.push_back(std::move(waiting));
+  }
   return json(protocol::Cleared{every});
 }
 
 Outcome<json> Dispatcher::renew(Call& c) {
   c.r.object(c.params, c.p, {"interface", "direction", "set", "lease", "target"});
   Target target = c.read_target(true);
+  if (auto followed = waiting_follow(c); followed && c.ok()) {
+    const auto lease = read_duration(c.r, c.params, c.p, "lease");
+    if (!c.ok()) return json::object();
+    return protocol::lanes_result(
+        follows_->renew_waiting(followed->kind, followed->name, target.interface, lease));
+  }
   if (auto refused = retarget(c, target)) return *refused;
   const auto lease = read_duration(c.r, c.params, c.p, "lease");
   if (!c.ok()) return json::object();

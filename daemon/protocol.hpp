@@ -25,6 +25,8 @@
 
 namespace jitterd {
 
+class Follows;
+
 // Counters the server keeps, for `metrics`.
 struct ServerStats {
   std::uint64_t connections_total = 0;
@@ -66,6 +68,10 @@ class Dispatcher {
   Dispatcher(SessionManager& sessions, ProfileStore& profiles, ShapingBackend& backend,
              const Config& config, ServerStats& stats, TargetResolver* targets = nullptr,
              InsidePlaces* inside = nullptr);
+
+  // Where applies with "follow": true are kept while their target is gone (follows.hpp); null (the
+  // default): such applies are refused.
+  void follow_with(Follows* follows) { follows_ = follows; }
 
   // `authorized`: whether the peer may use the socket at all (see docs/protocol.md, Permissions).
   Reply handle(std::string_view line, const Peer& peer, bool authorized) {
@@ -146,6 +152,9 @@ class Dispatcher {
   // status and clear of everything: jitterd's own sessions, then every target namespace's.
   std::vector<SessionManager*> every_place();
   SessionManager::Statuses every_status();
+  // The target a request names when it is a followed target that is gone, whose follow waits
+  // (follows.hpp): the request acts on the follow, as the target cannot be resolved.
+  std::optional<TargetRequest> waiting_follow(const Call& c) const;
 
   SessionManager& sessions_;
   ProfileStore& profiles_;
@@ -154,6 +163,7 @@ class Dispatcher {
   ServerStats& stats_;
   TargetResolver* targets_;
   InsidePlaces* inside_;
+  Follows* follows_ = nullptr;
   StagedChanges staged_;
   Stamp started_;
 };

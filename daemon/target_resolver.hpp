@@ -39,9 +39,10 @@ namespace jitterd {
 
 // A target as the request named it.
 struct TargetRequest {
-  std::string kind;  // netns, netns-path, pid, container
-  std::string name;  // the name, path, pid or container name/ID, as given
-  std::string via;   // "inside", "host-veth"; "" = default_via()
+  std::string kind;     // netns, netns-path, pid, container
+  std::string name;     // the name, path, pid or container name/ID, as given
+  std::string via;      // "inside", "host-veth"; "" = default_via()
+  bool follow = false;  // apply only: applied again when the target comes back (follows.hpp)
   friend bool operator==(const TargetRequest&, const TargetRequest&) = default;
 };
 

@@ -18,7 +18,7 @@ _jitterctl_lane_options="--direction --ingress --egress --set --netns --netns-pa
 # The lane options that take a value (the target's among them: docs/operations.md, "Containers and namespaces").
 _jitterctl_lane_values="--direction|--set|--netns|--netns-path|--pid|--container|--via"
 _jitterctl_events="applied phase-changed deadline-missed cleared lease-expired interface-gone external-change
-rolled-back confirmed target-gone error"
+rolled-back confirmed target-gone target-followed error"
 _jitterctl_formats="auto ping fping mtr-report mtr-json iperf3-json epoch-rtt csv tsv"
 
 # The words of the command line up to the cursor as the user typed them. bash splits words at the
@@ -130,7 +130,7 @@ _jitterctl_phases_of_name() {
 _jitterctl_options_of() {
     case $1 in
     apply) echo "--file --phase --no-schedule --schedule --start --lease --force $_jitterctl_lane_options --match" \
-        "--confirm --offloads --no-ssh-guard --help" ;;
+        "--confirm --offloads --no-ssh-guard --follow --help" ;;
     switch) echo "--at $_jitterctl_lane_options --help" ;;
     confirm | pause | resume | status) echo "$_jitterctl_lane_options --help" ;;
     skip) echo "--phase --step $_jitterctl_lane_options --help" ;;

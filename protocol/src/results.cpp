@@ -42,6 +42,7 @@ void to_json(json& j, const TargetInfo& t) {
        {"direction", to_string(t.direction)},
        {"namespace", t.namespace_id},
        {"via", t.via}};
+  if (t.follow) j["follow"] = true;
 }
 
 void to_json(json& j, const SessionStatus& s) {
@@ -209,6 +210,7 @@ void read_members(const Members& m, TargetInfo& t) {
   t.direction = direction_from_string(m.text("direction")).value_or(Direction::kEgress);
   t.namespace_id = m.text("namespace");
   t.via = m.text("via");
+  t.follow = m.flag("follow");
 }
 
 void read_members(const Members& m, SessionStatus& s) {

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "follows.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/network_namespace.hpp"
@@ -140,7 +141,7 @@ TEST(ProtocolDoc, TheTablesTheseTestsReadAreThere) {
     EXPECT_TRUE(codes.contains(code)) << code;
   }
   const auto events = documented_events();
-  EXPECT_EQ(events.size(), 11u);
+  EXPECT_EQ(events.size(), 12u);
   EXPECT_EQ(
       events.at("phase-changed").members,
       (std::set<std::string>{"phase", "previous", "step", "deadline", "lateness_ns", "apply_ns"}));
@@ -162,12 +163,13 @@ class FakeTargets : public TargetResolver {
  public:
   shaper::Expected<ResolvedTarget, protocol::Error> resolve(const TargetRequest& target,
                                                             const std::string& interface) override {
+    if (refusal) return *refusal;
     ResolvedTarget out;
     out.host_interface = "vethT";
     out.info.kind = target.kind;
     out.info.name = target.name;
     out.info.interface = interface;
-    out.info.namespace_id = "net:[4026532281]";
+    out.info.namespace_id = namespace_id;
     out.info.via = target.via.empty() ? default_via : target.via;
     if (out.info.via == "inside") {
       // Shaped in the target's namespace: the interface keeps its name, and the namespace is held
@@ -179,6 +181,9 @@ class FakeTargets : public TargetResolver {
   }
   // What a request naming no via gets (the real resolver: inside where jitterd can enter).
   std::string default_via = "host-veth";
+  // Set: every target is refused so (a stopped container, a deleted name).
+  std::optional<protocol::Error> refusal;
+  std::string namespace_id = "net:[4026532281]";
 };
 
 // The target namespaces of via inside, for protocol tests: every target is one place whose
@@ -255,6 +260,45 @@ class Protocol {
   FakeInsidePlaces inside;
   Dispatcher dispatcher;
   Reply last;
+};
+
+// A dispatcher that follows targets (follows.hpp), polling every 5 ms.
+class FollowProtocol : public Protocol {
+ public:
+  FollowProtocol()
+      : Protocol([](Config& c) {
+          c.targets.allow = {"netns:*", "container:*"};
+        }),
+        follows(rig.io.get_executor(), rig.bus, rig.log, std::chrono::milliseconds(5)) {
+    dispatcher.follow_with(&follows);
+    follows.set_apply([this](const json& params, const Peer& peer) {
+      return dispatcher.handle(json{{"method", "apply"}, {"params", params}}.dump(), peer, true)
+          .line;
+    });
+    rig.backend.add_interface("vethT", 12);
+  }
+
+  // The target goes: its host veth with it (the netlink monitor's report), and it cannot be
+  // resolved until back().
+  void gone() {
+    rig.sessions.on_interface_gone(veth_index);
+    rig.backend.remove_interface("vethT");
+    targets.refusal = protocol::Error{ErrorCode::kConflict, "container redis0 is not running",
+                                      "/target/container", "start it first"};
+  }
+  // It is back, in namespace `ns`, with a new veth.
+  void back(const std::string& ns) {
+    rig.backend.add_interface("vethT", ++veth_index);
+    targets.namespace_id = ns;
+    targets.refusal.reset();
+  }
+  bool followed() {
+    return rig.run_until([&] { return rig.count(EventType::kTargetFollowed) > 0; },
+                         std::chrono::milliseconds(2000));
+  }
+
+  Follows follows;
+  int veth_index = 12;  // the host veth's index now: a new one each time the target is back
 };
 
 // The error of a reply that must fail, checked against the expected code and `where`.
@@ -1090,10 +1134,10 @@ TEST(Protocol, SubscribeReturnsTheFilter) {
     names.push_back(listed.substr(at, comma - at));
     at = comma + 2;
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"applied", "phase-changed", "deadline-missed", "cleared",
-                                      "lease-expired", "interface-gone", "target-gone",
-                                      "external-change", "rolled-back", "confirmed", "error"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"applied", "phase-changed", "deadline-missed",
+                                             "cleared", "lease-expired", "interface-gone",
+                                             "target-gone", "target-followed", "external-change",
+                                             "rolled-back", "confirmed", "error"}));
   for (const auto& name : names) p.ok("subscribe", {{"events", {name}}});
   error_of(p.call("subscribe", {{"interfaces", "veth0"}}), "invalid-params", "/params/interfaces");
   error_of(p.call("subscribe", {{"interfaces", {"veth0", 3}}}), "invalid-params",
@@ -1172,7 +1216,19 @@ std::vector<Event> every_kind_of_event(Protocol& p) {
 
 TEST(Protocol, EveryEventCarriesTheDocumentedMembers) {
   Protocol p;
-  const auto events = every_kind_of_event(p);
+  auto events = every_kind_of_event(p);
+  // target-followed, and the events of a follow that ends while it waits.
+  FollowProtocol f;
+  f.ok("apply", {{"interface", "eth0"},
+                 {"profile", "held"},
+                 {"lease", "1h"},
+                 {"target", {{"container", "redis0"}, {"via", "host-veth"}, {"follow", true}}}});
+  f.gone();
+  f.back("net:[4026532999]");
+  ASSERT_TRUE(f.followed());
+  f.gone();
+  f.ok("clear", {{"all", true}});
+  events.insert(events.end(), f.rig.events.begin(), f.rig.events.end());
   const auto documented = documented_events();
   std::set<std::string> seen;
   for (const Event& e : events) {
@@ -1852,6 +1908,187 @@ TEST(Protocol, ClockGivesBothClocksWhenTheRequestWasReadAndWhenTheReplyWasMade) 
     EXPECT_LE(replied, hi.count()) << clock;
   }
   error_of(p.call("clock", {{"precise", true}}), "invalid-params", "/params/precise");
+}
+
+// ---------------------------------------------------------------------------------------------
+// follow: an apply applied again when its target comes back under its name (follows.hpp)
+
+json followed_container(bool follow = true) {
+  json t = {{"container", "redis0"}, {"via", "host-veth"}};
+  if (follow) t["follow"] = true;
+  return t;
+}
+
+TEST(Protocol, FollowIsForNamesThatSurviveARestartAndForApplyOnly) {
+  FollowProtocol p;
+  for (const json& target : {json{{"pid", 42}, {"follow", true}},
+                             json{{"netns_path", "/proc/42/ns/net"}, {"follow", true}}}) {
+    const json e =
+        error_of(p.call("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", target}}),
+                 "invalid-params", "/params/target/follow");
+    EXPECT_NE(e["message"].get<std::string>().find("survives a restart"), std::string::npos);
+  }
+  error_of(p.call("status", {{"interface", "eth0"}, {"target", followed_container()}}),
+           "invalid-params", "/params/target/follow");
+  error_of(p.call("apply", {{"interface", "eth0"},
+                            {"profile", "held"},
+                            {"target", {{"container", "redis0"}, {"follow", "yes"}}}}),
+           "invalid-params", "/params/target/follow");
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 0u);
+  EXPECT_EQ(p.follows.size(), 0u);
+}
+
+TEST(Protocol, AFollowedTargetThatGoesWaitsWithNothingInstalledAndIsAppliedAgainWhenBack) {
+  FollowProtocol p;
+  const json applied = p.ok("apply", {{"interface", "eth0"},
+                                      {"profile", "wifi"},
+                                      {"lease", "1h"},
+                                      {"target", followed_container()}});
+  EXPECT_EQ(applied["target"]["follow"], true);
+  EXPECT_EQ(p.follows.size(), 1u);
+
+  p.gone();
+  const auto gone = p.rig.events_of(EventType::kTargetGone);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(json::parse(Dispatcher::event_line(gone[0]))["following"], true);
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+  EXPECT_EQ(p.follows.waiting_count(), 1u);
+  const json waiting = p.ok("status");
+  ASSERT_EQ(waiting["sessions"].size(), 1u) << waiting.dump();
+  EXPECT_EQ(waiting["sessions"][0]["state"], "waiting");
+  EXPECT_EQ(waiting["sessions"][0]["profile"], "wifi");
+  EXPECT_EQ(waiting["sessions"][0]["target"]["follow"], true);
+  const json one = p.ok("status", {{"interface", "eth0"}, {"target", followed_container(false)}});
+  EXPECT_EQ(one["sessions"][0]["state"], "waiting") << one.dump();
+
+  // Still down: tried, refused, still waiting; nothing applied.
+  p.rig.run_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(p.rig.count(EventType::kApplied), 1u);
+  EXPECT_EQ(p.follows.waiting_count(), 1u);
+  EXPECT_NE(p.rig.log_text().find("still waiting: container redis0 is not running"),
+            std::string::npos)
+      << p.rig.log_text();
+
+  p.back("net:[4026532999]");
+  ASSERT_TRUE(p.followed());
+  const Event e = p.rig.events_of(EventType::kTargetFollowed).front();
+  const json line = json::parse(Dispatcher::event_line(e));
+  EXPECT_EQ(line["previous_namespace"], "net:[4026532281]");
+  EXPECT_EQ(line["target"]["namespace"], "net:[4026532999]");
+  EXPECT_EQ(line["interface"], "vethT");
+  EXPECT_NE(e.message.find("new namespace"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("whatever now runs under the name is followed"), std::string::npos);
+  EXPECT_EQ(p.rig.count(EventType::kApplied), 2u);
+  EXPECT_EQ(p.rig.sessions.session_count(), 1u);
+  EXPECT_EQ(p.follows.waiting_count(), 0u);
+  const json active = p.ok("status");
+  ASSERT_EQ(active["sessions"].size(), 1u);
+  EXPECT_EQ(active["sessions"][0]["state"], "active");
+  EXPECT_EQ(active["sessions"][0]["index"], 13);
+  // The schedule starts again from its first phase (the request as first given).
+  EXPECT_EQ(active["sessions"][0]["phase"], "a");
+
+  // It goes again, and comes back again: followed every time.
+  p.gone();
+  EXPECT_EQ(p.follows.waiting_count(), 1u);
+  p.back("net:[4026533000]");
+  p.rig.events.clear();
+  ASSERT_TRUE(p.followed());
+  EXPECT_EQ(p.rig.events_of(EventType::kTargetFollowed).front().previous, "net:[4026532999]");
+}
+
+TEST(Protocol, AClearWhileAFollowWaitsEndsItWithNothingToRemove) {
+  FollowProtocol p;
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", followed_container()}});
+  p.gone();
+  const std::size_t removed = p.rig.backend.count(Call::kRemove);
+  const json cleared =
+      p.ok("clear", {{"interface", "eth0"}, {"target", followed_container(false)}});
+  ASSERT_EQ(cleared["cleared"].size(), 1u) << cleared.dump();
+  EXPECT_EQ(cleared["cleared"][0], "eth0 of container redis0 (waiting)");
+  EXPECT_EQ(p.rig.backend.count(Call::kRemove), removed);
+  EXPECT_EQ(p.follows.size(), 0u);
+  const auto ended = p.rig.events_of(EventType::kCleared);
+  ASSERT_FALSE(ended.empty());
+  EXPECT_EQ(ended.back().reason, "request");
+  // Back later: not followed any more.
+  p.back("net:[4026532999]");
+  p.rig.run_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(p.rig.count(EventType::kTargetFollowed), 0u);
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+  // And once back, a request naming it finds no follow and no session.
+  const json none = p.call("clear", {{"interface", "eth0"}, {"target", followed_container(false)}});
+  EXPECT_EQ(none["error"]["code"], "not-found") << none.dump();
+}
+
+TEST(Protocol, ClearAllEndsWaitingFollowsToo) {
+  FollowProtocol p;
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", followed_container()}});
+  p.gone();
+  const json cleared = p.ok("clear", {{"all", true}});
+  ASSERT_EQ(cleared["cleared"].size(), 1u) << cleared.dump();
+  EXPECT_EQ(p.follows.size(), 0u);
+}
+
+TEST(Protocol, AFollowWhoseLeaseRunsOutWhileWaitingEndsWithLeaseExpiredAndRenewExtendsIt) {
+  FollowProtocol p;
+  p.ok("apply", {{"interface", "eth0"},
+                 {"profile", "held"},
+                 {"lease", "200ms"},
+                 {"target", followed_container()}});
+  p.gone();
+  const json renewed = p.ok(
+      "renew", {{"interface", "eth0"}, {"lease", "10s"}, {"target", followed_container(false)}});
+  EXPECT_EQ(renewed["state"], "waiting") << renewed.dump();
+  EXPECT_EQ(renewed["lease"]["lease_ns"], 10'000'000'000LL) << renewed.dump();
+  p.rig.run_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(p.follows.size(), 1u) << "renewed: still waiting";
+  p.ok("renew", {{"interface", "eth0"}, {"lease", "50ms"}, {"target", followed_container(false)}});
+  ASSERT_TRUE(
+      p.rig.run_until([&] { return p.follows.size() == 0; }, std::chrono::milliseconds(2000)));
+  const auto expired = p.rig.events_of(EventType::kLeaseExpired);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].reason, "waiting");
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
+TEST(Protocol, AnActiveFollowEndsWithItsSessionsAndAnApplyWithoutFollowReplacesIt) {
+  FollowProtocol p;
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", followed_container()}});
+  p.ok("clear", {{"interface", "eth0"}, {"target", followed_container(false)}});
+  EXPECT_EQ(p.follows.size(), 0u);
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", followed_container()}});
+  p.ok("apply",
+       {{"interface", "eth0"}, {"profile", "held"}, {"target", followed_container(false)}});
+  EXPECT_EQ(p.follows.size(), 0u);
+  p.gone();
+  EXPECT_EQ(p.follows.size(), 0u);
+  EXPECT_FALSE(json::parse(Dispatcher::event_line(p.rig.events_of(EventType::kTargetGone)[0]))
+                   .contains("following"));
+}
+
+TEST(Protocol, AFollowedInsideTargetIsAppliedAgainInItsNewNamespace) {
+  FollowProtocol p;
+  p.ok("apply", {{"interface", "eth0"},
+                 {"profile", "held"},
+                 {"direction", "both"},
+                 {"target", {{"netns", "blue"}, {"via", "inside"}, {"follow", true}}}});
+  p.inside.sessions.end_target();
+  EXPECT_EQ(p.rig.count(EventType::kTargetGone), 2u);
+  EXPECT_EQ(p.inside.sessions.session_count(), 0u);
+  EXPECT_EQ(p.follows.waiting_count(), 1u) << "one follow for the apply, whatever its lanes";
+  p.targets.namespace_id = "net:[4026532999]";
+  ASSERT_TRUE(p.followed());
+  EXPECT_EQ(p.inside.sessions.session_count(), 2u);
+  EXPECT_EQ(p.rig.events_of(EventType::kTargetFollowed).size(), 1u);
+}
+
+TEST(Protocol, ApplyWithFollowIsRefusedByAJitterdThatCannotFollow) {
+  Protocol p([](Config& c) { c.targets.allow = {"container:*"}; });
+  p.rig.backend.add_interface("vethT", 12);
+  error_of(p.call("apply",
+                  {{"interface", "eth0"}, {"profile", "held"}, {"target", followed_container()}}),
+           "invalid-params", "/params/target/follow");
 }
 
 }  // namespace

@@ -171,6 +171,100 @@ class E2eTarget : public jitterd_e2e::E2eTest {
     return bed().ctl_json({"status", "--netns", target_->name()}).at("sessions");
   }
 
+  // Whether jtc (the host side of the target's veth) is still in namespace a.
+  bool host_side_exists() {
+    const auto links =
+        jitterd_e2e::parse_json(jitterd_test::run("ip -n " + bed().net.ns_a() + " -j link show"));
+    for (const auto& link : links) {
+      if (ifname_of(link) == kHostSide) return true;
+    }
+    return false;
+  }
+  // Polls until the veth pair has gone with its namespace (the kernel frees a namespace, and its
+  // devices, asynchronously once nothing holds it).
+  bool host_side_gone_within(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (host_side_exists()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(50ms);
+    }
+    return true;
+  }
+
+  // The target's root qdisc on the side that shapes it, as tc reports it ("netem 1a7e:").
+  virtual std::string shaping_root() { return root_of(bed().net.ns_a(), kHostSide); }
+
+  // `apply --follow`, then the namespace deleted and added again under its name with a new veth
+  // (a container restarted): the session waits with nothing installed, then is applied again by
+  // itself, and ping proves the delay is back.
+  void follow_across_a_recreated_namespace() {
+    auto events = subscribe_all();
+    const auto applied = ctl(
+        {"apply", "--follow", "--direction", "both", "--phase", "high", jitterd_e2e::kProfileName});
+    ASSERT_EQ(applied.exit_code, 0) << applied.err << bed().daemon.log();
+    ASSERT_TRUE(events.wait_for("applied", kEventTimeout)) << events.describe();
+    ASSERT_GE(min_rtt_ms(), 100.0);
+    const Json before = bed().ctl_json({"status"}).at("sessions");
+    ASSERT_EQ(before.size(), 2u) << before.dump();
+    EXPECT_EQ(before[0].at("target").at("follow"), true) << before.dump();
+    const std::string old_ns = before[0].at("target").at("namespace");
+
+    const auto gone = remove_target(events);
+    ASSERT_TRUE(gone) << events.describe() << bed().daemon.log();
+    EXPECT_EQ(gone->at("following"), true) << gone->dump();
+    ASSERT_TRUE(host_side_gone_within(10s)) << bed().daemon.log();
+    // Gone: nothing of it is left anywhere, and the follow waits.
+    EXPECT_EQ(ifbs(), "");
+    EXPECT_TRUE(bed().ledger().at("interfaces").empty()) << bed().ledger().dump();
+    const Json waiting = bed().ctl_json({"status"}).at("sessions");
+    ASSERT_EQ(waiting.size(), 1u) << waiting.dump();
+    EXPECT_EQ(waiting[0].at("state"), "waiting");
+    const auto shown = bed().ctl({"status"});
+    EXPECT_NE(shown.out.find("waiting"), std::string::npos) << shown.out;
+
+    // Back under the same name, with a new veth pair: no new apply.
+    std::this_thread::sleep_for(1500ms);  // a few refused polls first
+    target_ = std::make_unique<TargetNamespace>(bed().net.ns_a());
+    const auto followed = events.wait_for("target-followed", kEventTimeout);
+    ASSERT_TRUE(followed) << events.describe() << bed().daemon.log();
+    EXPECT_EQ(followed->at("previous_namespace"), old_ns) << followed->dump();
+    EXPECT_TRUE(followed->at("target").at("namespace").get<std::string>().starts_with("net:["));
+    EXPECT_EQ(shaping_root(), "netem 1a7e:");
+    EXPECT_GE(min_rtt_ms(), 100.0) << "the delay is back in both directions";
+    const Json after = bed().ctl_json({"status"}).at("sessions");
+    ASSERT_EQ(after.size(), 2u) << after.dump();
+    for (const auto& lane : after) {
+      EXPECT_EQ(lane.at("state"), "active") << lane.dump();
+      EXPECT_EQ(lane.at("phase"), "high") << lane.dump();
+    }
+
+    const auto cleared = ctl({"clear"});
+    ASSERT_EQ(cleared.exit_code, 0) << cleared.err;
+    EXPECT_LT(min_rtt_ms(), 5.0);
+    EXPECT_EQ(ifbs(), "");
+    EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
+    events.drain(500ms);
+    EXPECT_TRUE(events.of_type("error").empty()) << events.describe();
+  }
+
+  // `apply --follow`, the target gone, then a clear while the follow waits: it ends, nothing to
+  // remove; the target back later is not shaped.
+  void clear_while_a_follow_waits() {
+    auto events = subscribe_all();
+    const auto applied = ctl({"apply", "--follow", "--phase", "high", jitterd_e2e::kProfileName});
+    ASSERT_EQ(applied.exit_code, 0) << applied.err;
+    ASSERT_TRUE(remove_target(events)) << events.describe();
+    ASSERT_TRUE(host_side_gone_within(10s));
+    const auto cleared = ctl({"clear"});
+    ASSERT_EQ(cleared.exit_code, 0) << cleared.err << cleared.out;
+    EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
+    target_ = std::make_unique<TargetNamespace>(bed().net.ns_a());
+    std::this_thread::sleep_for(2500ms);
+    EXPECT_TRUE(events.of_type("target-followed").empty()) << events.describe();
+    EXPECT_LT(min_rtt_ms(), 5.0);
+    EXPECT_NE(shaping_root(), "netem 1a7e:");
+  }
+
   jitterd_e2e::Completed ctl(std::vector<std::string> args) {
     args.insert(args.begin() + 1, {"--netns", target_->name(), "--via", via()});
     return bed().ctl(args);
@@ -276,6 +370,21 @@ TEST_F(E2eTarget, RefusalsNameTheTargetAndSayWhatToDo) {
   EXPECT_EQ(ifbs(), "");
 }
 
+TEST_F(E2eTarget, FollowAppliesAgainWhenTheNamespaceIsAddedAgainUnderItsName) {
+  follow_across_a_recreated_namespace();
+}
+
+TEST_F(E2eTarget, AClearWhileAFollowWaitsEndsIt) {
+  clear_while_a_follow_waits();
+}
+
+TEST_F(E2eTarget, FollowNeedsANameThatSurvivesARestart) {
+  const auto r = bed().ctl(
+      {"apply", "--netns-path", "/proc/1/ns/net", "--follow", "eth0", jitterd_e2e::kProfileName});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--follow needs --container or --netns"), std::string::npos) << r.err;
+}
+
 // ---------------------------------------------------------------------------------------------
 // --via inside
 
@@ -284,6 +393,7 @@ class E2eTargetInside : public E2eTarget {
   const char* via() const override { return "inside"; }
 
   std::string inside_root() { return root_of(target_->name(), "eth0"); }
+  std::string shaping_root() override { return inside_root(); }
   std::string inside_ifbs() { return ifbs(target_->name()); }
 
   // The target ledgers in jitterd's state folder (<state_dir>/target-<device>-<inode>.json).
@@ -306,26 +416,6 @@ class E2eTargetInside : public E2eTarget {
       if ("net:[" + std::to_string(status.st_ino) + "]" == ns) return true;
     }
     return false;
-  }
-
-  // Whether jtc (the host side of the target's veth) is still in namespace a.
-  bool host_side_exists() {
-    const auto links =
-        jitterd_e2e::parse_json(jitterd_test::run("ip -n " + bed().net.ns_a() + " -j link show"));
-    for (const auto& link : links) {
-      if (ifname_of(link) == kHostSide) return true;
-    }
-    return false;
-  }
-  // Polls until the veth pair has gone with its namespace (the kernel frees a namespace, and its
-  // devices, asynchronously once nothing holds it).
-  bool host_side_gone_within(std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (host_side_exists()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(50ms);
-    }
-    return true;
   }
 };
 
@@ -464,6 +554,30 @@ TEST_F(E2eTargetInside, ARestartAfterTheTargetWentSaysSoAndLeavesANewNamespaceOf
   EXPECT_TRUE(target_ledgers().empty());
   EXPECT_EQ(root_of(name, "lo"), "netem 1a7e:") << "another namespace's qdisc was touched";
   jitterd_test::run("ip netns del " + name);
+}
+
+TEST_F(E2eTargetInside, FollowAppliesAgainInTheNewNamespaceOfTheSameName) {
+  follow_across_a_recreated_namespace();
+  EXPECT_TRUE(target_ledgers().empty());
+}
+
+TEST_F(E2eTargetInside, AClearWhileAFollowWaitsEndsIt) {
+  clear_while_a_follow_waits();
+}
+
+TEST_F(E2eTargetInside, AJitterdKilledHardWhileAFollowWaitsHasNothingToCleanAfterItsRestart) {
+  auto events = subscribe_all();
+  const auto applied = ctl({"apply", "--follow", "--phase", "high", jitterd_e2e::kProfileName});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_TRUE(remove_target(events)) << events.describe();
+  ASSERT_TRUE(host_side_gone_within(10s));
+  EXPECT_TRUE(target_ledgers().empty()) << "a waiting follow has nothing installed";
+  bed().daemon.kill_hard();
+  bed().daemon.start();
+  EXPECT_TRUE(target_ledgers().empty());
+  EXPECT_EQ(ifbs(), "");
+  EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty()) << "follows are not kept";
+  EXPECT_EQ(bed().daemon.log().find("is still there"), std::string::npos) << bed().daemon.log();
 }
 
 }  // namespace

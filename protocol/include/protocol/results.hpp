@@ -56,6 +56,7 @@ struct TargetInfo {
   Direction direction = Direction::kEgress;  // as the target sees it
   std::string namespace_id;                  // "net:[4026532281]"
   std::string via;                           // kViaInside or kViaHostVeth
+  bool follow = false;  // re-applied when the target comes back after it went (apply's "follow")
   friend bool operator==(const TargetInfo&, const TargetInfo&) = default;
 };
 
@@ -69,7 +70,7 @@ struct SessionStatus {
   std::vector<std::string> match;
   std::vector<std::string> unshaped;  // what the SSH guard keeps out of the shaping
   bool offloads_off = false;
-  std::string state;  // pending, active, paused
+  std::string state;  // pending, active, paused; waiting: a followed target that is gone
   std::string profile;
   std::string digest;
   std::string phase;  // empty while pending
