@@ -204,11 +204,17 @@ run_one() {
     done
   done
   local fleet=("$jitterctl" fleet --inventory "$work/inventory.json" --timeout 60s)
-  "${fleet[@]}" --json apply fleetbench --phase low --lead "$lead" >"$runout/apply.json" || {
-    echo "fleet_bench.sh: fleet apply failed on $n hosts ($label):" >&2
-    cat "$runout/apply.json" >&2
-    return 1
-  }
+  # An apply whose commit went out everywhere goes on even when the client missed a host's
+  # acknowledgement (seen once under load 9: 3 of 16 hosts, a switch then finds out for sure).
+  if ! "${fleet[@]}" --json apply fleetbench --phase low --lead "$lead" >"$runout/apply.json"; then
+    if [[ $(jq -r .committed "$runout/apply.json" 2>/dev/null) != true ]]; then
+      echo "fleet_bench.sh: fleet apply failed on $n hosts ($label):" >&2
+      cat "$runout/apply.json" >&2
+      return 1
+    fi
+    echo "fleet_bench.sh: fleet apply on $n hosts ($label) committed, but not every acknowledgement was read:" \
+      "$(jq -c '[.hosts[] | select(has("late_ns") | not) | .name]' "$runout/apply.json")" >&2
+  fi
   # One switch not counted: the first of a run pays for cold caches.
   "${fleet[@]}" --json switch high --lead "$lead" >"$runout/warm-up.json" || true
   local k phase t0 t1 c0 c1 failed=0
@@ -237,7 +243,7 @@ run_one() {
 status=0
 for n in $hosts; do
   for i in "${!labels[@]}"; do
-    echo "# $(date -u +%T) ${labels[$i]}: $n hosts, $switches switches" >&2
+    echo "# $(date -u +%T) ${labels[$i]}: $n hosts, $switches switches, guest load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     run_one "${labels[$i]}" "${paths[$i]}" "$n" || status=1
   done
 done
