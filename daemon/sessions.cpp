@@ -1230,8 +1230,11 @@ void SessionManager::on_timer(Session* session, std::uint64_t generation) {
         changes.push_back({other.get(), sw.phase, std::nullopt});
         handled.push_back(other.get());
       }
-      transitions.push_back(
-          Transition{std::move(changes), sw.at, EventType::kPhaseChanged, LedgerWrite::kBefore});
+      // The request was answered when it was read: at its deadline (a fleet's commit) the switch
+      // is like a schedule's step, the kernel first and the ledger's label within the flush
+      // delay, so that the deadline does not wait for the file's rewrite (write, fsync, rename).
+      transitions.push_back(Transition{std::move(changes), sw.at, EventType::kPhaseChanged,
+                                       LedgerWrite::kLabelAfter});
       reported_on.push_back(d);
       continue;
     }

@@ -210,9 +210,10 @@ class SessionManager {
   Outcome<Layout> layout_for(int index, Direction direction, const std::vector<Change>& changes,
                              const Session* without);
   // When the ledger hears of a transition: before the kernel is touched, all or nothing (every
-  // request, every new lane), or, for a schedule's step on lanes the ledger already names, noted
-  // after the kernel took it and written by the coalescing flush (a label that cannot be written
-  // then does not stop the schedule: the lanes the file names are still exact).
+  // request, every new lane), or, for a schedule's step or a switch at its later deadline on lanes
+  // the ledger already names, noted after the kernel took it and written by the coalescing flush
+  // (a label that cannot be written then does not stop the change: the lanes the file names are
+  // still exact).
   enum class LedgerWrite { kBefore, kLabelAfter };
   // Several lanes of one interface changing phase as one step: one event, one transition record.
   struct Transition {

@@ -1253,6 +1253,31 @@ TEST(Sessions, AScheduleStepReachesTheKernelBeforeTheLedgerWhichNamesItSoonAfter
       << "switch: recorded first";
 }
 
+TEST(Sessions, ASwitchAtItsDeadlineReachesTheKernelBeforeTheLedgerWhichNamesItSoonAfter) {
+  // A switch with a later `at` (a fleet's commit) was answered when it was read: at its deadline
+  // it waits for no rewrite of the file (write, fsync, rename), which is lateness on every host of
+  // a fleet. The lane stays named; the file names the new phase within the flush delay.
+  DaemonRig rig;
+  std::vector<std::pair<std::string, std::string>> at_kernel;  // (phase sent, phase in the file)
+  rig.backend.on_shape([&](const FakeBackend::Call& call) {
+    at_kernel.emplace_back(call.spec ? phase_of(*call.spec) : "",
+                           phase_in_ledger_file(rig, "veth0"));
+  });
+  auto r = rig.request("veth0", scheduled({{"a", "10s"}, {"b", "10s"}}));
+  r.schedule = true;
+  rig.apply_ok(r);
+  const MonotonicTime at = Clock::now() + 50ms;
+  single(rig.sessions.switch_phase("veth0", "b", at, test_peer()));
+  ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) == 1; }, kPatience));
+  ASSERT_EQ(at_kernel.size(), 2u);
+  EXPECT_EQ(at_kernel[1], (std::pair<std::string, std::string>{"b", "a"}))
+      << "a switch at its deadline: the kernel first";
+  const auto changed_at = Clock::now();
+  ASSERT_TRUE(rig.run_until([&] { return phase_in_ledger_file(rig, "veth0") == "b"; }, kPatience));
+  EXPECT_LE(Clock::now() - changed_at, 200ms + kLateBound);
+  EXPECT_EQ(rig.count(EventType::kError), 0u);
+}
+
 TEST(Sessions, ScheduleStepsOnManyInterfacesShareLedgerWrites) {
   // 20 ms steps on three interfaces: 150 steps a second. Written before each step, that was 150
   // rewrites of the file a second; noted and flushed, it is about one per flush delay (200 ms).

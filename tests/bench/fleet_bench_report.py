@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The table of tests/bench/fleet_bench.sh: reads the reports one run left in OUT/RUN/.
+
+fleet_bench_report.py --lead DURATION OUT RUN...   (RUN: LABEL-HOSTS, as fleet_bench.sh names them)
+
+Per run: lateness (every host of every switch), skew (one per switch), the lateness split into the
+time before the netlink send and the send itself (the status' apply_ns of the same transition,
+matched by its acknowledgement time), the client's wall time per switch and the wall time beyond
+the lead, and the jitterds' CPU time per switch (all hosts together). Percentiles are nearest-rank:
+with 100 switches the skew's p99 is the second largest of 100.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def duration_ns(text):
+    m = re.fullmatch(r"([0-9.]+)(ns|us|µs|ms|s)", text)
+    if not m:
+        sys.exit(f"fleet_bench_report.py: --lead {text!r} is not a duration such as 500ms")
+    scale = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def read_run(folder):
+    """Every switch of a run: its hosts' lateness, skew, and the apply_ns of each host's record."""
+    applies = {}  # acknowledgement realtime -> apply_ns, from the status files
+    for path in glob.glob(os.path.join(folder, "status-h*-*.json")):
+        try:
+            with open(path) as f:
+                status = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for session in status.get("sessions", []):
+            for record in (session.get("transitions") or {}).get("recent", []):
+                applies[record["applied"]["realtime_ns"]] = record["apply_ns"]
+    late, skew, before_send, send, unmatched, failed = [], [], [], [], 0, 0
+    paths = glob.glob(os.path.join(folder, "switch-*.json"))
+    for path in sorted(paths, key=lambda p: int(re.search(r"switch-(\d+)", p).group(1))):
+        try:
+            with open(path) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            failed += 1
+            continue
+        hosts = report.get("hosts", [])
+        if not report.get("committed") or any("late_ns" not in h for h in hosts):
+            failed += 1
+            continue
+        skew.append(report["skew_ns"])
+        for h in hosts:
+            late.append(h["late_ns"])
+            apply = applies.get(h["accepted_realtime_ns"])
+            if apply is None:
+                unmatched += 1
+                continue
+            send.append(apply)
+            before_send.append(h["late_ns"] - apply)
+    walls, cpus = [], []
+    with open(os.path.join(folder, "runs.csv")) as f:
+        for line in f:
+            _, wall, cpu = line.strip().split(",")
+            walls.append(int(wall))
+            cpus.append(int(cpu))
+    return {
+        "late": late,
+        "skew": skew,
+        "before_send": before_send,
+        "send": send,
+        "unmatched": unmatched,
+        "failed": failed,
+        "switches": len(paths),
+        "wall": walls,
+        "cpu": cpus,
+    }
+
+
+def ms(ns):
+    return f"{ns / 1e6:.2f}"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lead", required=True)
+    parser.add_argument("out")
+    parser.add_argument("runs", nargs="+")
+    args = parser.parse_args()
+    lead = duration_ns(args.lead)
+    header = (
+        "run", "switches", "late p50", "late p99", "late max", "skew p50", "skew p99", "skew max",
+        "pre-send p50", "pre-send p99", "send p50", "send p99", "within 1ms", "wall-lead p50",
+        "wall-lead p99", "CPU/switch", "failed")
+    rows = []
+    for run in args.runs:
+        r = read_run(os.path.join(args.out, run))
+        within = sum(1 for v in r["late"] if v <= 1_000_000)
+        rows.append((
+            run, str(r["switches"]),
+            ms(percentile(r["late"], 50)), ms(percentile(r["late"], 99)), ms(max(r["late"], default=math.nan)),
+            ms(percentile(r["skew"], 50)), ms(percentile(r["skew"], 99)), ms(max(r["skew"], default=math.nan)),
+            ms(percentile(r["before_send"], 50)), ms(percentile(r["before_send"], 99)),
+            ms(percentile(r["send"], 50)), ms(percentile(r["send"], 99)),
+            f"{100 * within / len(r['late']):.1f}%" if r["late"] else "-",
+            ms(percentile(r["wall"], 50) - lead), ms(percentile(r["wall"], 99) - lead),
+            ms(sum(r["cpu"]) / len(r["cpu"])) if r["cpu"] else "-",
+            str(r["failed"]) + (f" ({r['unmatched']} unmatched)" if r["unmatched"] else "")))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    print("times in ms; late = acknowledgement - deadline per host and switch (host's monotonic clock);"
+          " skew = last - first acknowledgement per switch; pre-send = late - send (timer wake-up,"
+          " planning, ledger); send = the netlink batch (status apply_ns); within 1ms = share of"
+          " host changes with late <= 1 ms; wall-lead = the client's wall time per switch minus the"
+          " lead; CPU/switch = all jitterds' CPU time per switch (clock, stage, commit, status"
+          " included)")
+    return 1 if any(row[-1] != "0" for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
