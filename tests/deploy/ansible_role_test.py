@@ -180,6 +180,24 @@ exec chroot {root} /usr/sbin/sshd -D -e -f /etc/ssh/jitterd-test/sshd_config
         return None
 
     def close(self):
+        # What the runs left in the namespaces: each host's jitterd (start-stop-daemon detaches it
+        # from sshd's process group) and ssh's ControlPersist masters in the client's. By their ids,
+        # as `ip netns pids` lists them; then the sshds.
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            left = []
+            for ns in self.hosts + [self.client]:
+                pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+                left += [int(p) for p in pids.split() if p.isdigit()
+                         and int(p) not in [s.pid for s in self.sshd]]
+            for pid in left:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + 10
+            while left and time.monotonic() < deadline:
+                left = [p for p in left if os.path.exists(f"/proc/{p}")]
+                time.sleep(0.1)
         for p in self.sshd:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
@@ -440,6 +458,7 @@ def main():
         sys.exit(2)
     playbook_dir, deb, version, jitterctl = sys.argv[1:5]
     hosts = int(sys.argv[5]) if len(sys.argv) == 6 else 4
+    sys.stdout.reconfigure(line_buffering=True)  # progress as it happens, under ctest too
     os.environ["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     if os.geteuid() != 0:
         skip("needs root (the kernel suite: scripts/test, or tests/vm/run)")
