@@ -56,8 +56,8 @@ shaper::UniqueFd open_ping_socket(const std::string& address) {
   to.sin_family = AF_INET;
   if (::inet_pton(AF_INET, address.c_str(), &to.sin_addr) != 1)
     throw shaper::SystemError("inet_pton", address, EINVAL);
-  shaper::check_syscall(::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to),
-                        "connect", "probe " + address);
+  shaper::check_syscall(::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to), "connect",
+                        "probe " + address);
   return owner;
 }
 

@@ -26,8 +26,8 @@
 namespace jitterd {
 
 // The bounds of one probe request: beyond them it is refused (docs/protocol.md, probe).
-inline constexpr std::size_t kMaxProbeAddresses = 16;        // a host probing a fleet's others
-inline constexpr std::uint32_t kMaxProbeCount = 10'000;      // per address; fits the 16-bit seq
+inline constexpr std::size_t kMaxProbeAddresses = 16;    // a host probing a fleet's others
+inline constexpr std::uint32_t kMaxProbeCount = 10'000;  // per address; fits the 16-bit seq
 inline constexpr Nanoseconds kMinProbeInterval = std::chrono::milliseconds(1);
 inline constexpr Nanoseconds kMaxProbeInterval = std::chrono::seconds(10);
 // The whole request, count x interval plus the wait for the last reply: a connection with a probe

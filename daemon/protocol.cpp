@@ -1093,14 +1093,15 @@ Outcome<json> Dispatcher::probe(Call& c) {
       req.addresses.push_back(a.get<std::string>());
     }
   }
-  req.count = c.r.integer<std::uint32_t>(c.params, c.p, "count", 1, kMaxProbeCount, 100)
-                  .value_or(0);
-  req.interval = read_duration(c.r, c.params, c.p, "interval").value_or(std::chrono::milliseconds(20));
+  req.count =
+      c.r.integer<std::uint32_t>(c.params, c.p, "count", 1, kMaxProbeCount, 100).value_or(0);
+  req.interval =
+      read_duration(c.r, c.params, c.p, "interval").value_or(std::chrono::milliseconds(20));
   req.wait = read_duration(c.r, c.params, c.p, "wait").value_or(std::chrono::seconds(1));
   if (!c.ok()) return json::object();
   if (req.interval < kMinProbeInterval || req.interval > kMaxProbeInterval) {
-    c.r.error(c.p + "/interval", shaper::format_duration(req.interval) +
-                                     " is out of range; give 1ms to 10s");
+    c.r.error(c.p + "/interval",
+              shaper::format_duration(req.interval) + " is out of range; give 1ms to 10s");
   }
   if (req.wait > kMaxProbeWait) {
     c.r.error(c.p + "/wait", shaper::format_duration(req.wait) + " is longer than 10s");

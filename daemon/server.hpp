@@ -7,8 +7,8 @@
 
 #include <sys/types.h>
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>

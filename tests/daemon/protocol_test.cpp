@@ -1862,8 +1862,8 @@ TEST(Protocol, ProbeRefusesWhatItCannotDoWithTheLimitNamed) {
   error_of(p.call("probe", {{"addresses", json::array()}}), "invalid-params", "/params/addresses");
   json seventeen = json::array();
   for (int i = 0; i < 17; ++i) seventeen.push_back("198.18.0." + std::to_string(i + 1));
-  const json many = error_of(p.call("probe", {{"addresses", seventeen}}), "invalid-params",
-                             "/params/addresses");
+  const json many =
+      error_of(p.call("probe", {{"addresses", seventeen}}), "invalid-params", "/params/addresses");
   EXPECT_NE(many["message"].get<std::string>().find("1 to 16"), std::string::npos) << many.dump();
   const json v6 = error_of(p.call("probe", {{"addresses", {"198.18.0.1", "::1"}}}),
                            "invalid-params", "/params/addresses/1");
@@ -1876,8 +1876,8 @@ TEST(Protocol, ProbeRefusesWhatItCannotDoWithTheLimitNamed) {
            "/params/count");
   error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"interval", "100us"}}),
            "invalid-params", "/params/interval");
-  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"interval", "11s"}}),
-           "invalid-params", "/params/interval");
+  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"interval", "11s"}}), "invalid-params",
+           "/params/interval");
   error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"wait", "11s"}}), "invalid-params",
            "/params/wait");
   error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"ttl", 3}}), "invalid-params",
@@ -1895,13 +1895,15 @@ TEST(Protocol, ProbeRefusesWhatItCannotDoWithTheLimitNamed) {
 
 TEST(Protocol, AnAcceptedProbeIsHandedToTheServerWithItsIdAndChangesNothing) {
   Protocol p;
-  const Reply r = p.dispatcher.handle(
-      json{{"id", 9},
-           {"method", "probe"},
-           {"params", {{"addresses", {"198.18.0.1", "198.18.0.2"}}, {"count", 50},
-                       {"interval", "10ms"}, {"wait", "500ms"}}}}
-          .dump(),
-      test_peer(), true);
+  const Reply r = p.dispatcher.handle(json{{"id", 9},
+                                           {"method", "probe"},
+                                           {"params",
+                                            {{"addresses", {"198.18.0.1", "198.18.0.2"}},
+                                             {"count", 50},
+                                             {"interval", "10ms"},
+                                             {"wait", "500ms"}}}}
+                                          .dump(),
+                                      test_peer(), true);
   ASSERT_TRUE(r.probe);
   EXPECT_TRUE(r.line.empty());
   EXPECT_EQ(r.id, 9);
