@@ -339,7 +339,8 @@ constexpr Option kFleetOptions[] = {
     {.name = "--lead",
      .value = "DURATION",
      .type = kPositiveDuration,
-     .help = "apply, switch: the deadline this far after every host is ready (default 2s)"},
+     .help = "apply, switch: the deadline this far after every host is ready (default 2s; "
+             "validate's switches: 1s)"},
     {.name = "--count",
      .value = "N",
      .type = kWholeNumber,
@@ -380,6 +381,21 @@ constexpr Option kFleetOptions[] = {
      .type = kText,
      .help = "validate: a --save of the same pairs through constant delays: each pair's base and "
              "noise"},
+    {.name = "--calibration-phase",
+     .value = "C",
+     .type = kText,
+     .help = "validate: calibrate in blocks between the judged ones, switching every host to its "
+             "profile's constant phase C and back"},
+    {.name = "--blocks",
+     .value = "N",
+     .type = kWholeNumber,
+     .help = "validate: calibration and judged blocks with --calibration-phase (default 4)",
+     .min = 1,
+     .max = 100},
+    {.name = "--probes",
+     .value = "FILE",
+     .type = kText,
+     .help = "validate: judge a --save file instead of probing"},
 };
 
 // `fleet validate` is judged in this layer (libshaper's validation); every other action is the

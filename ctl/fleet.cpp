@@ -645,7 +645,8 @@ void probe_from(Member& m, const std::vector<std::size_t>& pair_indexes,
     for (std::size_t k = 0; k < pair_indexes.size(); ++k) {
       PairProbes& p = pairs[pair_indexes[k]];
       p.interval = options.interval;
-      for (const Json& t : targets[k].at("sent_realtime_ns")) p.sent.emplace_back(t.get<std::int64_t>());
+      for (const Json& t : targets[k].at("sent_realtime_ns"))
+        p.sent.emplace_back(t.get<std::int64_t>());
       for (const Json& r : targets[k].at("rtt_ns")) {
         p.rtt.push_back(r.is_null() ? std::nullopt
                                     : std::optional<Nanoseconds>(r.get<std::int64_t>()));
@@ -654,6 +655,80 @@ void probe_from(Member& m, const std::vector<std::size_t>& pair_indexes,
         throw std::runtime_error("probe answered unequal sent_realtime_ns and rtt_ns");
     }
   });
+}
+
+// Every host's probes of its pairs, at once (one thread per host, each on its own connection);
+// the series are appended to `pairs`.
+void probe_round(std::vector<Member>& members,
+                 const std::vector<std::pair<std::size_t, std::size_t>>& pair_list,
+                 std::vector<PairProbes>& pairs, const FleetProbeOptions& options) {
+  std::vector<std::thread> threads;
+  for (std::size_t h = 0; h < members.size(); ++h) {
+    std::vector<std::size_t> mine;
+    for (std::size_t i = 0; i < pair_list.size(); ++i) {
+      if (pair_list[i].first == h) mine.push_back(i);
+    }
+    if (mine.empty() || !usable(members[h])) continue;
+    threads.emplace_back([&, h, mine] { probe_from(members[h], mine, pairs, options); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Every host to `phase` at one deadline, as `fleet switch` does; throws when a host refuses or
+// does not take it (the hosts that staged are aborted).
+void switch_every_host(std::vector<Member>& members, const std::string& phase, Nanoseconds lead) {
+  for (Member& m : members) {
+    m.params = {{"interface", m.host->interface}, {"phase", phase}};
+    if (m.host->target) m.params["target"] = m.host->target->to_json();
+    m.token.clear();
+    m.at.reset();
+    m.accepted.reset();
+  }
+  std::string why;
+  if (!stage_all(members, Action::kSwitch)) {
+    abort_all(members);
+    why = "refused";
+  } else {
+    const Nanoseconds deadline = realtime_now() + lead;
+    commit_all(members, shaper::format_utc_timestamp(deadline));
+    collect_acknowledgements(members, deadline);
+    for (const Member& m : members) {
+      if (!m.accepted && why.empty()) why = "not taken";
+    }
+  }
+  if (why.empty()) return;
+  std::string hosts;
+  for (const Member& m : members) {
+    if (!m.accepted) hosts += "; " + m.host->name + ": " + problem_of(m);
+  }
+  throw std::runtime_error("switching every host to phase " + phase + ": " + why + hosts);
+}
+
+// The judged probes in `blocks` blocks, each after a block of calibration probes through
+// `options.calibration_phase`; every host ends in the phase it held (docs/validation.md,
+// "Fleets": load that changes during the run meets calibration and measurement alike).
+void probe_interleaved(std::vector<Member>& members,
+                       const std::vector<std::pair<std::size_t, std::size_t>>& pair_list,
+                       FleetProbeRun& run, const FleetProbeOptions& options) {
+  std::string held;
+  for (const LaneState& lane : run.lanes) {
+    if (lane.profile.empty() || !lane.held || (!held.empty() && lane.phase != held))
+      throw FleetInputError(
+          "--calibration-phase switches every host between it and the phase they hold: give "
+          "every host a session holding one phase of the same name (" +
+          lane.host + (lane.profile.empty() ? " has none" : " holds " + lane.phase) + ")");
+    held = lane.phase;
+  }
+  run.calibration_phase = options.calibration_phase;
+  run.calibration = run.pairs;  // the same pairs, no probes yet
+  FleetProbeOptions block = options;
+  block.count = std::max<std::uint32_t>(1, options.count / options.blocks);
+  for (std::uint32_t b = 0; b < options.blocks; ++b) {
+    switch_every_host(members, options.calibration_phase, options.lead);
+    probe_round(members, pair_list, run.calibration, block);
+    switch_every_host(members, held, options.lead);
+    probe_round(members, pair_list, run.pairs, block);
+  }
 }
 
 }  // namespace
@@ -706,21 +781,20 @@ FleetProbeRun probe_fleet(const Invocation& inv, const FleetProbeOptions& option
     Json result;
     LaneState lane;
     lane.host = m.host->name;
-    if (usable(m) && call(m, "status", params, result))
+    if (usable(m) && call(m, "status", params, result)) {
       read_result(m, [&] { lane = lane_of(*m.host, read_status_result(result)); });
+    } else if (m.error && m.error->code == ErrorCode::kNotFound) {
+      m.error.reset();  // no session on the interface: an unshaped lane
+    }
     run.lanes.push_back(lane);
   }
-  // Every host probes at once, one thread per host (each has its own connection).
-  std::vector<std::thread> threads;
-  for (std::size_t h = 0; h < members.size(); ++h) {
-    std::vector<std::size_t> mine;
-    for (std::size_t i = 0; i < pair_list.size(); ++i) {
-      if (pair_list[i].first == h) mine.push_back(i);
-    }
-    if (mine.empty() || !usable(members[h])) continue;
-    threads.emplace_back([&, h, mine] { probe_from(members[h], mine, run.pairs, options); });
+  bool reached = true;
+  for (const Member& m : members) reached = reached && usable(m);
+  if (reached && !options.calibration_phase.empty()) {
+    probe_interleaved(members, pair_list, run, options);
+  } else if (reached) {
+    probe_round(members, pair_list, run.pairs, options);
   }
-  for (auto& t : threads) t.join();
   for (const Member& m : members) {
     if (!usable(m)) run.failures.push_back(m.host->name + ": " + problem_of(m));
   }
@@ -736,16 +810,25 @@ Json probe_run_json(const FleetProbeRun& run) {
                           {"digest", l.digest},
                           {"held", l.held}});
   }
-  for (const PairProbes& p : run.pairs) {
-    Json sent = Json::array(), rtt = Json::array();
-    for (const auto& s : p.sent) sent.push_back(s.count());
-    for (const auto& r : p.rtt) rtt.push_back(r ? Json(r->count()) : Json(nullptr));
-    j["pairs"].push_back({{"from", p.from},
-                          {"to", p.to},
-                          {"address", p.address},
-                          {"interval_ns", p.interval.count()},
-                          {"sent_realtime_ns", std::move(sent)},
-                          {"rtt_ns", std::move(rtt)}});
+  const auto pairs_json = [](const std::vector<PairProbes>& pairs) {
+    Json out = Json::array();
+    for (const PairProbes& p : pairs) {
+      Json sent = Json::array(), rtt = Json::array();
+      for (const auto& s : p.sent) sent.push_back(s.count());
+      for (const auto& r : p.rtt) rtt.push_back(r ? Json(r->count()) : Json(nullptr));
+      out.push_back({{"from", p.from},
+                     {"to", p.to},
+                     {"address", p.address},
+                     {"interval_ns", p.interval.count()},
+                     {"sent_realtime_ns", std::move(sent)},
+                     {"rtt_ns", std::move(rtt)}});
+    }
+    return out;
+  };
+  j["pairs"] = pairs_json(run.pairs);
+  if (!run.calibration_phase.empty()) {
+    j["calibration_phase"] = run.calibration_phase;
+    j["calibration"] = pairs_json(run.calibration);
   }
   return j;
 }
@@ -759,21 +842,28 @@ FleetProbeRun read_probe_run(const Json& j, std::vector<std::string>& problems) 
                            l.at("phase").get<std::string>(), l.at("digest").get<std::string>(),
                            l.at("held").get<bool>()});
     }
-    for (const Json& p : j.at("pairs")) {
-      PairProbes out;
-      out.from = p.at("from").get<std::string>();
-      out.to = p.at("to").get<std::string>();
-      out.address = p.at("address").get<std::string>();
-      out.interval = Nanoseconds(p.at("interval_ns").get<std::int64_t>());
-      for (const Json& s : p.at("sent_realtime_ns")) out.sent.emplace_back(s.get<std::int64_t>());
-      for (const Json& r : p.at("rtt_ns")) {
-        out.rtt.push_back(r.is_null() ? std::nullopt
-                                      : std::optional<Nanoseconds>(r.get<std::int64_t>()));
+    const auto read_pairs = [&](const Json& list, std::vector<PairProbes>& into) {
+      for (const Json& p : list) {
+        PairProbes out;
+        out.from = p.at("from").get<std::string>();
+        out.to = p.at("to").get<std::string>();
+        out.address = p.at("address").get<std::string>();
+        out.interval = Nanoseconds(p.at("interval_ns").get<std::int64_t>());
+        for (const Json& s : p.at("sent_realtime_ns")) out.sent.emplace_back(s.get<std::int64_t>());
+        for (const Json& r : p.at("rtt_ns")) {
+          out.rtt.push_back(r.is_null() ? std::nullopt
+                                        : std::optional<Nanoseconds>(r.get<std::int64_t>()));
+        }
+        if (out.sent.size() != out.rtt.size())
+          problems.push_back("pair " + out.from + " -> " + out.to +
+                             ": sent_realtime_ns and rtt_ns differ in length");
+        into.push_back(std::move(out));
       }
-      if (out.sent.size() != out.rtt.size())
-        problems.push_back("pair " + out.from + " -> " + out.to +
-                           ": sent_realtime_ns and rtt_ns differ in length");
-      run.pairs.push_back(std::move(out));
+    };
+    read_pairs(j.at("pairs"), run.pairs);
+    if (j.contains("calibration")) {
+      run.calibration_phase = j.at("calibration_phase").get<std::string>();
+      read_pairs(j.at("calibration"), run.calibration);
     }
   } catch (const Json::exception& e) {
     problems.push_back(std::string("not a fleet validate --save file: ") + e.what());

@@ -9,9 +9,9 @@
 #include <chrono>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -59,7 +59,7 @@ struct PairProbes {
   std::string from, to;  // host names
   std::string address;   // what `from` probed
   Nanoseconds interval{0};
-  std::vector<Nanoseconds> sent;                 // CLOCK_REALTIME of each send
+  std::vector<Nanoseconds> sent;                // CLOCK_REALTIME of each send
   std::vector<std::optional<Nanoseconds>> rtt;  // nullopt: lost
 };
 
@@ -76,6 +76,10 @@ struct LaneState {
 struct FleetProbeRun {
   std::vector<LaneState> lanes;  // in inventory order
   std::vector<PairProbes> pairs;
+  // With FleetProbeOptions::calibration_phase: the same pairs probed while every host held that
+  // phase, in blocks interleaved with the pairs' own (empty otherwise).
+  std::string calibration_phase;
+  std::vector<PairProbes> calibration;
   std::vector<std::string> failures;  // hosts that could not be reached or probed, in words
 };
 
@@ -83,6 +87,11 @@ struct FleetProbeOptions {
   PairMode pairs = PairMode::kAll;
   std::uint32_t count = 1000;
   Nanoseconds interval = std::chrono::milliseconds(20);
+  // Set: calibrate in `blocks` blocks interleaved with the judged probes, switching every host to
+  // this phase (a constant delay in each host's profile) and back (docs/validation.md, "Fleets").
+  std::string calibration_phase;
+  std::uint32_t blocks = 4;
+  Nanoseconds lead = std::chrono::seconds(1);  // each switch's deadline after every host is ready
 };
 
 // Connects to every host of the inventory (--inventory), reads each one's lane, then has every

@@ -72,6 +72,16 @@ FleetProbeRun load_run(const std::string& path) {
   return run;
 }
 
+// An interleaved calibration as a calibration run of its own: every lane in the calibration
+// phase of its profile, and the calibration blocks' probes.
+FleetProbeRun interleaved_calibration(const FleetProbeRun& run) {
+  FleetProbeRun out;
+  out.lanes = run.lanes;
+  for (LaneState& lane : out.lanes) lane.phase = run.calibration_phase;
+  out.pairs = run.calibration;
+  return out;
+}
+
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -85,16 +95,36 @@ const shaper::Figure* figure(const shaper::Comparison& c, const std::string& nam
   return nullptr;
 }
 
+// A failure's figure and values, without the basis in parentheses (that is in --json and in
+// validate's own report): "ks 0.1746 outside 0 to 0.1684".
+std::string headline(const std::string& failure) {
+  return failure.substr(0, failure.find(" ("));
+}
+
 struct PairRow {
   const PairProbes* probes;
   PairVerdict verdict;
 };
 
 Json pair_json(const PairRow& row) {
-  Json j = Json::parse(shaper::validation_json(row.verdict.report));
-  j["from"] = row.probes->from;
-  j["to"] = row.probes->to;
-  j["address"] = row.probes->address;
+  // validate --json's object, its slots named for a pair: the seen probes sit in validate's
+  // "capture" slot when a shaped trace is judged alone, and there is one comparison.
+  Json v = Json::parse(shaper::validation_json(row.verdict.report));
+  Json j = {{"from", row.probes->from},
+            {"to", row.probes->to},
+            {"address", row.probes->address},
+            {"verdict", v["verdict"]},
+            {"expected", v["profile"]},
+            {"seen", v["capture"]},
+            {"comparison", v["comparisons"].begin().value()},
+            // The expected series as judged: with the calibrated link's noise added.
+            {"judged_expected",
+             {{"p50_ms", row.verdict.judged_expected.p50_ms},
+              {"p90_ms", row.verdict.judged_expected.p90_ms},
+              {"p99_ms", row.verdict.judged_expected.p99_ms},
+              {"mean_ms", row.verdict.judged_expected.mean_ms},
+              {"loss_rate", row.verdict.judged_expected.loss_rate}}},
+            {"notes", v["notes"]}};
   for (const auto& n : row.verdict.notes) j["notes"].push_back(n);
   return j;
 }
@@ -125,13 +155,14 @@ void print_table(const std::vector<PairRow>& rows, double level, std::ostream& o
     table.add_row(
         {r.probes->from + " -> " + r.probes->to, std::to_string(r.probes->rtt.size()),
          loss_expected, loss_seen, fixed(c.ks, 4) + " / " + fixed(c.ks_limit, 4),
-         fixed(stats.profile.p50_ms, 2) + " / " + fixed(stats.capture.p50_ms, 2),
+         fixed(r.verdict.judged_expected.p50_ms, 2) + " / " + fixed(stats.capture.p50_ms, 2),
          p99 && p99->a && p99->b ? fixed(*p99->a, 2) + " / " + fixed(*p99->b, 2) : "",
-         c.pass() ? "pass" : "FAIL: " + c.failures.front()});
+         c.pass() ? "pass" : "FAIL: " + headline(c.failures.front())});
   }
   table.print(out);
   out << "each pair judged at level " << level << " (Bonferroni over " << rows.size()
-      << " pairs); delays are the RTT less the pair's measured base\n";
+      << " pairs); seen: the RTT less the pair's base; expected: the two lanes crossed, with "
+         "the calibrated link's noise\n";
 }
 
 }  // namespace
@@ -152,8 +183,14 @@ int fleet_validate_command(const Invocation& inv) {
     const std::uint64_t seed = inv.args.whole_number("--seed").value_or(1);
     std::optional<FleetProbeRun> calibration;
     if (auto c = inv.args.text("--calibration")) calibration = load_run(*c);
+    options.calibration_phase = inv.args.text("--calibration-phase").value_or("");
+    options.blocks = static_cast<std::uint32_t>(inv.args.whole_number("--blocks").value_or(4));
+    options.lead = inv.args.duration("--lead").value_or(options.lead);
+    if (calibration && !options.calibration_phase.empty())
+      throw UsageError("give --calibration FILE or --calibration-phase C, not both");
 
-    const FleetProbeRun run = probe_fleet(inv, options);
+    const auto saved = inv.args.text("--probes");
+    const FleetProbeRun run = saved ? load_run(*saved) : probe_fleet(inv, options);
     for (const auto& f : run.failures) inv.err << "jitterctl fleet validate: " << f << '\n';
     if (!run.failures.empty()) return kExitEnvironment;
     if (auto save = inv.args.text("--save")) {
@@ -161,6 +198,7 @@ int fleet_validate_command(const Invocation& inv) {
       file.write(probe_run_json(run).dump() + "\n");
       file.commit();
     }
+    if (!run.calibration_phase.empty()) calibration = interleaved_calibration(run);
     std::vector<std::string> problems;
     const auto phases = load_lanes(run.lanes, *dir, problems);
     std::map<std::string, Nanoseconds> constants;  // calibration: each host's constant delay
@@ -188,7 +226,8 @@ int fleet_validate_command(const Invocation& inv) {
     for (std::size_t i = 0; i < run.lanes.size(); ++i) {
       index[run.lanes[i].host] = i;
       lanes.push_back(lane_series(phases[i] ? &*phases[i] : nullptr, kExpectedProbes,
-                                  options.interval, seed + i));
+                                  run.pairs.empty() ? options.interval : run.pairs[0].interval,
+                                  seed + i));
     }
     const double level = pair_level(alpha, run.pairs.size());
     shaper::ValidationOptions vo;
@@ -225,8 +264,9 @@ int fleet_validate_command(const Invocation& inv) {
     } else {
       print_table(rows, level, inv.out);
       if (!calibration) {
-        inv.out << "note: no --calibration: each pair's base is estimated from its own 1st "
-                   "percentile and the link's noise is not known (docs/validation.md, \"Fleets\")\n";
+        inv.out
+            << "note: no --calibration: each pair's base is estimated from its own 1st "
+               "percentile and the link's noise is not known (docs/validation.md, \"Fleets\")\n";
       }
       for (const PairRow& r : rows) {
         for (const auto& n : r.verdict.notes)

@@ -83,6 +83,7 @@ PairVerdict judge_pair(const shaper::DelaySeries& expected, const PairProbes& se
   const shaper::LinkNoise* noise_p = noise ? &*noise : nullptr;
   const shaper::DelaySeries seen_s = shaper::shaped_series(shaped, expected, false, noise_p);
   out.report = shaper::validate_shaped_only(seen_s, expected, noise_p, options);
+  out.judged_expected = noise ? shaper::series_stats(noise->profile) : out.report.profile;
   return out;
 }
 

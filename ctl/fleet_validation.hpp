@@ -52,6 +52,9 @@ std::optional<Nanoseconds> constant_delay(const shaper::Profile* phase);
 
 struct PairVerdict {
   shaper::ValidationReport report;  // one comparison, expected vs seen
+  // What the comparison judged the seen probes against: the expected series, with the calibrated
+  // link's noise added when there was a calibration (report.profile is without it).
+  shaper::SeriesStats judged_expected;
   std::vector<std::string> notes;
 };
 

@@ -34,7 +34,8 @@ shaper::Profile phase_profile(Nanoseconds latency, Nanoseconds jitter, double lo
   std::string text = R"({"version": 1, "name": "t", "phases": {"p": {"delay": {"latency": ")" +
                      std::to_string(latency.count()) + "ns\"";
   if (jitter > Nanoseconds(0))
-    text += R"(, "jitter": ")" + std::to_string(jitter.count()) + R"(ns", "distribution": "normal")";
+    text +=
+        R"(, "jitter": ")" + std::to_string(jitter.count()) + R"(ns", "distribution": "normal")";
   text += "}";
   if (loss > 0)
     text += R"(, "loss": {"model": "random", "probability": )" + std::to_string(loss) + "}";
@@ -68,7 +69,8 @@ TEST(FleetLanes, CrossingTwoLanesAddsTheirDelaysAndLosesWhatEitherLoses) {
 TEST(FleetLanes, TwoSimulatedLanesCrossedAreTheirConvolution) {
   const auto a = phase_profile(10ms, 3ms, 0.02);
   const auto b = phase_profile(10ms, 3ms, 0.01);
-  const auto sum = cross_lanes(lane_series(&a, 200'000, 20ms, 1), lane_series(&b, 200'000, 20ms, 2));
+  const auto sum =
+      cross_lanes(lane_series(&a, 200'000, 20ms, 1), lane_series(&b, 200'000, 20ms, 2));
   double n = 0, lost = 0, mean = 0, m2 = 0;
   for (const auto& d : sum.delay) {
     ++n;
@@ -87,7 +89,8 @@ TEST(FleetLanes, TwoSimulatedLanesCrossedAreTheirConvolution) {
   EXPECT_NEAR(sd, 3 * std::sqrt(2.0), 0.1);
   EXPECT_NEAR(lost / n, 1 - 0.98 * 0.99, 0.004);
   // An unshaped lane adds nothing.
-  const auto alone = cross_lanes(lane_series(&a, 1000, 20ms, 1), lane_series(nullptr, 1000, 20ms, 2));
+  const auto alone =
+      cross_lanes(lane_series(&a, 1000, 20ms, 1), lane_series(nullptr, 1000, 20ms, 2));
   const auto only_a = lane_series(&a, 1000, 20ms, 1);
   EXPECT_EQ(alone.delay, only_a.delay);
 }
@@ -132,19 +135,23 @@ TEST(FleetJudge, AFaithfulPairPassesAndTenPercentMoreDelayFails) {
   const auto truth = cross_lanes(lane_series(&a, 1000, 20ms, 11), lane_series(&b, 1000, 20ms, 12));
   const PairProbes seen = made_probes(truth, 1000, 5);
   const auto constant = phase_profile(10ms, 0ms, 0);
-  const auto cal_truth = cross_lanes(lane_series(&constant, 1000, 20ms, 1),
-                                     lane_series(&constant, 1000, 20ms, 2));
+  const auto cal_truth =
+      cross_lanes(lane_series(&constant, 1000, 20ms, 1), lane_series(&constant, 1000, 20ms, 2));
   const PairProbes calibration = made_probes(cal_truth, 1000, 6);
   shaper::ValidationOptions options;
   options.alpha = pair_level(0.05, 12);
 
-  const auto expected = cross_lanes(lane_series(&a, 200'000, 20ms, 1), lane_series(&b, 200'000, 20ms, 2));
+  const auto expected =
+      cross_lanes(lane_series(&a, 200'000, 20ms, 1), lane_series(&b, 200'000, 20ms, 2));
   const PairVerdict ok = judge_pair(expected, seen, &calibration, 20ms, options);
   ASSERT_EQ(ok.report.comparisons.size(), 1u);
   EXPECT_TRUE(ok.report.pass) << (ok.report.comparisons[0].failures.empty()
                                       ? ""
                                       : ok.report.comparisons[0].failures.front());
   EXPECT_TRUE(ok.notes.empty());
+  // What was judged carries the calibrated noise (median of the exponential, 0.21 ms, and more):
+  // the expected series alone does not.
+  EXPECT_GT(ok.judged_expected.p50_ms, ok.report.profile.p50_ms + 0.1);
 
   const auto a11 = phase_profile(11ms, 3ms, 0.01);
   const auto b11 = phase_profile(11ms, 3ms, 0.01);
