@@ -66,6 +66,31 @@ std::optional<Nanoseconds> constant_delay(const shaper::Profile* phase) {
   return s.delay.latency;
 }
 
+namespace {
+
+// A pair's mean loss burst is reported, not judged: a lane's loss chain steps once for every packet
+// leaving its host (all pairs' probes and replies), so a pair sees it thinned, and the path's own
+// losses (packets dropped while the bed's host stalls: bursts of 2 and 3 at load 9, where the
+// lanes lose at random) are in no calibration, which measures delays only. The other figures keep
+// the share of the level they were judged at, which counted the burst: each is judged at a smaller
+// level than the pair's, so the pair fails by chance less often, not more.
+void report_burst_only(PairVerdict& v) {
+  for (auto& c : v.report.comparisons) {
+    for (auto& f : c.figures) {
+      if (f.name != "mean_loss_burst" || !f.judged) continue;
+      f.judged = false;
+      f.pass = true;
+    }
+    std::erase_if(c.failures,
+                  [](const std::string& f) { return f.rfind("mean_loss_burst", 0) == 0; });
+  }
+  bool pass = true;
+  for (const auto& c : v.report.comparisons) pass = pass && c.pass();
+  v.report.pass = pass;
+}
+
+}  // namespace
+
 PairVerdict judge_pair(const shaper::DelaySeries& expected, const PairProbes& seen,
                        const PairProbes* calibration, Nanoseconds calibration_delay,
                        const shaper::ValidationOptions& options) {
@@ -83,6 +108,7 @@ PairVerdict judge_pair(const shaper::DelaySeries& expected, const PairProbes& se
   const shaper::LinkNoise* noise_p = noise ? &*noise : nullptr;
   const shaper::DelaySeries seen_s = shaper::shaped_series(shaped, expected, false, noise_p);
   out.report = shaper::validate_shaped_only(seen_s, expected, noise_p, options);
+  report_burst_only(out);
   out.judged_expected = noise ? shaper::series_stats(noise->profile) : out.report.profile;
   return out;
 }

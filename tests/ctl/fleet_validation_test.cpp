@@ -167,5 +167,39 @@ TEST(FleetJudge, AFaithfulPairPassesAndTenPercentMoreDelayFails) {
   EXPECT_NE(unclaimed.notes.front().find("calibration not used"), std::string::npos);
 }
 
+// The path's own losses come in bursts (the bed's host stalls) where the lanes lose at random: a
+// pair losing 2 % in bursts of three passes on its loss rate, its mean burst reported, not judged.
+TEST(FleetJudge, APairsMeanLossBurstIsReportedNotJudged) {
+  const auto a = phase_profile(10ms, 3ms, 0.01);
+  const auto delivered =
+      cross_lanes(lane_series(&a, 1500, 20ms, 21), lane_series(&a, 1500, 20ms, 22));
+  shaper::DelaySeries truth = delivered;
+  for (std::size_t i = 0; i < truth.delay.size(); ++i) {
+    if (!truth.delay[i]) truth.delay[i] = 20ms;  // the lanes' own losses delivered...
+    if (i % 150 < 3) truth.delay[i].reset();     // ...and 2 % lost in bursts of three instead
+  }
+  const PairProbes seen = made_probes(truth, 1500, 7);
+  const auto expected =
+      cross_lanes(lane_series(&a, 200'000, 20ms, 1), lane_series(&a, 200'000, 20ms, 2));
+  shaper::ValidationOptions options;
+  options.alpha = pair_level(0.05, 12);
+  const auto constant = phase_profile(10ms, 0ms, 0);
+  const PairProbes calibration = made_probes(
+      cross_lanes(lane_series(&constant, 1500, 20ms, 1), lane_series(&constant, 1500, 20ms, 2)),
+      1500, 8);
+  const PairVerdict v = judge_pair(expected, seen, &calibration, 20ms, options);
+  const shaper::Comparison& c = v.report.comparisons.front();
+  bool reported = false;
+  for (const auto& f : c.figures) {
+    if (f.name != "mean_loss_burst") continue;
+    reported = true;
+    EXPECT_FALSE(f.judged);
+    ASSERT_TRUE(f.b);
+    EXPECT_NEAR(*f.b, 3.0, 1e-9);
+  }
+  EXPECT_TRUE(reported);
+  EXPECT_TRUE(v.report.pass) << (c.failures.empty() ? "" : c.failures.front());
+}
+
 }  // namespace
 }  // namespace jitterctl
