@@ -7,6 +7,7 @@
 
 #include "exit_codes.hpp"
 #include "fleet.hpp"
+#include "fleet_validate.hpp"
 #include "offline_commands.hpp"
 #include "online_commands.hpp"
 #include "proxy.hpp"
@@ -340,13 +341,75 @@ constexpr Option kFleetOptions[] = {
     {.name = "--lead",
      .value = "DURATION",
      .type = kPositiveDuration,
-     .help = "apply, switch: the deadline this far after every host is ready (default 2s)"},
+     .help = "apply, switch: the deadline this far after every host is ready (default 2s; "
+             "validate's switches: 1s)"},
     {.name = "--count",
      .value = "N",
      .type = kWholeNumber,
-     .help = "subscribe: stop after N events (of all hosts)",
-     .min = 1},
+     .help = "subscribe: stop after N events (of all hosts); validate: probes per pair (default "
+             "1000, at most 10000)",
+     .min = 1,
+     .max = 10000},
+    {.name = "--profiles",
+     .value = "DIR",
+     .type = kText,
+     .help = "validate: the folder of the profiles the hosts run (DIR/NAME.json)"},
+    {.name = "--pairs",
+     .value = "all|ring",
+     .type = kText,
+     .help = "validate: every ordered pair (default), or each host to the next"},
+    {.name = "--interval",
+     .value = "DURATION",
+     .type = kPositiveDuration,
+     .help = "validate: between a pair's probes (default 20ms; 1ms to 10s)"},
+    {.name = "--alpha",
+     .value = "P",
+     .type = kNumber,
+     .help = "validate: how often a faithful fleet may fail by chance, all pairs together "
+             "(default 0.05)",
+     .above = 0,
+     .at_most = 0.5,
+     .expected = "a level above 0 and at most 0.5 (default 0.05)"},
+    {.name = "--seed",
+     .value = "N",
+     .type = kWholeNumber,
+     .help = "validate: the simulation's seed (default 1)"},
+    {.name = "--save",
+     .value = "FILE",
+     .type = kText,
+     .help = "validate: also write the probes and each host's phase (for --calibration)"},
+    {.name = "--calibration",
+     .value = "FILE",
+     .type = kText,
+     .help = "validate: a --save of the same pairs through constant delays: each pair's base and "
+             "noise"},
+    {.name = "--calibration-phase",
+     .value = "C",
+     .type = kText,
+     .help = "validate: calibrate in blocks between the judged ones, switching every host to its "
+             "profile's constant phase C and back"},
+    {.name = "--blocks",
+     .value = "N",
+     .type = kWholeNumber,
+     .help = "validate: calibration and judged blocks with --calibration-phase (default 4)",
+     .min = 1,
+     .max = 100},
+    {.name = "--probes",
+     .value = "FILE",
+     .type = kText,
+     .help = "validate: judge a --save file instead of probing"},
 };
+
+// `fleet validate` is judged in this layer (libshaper's validation); every other action is the
+// client's.
+int fleet_entry(const Invocation& inv) {
+  const auto& words = inv.args.operands(2);
+  if (!words.empty() && words[0] == "validate") {
+    if (words.size() != 1) throw UsageError("validate takes no operand");
+    return fleet_validate_command(inv);
+  }
+  return fleet_command(inv);
+}
 
 // ---- The registry ------------------------------------------------------------------------------
 
@@ -388,9 +451,10 @@ constexpr Command kCommands[] = {
     {"metrics", "", "", "Prometheus metrics text", {}, true, metrics_command},
     {"watch", "", "[INTERFACE]...", "live table of sessions and events (Ctrl-C quits)",
      kWatchOptions, true, watch_command},
-    {"fleet", "", "apply [PROFILE]|switch PHASE|clear|status|subscribe",
-     "one change on every host of an inventory: staged everywhere, then at one deadline",
-     kFleetOptions, true, fleet_command},
+    {"fleet", "", "apply [PROFILE]|switch PHASE|clear|status|subscribe|validate",
+     "one change on every host of an inventory: staged everywhere, then at one deadline; or "
+     "probes between the hosts judged per pair",
+     kFleetOptions, true, fleet_entry},
     {"proxy", "", "", "copy stdin/stdout to and from jitterd's socket (what --host runs over ssh)",
      kProxyOptions, false, proxy_command},
     {"compile", "", "TRACE... -o PROFILE.json", "compile captures into a profile", kCompileOptions,

@@ -1,5 +1,9 @@
 #include "fleet.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -36,12 +40,6 @@ constexpr Nanoseconds kDefaultLead = 2s;
 // How long after the deadline to look for every host's acknowledgement before saying it is missing.
 constexpr Nanoseconds kAckTimeout = 10s;
 constexpr auto kAckPoll = 100ms;
-
-// A bad inventory or command line content: exit code 3, each problem on a line.
-class FleetInputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 enum class Action { kApply, kSwitch, kClear, kStatus, kSubscribe };
 
@@ -492,7 +490,8 @@ Action action_of(const std::vector<std::string>& words) {
     return action;
   }
   throw UsageError("\"" + words[0] +
-                   "\" is not a fleet action; give apply, switch, clear, status or subscribe");
+                   "\" is not a fleet action; give apply, switch, clear, status, subscribe or "
+                   "validate");
 }
 
 int run_fleet(const Invocation& inv) {
@@ -556,6 +555,320 @@ std::optional<Nanoseconds> skew_of(const std::vector<Nanoseconds>& times) {
   if (times.empty()) return std::nullopt;
   const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
   return *hi - *lo;
+}
+
+std::optional<PairMode> pair_mode_from_name(std::string_view name) {
+  if (name == "all") return PairMode::kAll;
+  if (name == "ring") return PairMode::kRing;
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> probe_pairs(std::size_t hosts, PairMode mode) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  if (hosts < 2) return out;
+  if (mode == PairMode::kRing) {
+    // Two hosts: the ring's two edges are the pair both ways, not the same pair twice.
+    for (std::size_t i = 0; i < hosts; ++i) out.emplace_back(i, (i + 1) % hosts);
+    return out;
+  }
+  for (std::size_t i = 0; i < hosts; ++i) {
+    for (std::size_t j = 0; j < hosts; ++j) {
+      if (i != j) out.emplace_back(i, j);
+    }
+  }
+  return out;
+}
+
+// ---- fleet validate: the probes -----------------------------------------------------------------
+
+namespace {
+
+// What a `probe` may wait for the last reply: a probe delayed longer than this is counted lost.
+constexpr Nanoseconds kProbeWait = 2s;
+// jitterd's limits of one probe request (daemon/prober.hpp; docs/protocol.md).
+constexpr std::size_t kMaxProbeTargets = 16;
+constexpr Nanoseconds kMaxProbeRequest = 120s;
+// Beyond the probes' own duration, how long the client waits for the reply (ssh, a busy host).
+constexpr Nanoseconds kProbeReplyMargin = 30s;
+
+// `address` as the IPv4 dotted quad jitterd's probe takes: itself, or what the name resolves to
+// here (the first IPv4 address).
+std::string ipv4_of(const std::string& host_name, const std::string& address) {
+  in_addr parsed{};
+  if (::inet_pton(AF_INET, address.c_str(), &parsed) == 1) return address;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || !found) {
+    throw FleetInputError("host " + host_name + ": probe_address \"" + address +
+                          "\" does not resolve to an IPv4 address here (" + ::gai_strerror(rc) +
+                          "); give \"probe_address\" in the inventory");
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, text,
+              sizeof text);
+  ::freeaddrinfo(found);
+  return text;
+}
+
+LaneState lane_of(const FleetHost& host, const std::vector<SessionStatus>& sessions) {
+  LaneState lane;
+  lane.host = host.name;
+  for (const SessionStatus& s : sessions) {
+    if (s.direction != Direction::kEgress || !s.set.empty()) continue;
+    lane.profile = s.profile;
+    lane.phase = s.phase;
+    lane.digest = s.digest;
+    lane.held = !s.schedule || s.schedule->state == "paused";
+    break;
+  }
+  return lane;
+}
+
+// One host's probe of its pairs' addresses; the pairs get their series.
+void probe_from(Member& m, const std::vector<std::size_t>& pair_indexes,
+                std::vector<PairProbes>& pairs, const FleetProbeOptions& options) {
+  Json addresses = Json::array();
+  for (std::size_t i : pair_indexes) addresses.push_back(pairs[i].address);
+  const Json params = {{"addresses", addresses},
+                       {"count", options.count},
+                       {"interval", options.interval.count()},
+                       {"wait", kProbeWait.count()}};
+  Json result;
+  if (!call(m, "probe", params, result)) return;
+  read_result(m, [&] {
+    const Json& targets = result.at("targets");
+    if (targets.size() != pair_indexes.size())
+      throw std::runtime_error("probe answered " + std::to_string(targets.size()) +
+                               " targets for " + std::to_string(pair_indexes.size()));
+    for (std::size_t k = 0; k < pair_indexes.size(); ++k) {
+      PairProbes& p = pairs[pair_indexes[k]];
+      p.interval = options.interval;
+      for (const Json& t : targets[k].at("sent_realtime_ns"))
+        p.sent.emplace_back(t.get<std::int64_t>());
+      for (const Json& r : targets[k].at("rtt_ns")) {
+        p.rtt.push_back(r.is_null() ? std::nullopt
+                                    : std::optional<Nanoseconds>(r.get<std::int64_t>()));
+      }
+      if (p.sent.size() != p.rtt.size())
+        throw std::runtime_error("probe answered unequal sent_realtime_ns and rtt_ns");
+    }
+  });
+}
+
+// Every host's probes of its pairs, at once (one thread per host, each on its own connection);
+// the series are appended to `pairs`.
+void probe_round(std::vector<Member>& members,
+                 const std::vector<std::pair<std::size_t, std::size_t>>& pair_list,
+                 std::vector<PairProbes>& pairs, const FleetProbeOptions& options) {
+  std::vector<std::thread> threads;
+  for (std::size_t h = 0; h < members.size(); ++h) {
+    std::vector<std::size_t> mine;
+    for (std::size_t i = 0; i < pair_list.size(); ++i) {
+      if (pair_list[i].first == h) mine.push_back(i);
+    }
+    if (mine.empty() || !usable(members[h])) continue;
+    threads.emplace_back([&, h, mine] { probe_from(members[h], mine, pairs, options); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Every host to `phase` at one deadline, as `fleet switch` does; throws when a host refuses or
+// does not take it (the hosts that staged are aborted).
+void switch_every_host(std::vector<Member>& members, const std::string& phase, Nanoseconds lead) {
+  for (Member& m : members) {
+    m.params = {{"interface", m.host->interface}, {"phase", phase}};
+    if (m.host->target) m.params["target"] = m.host->target->to_json();
+    m.token.clear();
+    m.at.reset();
+    m.accepted.reset();
+  }
+  std::string why;
+  if (!stage_all(members, Action::kSwitch)) {
+    abort_all(members);
+    why = "refused";
+  } else {
+    const Nanoseconds deadline = realtime_now() + lead;
+    commit_all(members, shaper::format_utc_timestamp(deadline));
+    collect_acknowledgements(members, deadline);
+    for (const Member& m : members) {
+      if (!m.accepted && why.empty()) why = "not taken";
+    }
+  }
+  if (why.empty()) return;
+  std::string hosts;
+  for (const Member& m : members) {
+    if (!m.accepted) hosts += "; " + m.host->name + ": " + problem_of(m);
+  }
+  throw std::runtime_error("switching every host to phase " + phase + ": " + why + hosts);
+}
+
+// The judged probes in `blocks` blocks, each after a block of calibration probes through
+// `options.calibration_phase`; every host ends in the phase it held (docs/validation.md,
+// "Fleets": load that changes during the run meets calibration and measurement alike).
+void probe_interleaved(std::vector<Member>& members,
+                       const std::vector<std::pair<std::size_t, std::size_t>>& pair_list,
+                       FleetProbeRun& run, const FleetProbeOptions& options) {
+  std::string held;
+  for (const LaneState& lane : run.lanes) {
+    if (lane.profile.empty() || !lane.held || (!held.empty() && lane.phase != held))
+      throw FleetInputError(
+          "--calibration-phase switches every host between it and the phase they hold: give "
+          "every host a session holding one phase of the same name (" +
+          lane.host + (lane.profile.empty() ? " has none" : " holds " + lane.phase) + ")");
+    held = lane.phase;
+  }
+  run.calibration_phase = options.calibration_phase;
+  run.calibration = run.pairs;  // the same pairs, no probes yet
+  FleetProbeOptions block = options;
+  block.count = std::max<std::uint32_t>(1, options.count / options.blocks);
+  for (std::uint32_t b = 0; b < options.blocks; ++b) {
+    switch_every_host(members, options.calibration_phase, options.lead);
+    probe_round(members, pair_list, run.calibration, block);
+    switch_every_host(members, held, options.lead);
+    probe_round(members, pair_list, run.pairs, block);
+  }
+}
+
+}  // namespace
+
+FleetProbeRun probe_fleet(const Invocation& inv, const FleetProbeOptions& options) {
+  if (inv.args.has("--host") || inv.args.has("--socket"))
+    throw UsageError("the inventory names the hosts; drop --host and --socket");
+  const auto path = inv.args.text("--inventory");
+  if (!path) throw UsageError("which hosts? give --inventory FILE");
+  const Inventory inventory = load_inventory(*path);
+  const auto pair_list = probe_pairs(inventory.hosts.size(), options.pairs);
+  if (pair_list.empty()) throw FleetInputError(*path + ": one host has no pairs to probe");
+  // jitterd's probe takes at most 16 addresses and 120 s a request (docs/protocol.md), and each
+  // host sends one.
+  if (options.pairs == PairMode::kAll && inventory.hosts.size() > kMaxProbeTargets + 1)
+    throw UsageError("--pairs all has each of " + std::to_string(inventory.hosts.size()) +
+                     " hosts probe " + std::to_string(inventory.hosts.size() - 1) +
+                     " others, more than the 16 a probe takes; give --pairs ring");
+  if (options.interval < 1ms || options.interval > 10s)
+    throw UsageError("--interval " + shaper::format_duration(options.interval) +
+                     ": give 1ms to 10s");
+  if (options.interval * options.count + kProbeWait > kMaxProbeRequest)
+    throw UsageError("--count x --interval is " +
+                     shaper::format_duration(options.interval * options.count) +
+                     "; a probe may take at most 120s including its 2s wait");
+  FleetProbeRun run;
+  for (const auto& [from, to] : pair_list) {
+    const FleetHost& target = inventory.hosts[to];
+    if (target.probe_address.empty())
+      throw FleetInputError("host " + target.name +
+                            ": no probe_address (a host reached by its socket has no ssh address "
+                            "to default to); give \"probe_address\" in the inventory");
+    PairProbes p;
+    p.from = inventory.hosts[from].name;
+    p.to = target.name;
+    p.address = ipv4_of(target.name, target.probe_address);
+    run.pairs.push_back(std::move(p));
+  }
+  ClientOptions base;
+  const Nanoseconds probing = options.interval * options.count + kProbeWait + kProbeReplyMargin;
+  base.timeout = std::max(inv.args.duration("--timeout").value_or(kDefaultTimeout), probing);
+  if (!inv.ssh_command.empty())
+    base.ssh_command.assign(inv.ssh_command.begin(), inv.ssh_command.end());
+  std::vector<Member> members(inventory.hosts.size());
+  for (std::size_t i = 0; i < members.size(); ++i) members[i].host = &inventory.hosts[i];
+  connect_all(members, base);
+  for (Member& m : members) {
+    Json params = {{"interface", m.host->interface}};
+    if (m.host->target) params["target"] = m.host->target->to_json();
+    Json result;
+    LaneState lane;
+    lane.host = m.host->name;
+    if (usable(m) && call(m, "status", params, result)) {
+      read_result(m, [&] { lane = lane_of(*m.host, read_status_result(result)); });
+    } else if (m.error && m.error->code == ErrorCode::kNotFound) {
+      m.error.reset();  // no session on the interface: an unshaped lane
+    }
+    run.lanes.push_back(lane);
+  }
+  bool reached = true;
+  for (const Member& m : members) reached = reached && usable(m);
+  if (reached && !options.calibration_phase.empty()) {
+    probe_interleaved(members, pair_list, run, options);
+  } else if (reached) {
+    probe_round(members, pair_list, run.pairs, options);
+  }
+  for (const Member& m : members) {
+    if (!usable(m)) run.failures.push_back(m.host->name + ": " + problem_of(m));
+  }
+  return run;
+}
+
+Json probe_run_json(const FleetProbeRun& run) {
+  Json j = {{"version", 1}, {"lanes", Json::array()}, {"pairs", Json::array()}};
+  for (const LaneState& l : run.lanes) {
+    j["lanes"].push_back({{"host", l.host},
+                          {"profile", l.profile},
+                          {"phase", l.phase},
+                          {"digest", l.digest},
+                          {"held", l.held}});
+  }
+  const auto pairs_json = [](const std::vector<PairProbes>& pairs) {
+    Json out = Json::array();
+    for (const PairProbes& p : pairs) {
+      Json sent = Json::array(), rtt = Json::array();
+      for (const auto& s : p.sent) sent.push_back(s.count());
+      for (const auto& r : p.rtt) rtt.push_back(r ? Json(r->count()) : Json(nullptr));
+      out.push_back({{"from", p.from},
+                     {"to", p.to},
+                     {"address", p.address},
+                     {"interval_ns", p.interval.count()},
+                     {"sent_realtime_ns", std::move(sent)},
+                     {"rtt_ns", std::move(rtt)}});
+    }
+    return out;
+  };
+  j["pairs"] = pairs_json(run.pairs);
+  if (!run.calibration_phase.empty()) {
+    j["calibration_phase"] = run.calibration_phase;
+    j["calibration"] = pairs_json(run.calibration);
+  }
+  return j;
+}
+
+FleetProbeRun read_probe_run(const Json& j, std::vector<std::string>& problems) {
+  FleetProbeRun run;
+  try {
+    if (j.at("version") != 1) problems.push_back("/version: expected 1");
+    for (const Json& l : j.at("lanes")) {
+      run.lanes.push_back({l.at("host").get<std::string>(), l.at("profile").get<std::string>(),
+                           l.at("phase").get<std::string>(), l.at("digest").get<std::string>(),
+                           l.at("held").get<bool>()});
+    }
+    const auto read_pairs = [&](const Json& list, std::vector<PairProbes>& into) {
+      for (const Json& p : list) {
+        PairProbes out;
+        out.from = p.at("from").get<std::string>();
+        out.to = p.at("to").get<std::string>();
+        out.address = p.at("address").get<std::string>();
+        out.interval = Nanoseconds(p.at("interval_ns").get<std::int64_t>());
+        for (const Json& s : p.at("sent_realtime_ns")) out.sent.emplace_back(s.get<std::int64_t>());
+        for (const Json& r : p.at("rtt_ns")) {
+          out.rtt.push_back(r.is_null() ? std::nullopt
+                                        : std::optional<Nanoseconds>(r.get<std::int64_t>()));
+        }
+        if (out.sent.size() != out.rtt.size())
+          problems.push_back("pair " + out.from + " -> " + out.to +
+                             ": sent_realtime_ns and rtt_ns differ in length");
+        into.push_back(std::move(out));
+      }
+    };
+    read_pairs(j.at("pairs"), run.pairs);
+    if (j.contains("calibration")) {
+      run.calibration_phase = j.at("calibration_phase").get<std::string>();
+      read_pairs(j.at("calibration"), run.calibration);
+    }
+  } catch (const Json::exception& e) {
+    problems.push_back(std::string("not a fleet validate --save file: ") + e.what());
+  }
+  return run;
 }
 
 int fleet_command(const Invocation& inv) {

@@ -16,6 +16,8 @@ using shaper::JsonReader;
 constexpr std::size_t kMaxInterface = 15;
 constexpr std::size_t kMaxName = 128;
 constexpr std::size_t kMaxPath = 107;
+// A DNS name is at most 253 characters.
+constexpr std::size_t kMaxHostName = 253;
 
 std::optional<FleetTarget> read_target(JsonReader& r, const Json& host, const std::string& p) {
   const Json* t = r.member(host, p, "target", false);
@@ -46,7 +48,7 @@ std::optional<FleetTarget> read_target(JsonReader& r, const Json& host, const st
 
 FleetHost read_host(JsonReader& r, const Json& host, const std::string& p) {
   FleetHost out;
-  r.object(host, p, {"name", "host", "socket", "interface", "target", "profile"});
+  r.object(host, p, {"name", "host", "socket", "interface", "target", "profile", "probe_address"});
   const auto url = r.string(host, p, "host", false, 4096).value_or("");
   out.socket = r.string(host, p, "socket", false, kMaxPath).value_or("");
   if (url.empty() == out.socket.empty()) {
@@ -63,6 +65,8 @@ FleetHost read_host(JsonReader& r, const Json& host, const std::string& p) {
   out.interface = r.string(host, p, "interface", true, kMaxInterface).value_or("");
   out.target = read_target(r, host, p);
   out.profile = r.string(host, p, "profile", false, kMaxName).value_or("");
+  out.probe_address = r.string(host, p, "probe_address", false, kMaxHostName).value_or("");
+  if (out.probe_address.empty() && out.remote) out.probe_address = out.remote->host;
   out.name = r.string(host, p, "name", false, kMaxName).value_or("");
   if (out.name.empty()) out.name = out.remote ? out.remote->url() : out.socket;
   return out;

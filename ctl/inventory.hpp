@@ -37,6 +37,9 @@ struct FleetHost {
   std::string interface;
   std::optional<FleetTarget> target;
   std::string profile;  // "": the command line's
+  // Where the other hosts' probes reach this one (`fleet validate`): an IPv4 address or a name
+  // that resolves to one; default: the host part of `remote`'s URL, "" for a local socket.
+  std::string probe_address;
 };
 
 struct Inventory {

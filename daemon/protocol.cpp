@@ -1,8 +1,10 @@
 #include "protocol.hpp"
 
+#include <arpa/inet.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -424,6 +426,8 @@ struct Dispatcher::Call {
   std::optional<SubscribeFilter> subscribe;
   // stage: apply, switch and clear check what they would do, and do nothing.
   bool check_only = false;
+  // probe: the checked request, which the server runs off the loop.
+  std::optional<ProbeRequest> probe;
   // Both clocks when the request was read (for `clock`).
   Stamp received = now_stamp();
   SessionManager* lanes = nullptr;  // a target namespace's sessions (via inside)
@@ -471,6 +475,7 @@ const Dispatcher::MethodHandler Dispatcher::kHandlers[] = {
     {protocol::Method::kStage, &Dispatcher::stage},
     {protocol::Method::kCommit, &Dispatcher::commit},
     {protocol::Method::kAbort, &Dispatcher::abort_staged},
+    {protocol::Method::kProbe, &Dispatcher::probe},
 };
 const Dispatcher::MethodHandler& Dispatcher::handler_of(protocol::Method method) {
   static_assert(std::size(kHandlers) == std::size(protocol::kMethods),
@@ -485,7 +490,7 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   json id = read.id;
   auto fail = [&](RequestError e) {
     ++stats_.request_errors_total;
-    return Reply{to_line(error_json(id, e)), std::nullopt};
+    return Reply{to_line(error_json(id, e)), std::nullopt, std::nullopt, nullptr};
   };
   if (read.error) return fail(*read.error);
   const json& request = read.request;
@@ -556,7 +561,8 @@ Reply Dispatcher::handle(const ReadRequest& read, const Peer& peer, bool authori
   if (!outcome) return fail(outcome.error());
   json reply = {{"ok", true}, {"result", *outcome}};
   if (!id.is_null()) reply["id"] = id;
-  return Reply{to_line(reply), call.subscribe};
+  if (call.probe) return Reply{"", std::nullopt, std::move(call.probe), id};
+  return Reply{to_line(reply), call.subscribe, std::nullopt, nullptr};
 }
 
 // ---- The methods -------------------------------------------------------------------------------
@@ -1123,6 +1129,94 @@ Outcome<json> Dispatcher::abort_staged(Call& c) {
   auto dropped = staged_.take(token, c.peer.uid, MonotonicClock::now());
   if (!dropped) return dropped.error();
   return json(protocol::AbortedChange{token});
+}
+
+// ---- probe -------------------------------------------------------------------------------------
+
+Outcome<json> Dispatcher::probe(Call& c) {
+  c.r.object(c.params, c.p, {"addresses", "count", "interval", "wait"});
+  ProbeRequest req;
+  const std::string where = c.p + "/addresses";
+  const json* list = c.r.member(c.params, c.p, "addresses", true);
+  if (list && (!list->is_array() || list->empty() || list->size() > kMaxProbeAddresses)) {
+    c.r.error(where, "expected an array of 1 to " + std::to_string(kMaxProbeAddresses) +
+                         " IPv4 addresses, found " + shaper::json_excerpt(*list));
+  } else if (list) {
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const json& a = (*list)[i];
+      in_addr parsed{};
+      if (!a.is_string() || a.get<std::string>().size() > 15 ||
+          ::inet_pton(AF_INET, a.get<std::string>().c_str(), &parsed) != 1) {
+        c.r.error(where + "/" + std::to_string(i),
+                  shaper::json_excerpt(a) +
+                      " is not an IPv4 address; give a dotted quad such as \"198.18.0.2\" (IPv6 "
+                      "is not probed yet)");
+        continue;
+      }
+      req.addresses.push_back(a.get<std::string>());
+    }
+  }
+  req.count =
+      c.r.integer<std::uint32_t>(c.params, c.p, "count", 1, kMaxProbeCount, 100).value_or(0);
+  req.interval =
+      read_duration(c.r, c.params, c.p, "interval").value_or(std::chrono::milliseconds(20));
+  req.wait = read_duration(c.r, c.params, c.p, "wait").value_or(std::chrono::seconds(1));
+  if (!c.ok()) return json::object();
+  if (req.interval < kMinProbeInterval || req.interval > kMaxProbeInterval) {
+    c.r.error(c.p + "/interval",
+              shaper::format_duration(req.interval) + " is out of range; give 1ms to 10s");
+  }
+  if (req.wait > kMaxProbeWait) {
+    c.r.error(c.p + "/wait", shaper::format_duration(req.wait) + " is longer than 10s");
+  }
+  if (!c.ok()) return json::object();
+  const Nanoseconds total = req.interval * (req.count - 1) + req.wait;
+  if (total > kMaxProbeDuration) {
+    return RequestError{ErrorCode::kInvalidParams,
+                        "the probes would take " + shaper::format_duration(total) +
+                            " (count x interval + wait), more than the limit of " +
+                            shaper::format_duration(kMaxProbeDuration),
+                        c.p + "/count",
+                        "send fewer probes, or at a shorter interval, in several requests"};
+  }
+  c.probe = std::move(req);
+  return json::object();
+}
+
+std::string Dispatcher::probe_reply(const json& id, const ProbeRequest& request,
+                                    const std::atomic<bool>& stop) {
+  json reply;
+  try {
+    const std::vector<ProbeSeries> runs = run_probes(request, stop);
+    json targets = json::array();
+    for (const ProbeSeries& s : runs) {
+      json rtt = json::array(), sent = json::array();
+      for (std::size_t i = 0; i < s.rtt.size(); ++i) {
+        rtt.push_back(s.rtt[i] ? json(s.rtt[i]->count()) : json(nullptr));
+        sent.push_back(s.sent[i].count());
+      }
+      targets.push_back({{"address", s.address},
+                         {"sent", s.rtt.size()},
+                         {"received", std::count_if(s.rtt.begin(), s.rtt.end(),
+                                                    [](const auto& r) { return r.has_value(); })},
+                         {"icmp_errors", s.errors},
+                         {"sent_realtime_ns", std::move(sent)},
+                         {"rtt_ns", std::move(rtt)}});
+    }
+    reply = {{"ok", true},
+             {"result",
+              {{"count", request.count},
+               {"interval_ns", request.interval.count()},
+               {"stopped", stop.load()},
+               {"targets", std::move(targets)}}}};
+  } catch (const shaper::SystemError& e) {
+    reply = error_json(nullptr, {ErrorCode::kSystemError, e.what(), "", e.hint()});
+  } catch (const std::exception& e) {
+    reply = error_json(nullptr, {ErrorCode::kInternalError, e.what(), "",
+                                 "this is a bug in jitterd; please report it with the request"});
+  }
+  if (!id.is_null()) reply["id"] = id;
+  return to_line(reply);
 }
 
 std::string Dispatcher::metrics_text() {

@@ -16,6 +16,7 @@
 #include "config.hpp"
 #include "events.hpp"
 #include "inside_places.hpp"
+#include "prober.hpp"
 #include "profile_store.hpp"
 #include "protocol/methods.hpp"
 #include "sessions.hpp"
@@ -47,6 +48,10 @@ struct SubscribeFilter {
 struct Reply {
   std::string line;                          // the JSON reply, without the newline
   std::optional<SubscribeFilter> subscribe;  // set when the connection now streams events
+  // Set for an accepted `probe`: `line` is empty, and the reply is probe_reply(id, ...) once the
+  // probes ran (off the loop: they take seconds).
+  std::optional<ProbeRequest> probe;
+  nlohmann::json id;  // the request's id, for the probe's reply
 };
 
 // A request line read as JSON, the first step of handling it. It depends on the line alone (no
@@ -92,6 +97,10 @@ class Dispatcher {
   // for handle() when called unauthorized.
   static RequestError permission_denied(const Peer& peer, const std::string& socket_group);
   std::string metrics_text();
+  // The reply of an accepted `probe`: runs it (blocking, for seconds: call it off the loop) and
+  // answers with its series, or with the error that stopped it.
+  static std::string probe_reply(const nlohmann::json& id, const ProbeRequest& request,
+                                 const std::atomic<bool>& stop);
 
  private:
   // One request being answered (protocol.cpp).
@@ -130,6 +139,8 @@ class Dispatcher {
   Outcome<nlohmann::json> stage(Call& c);
   Outcome<nlohmann::json> commit(Call& c);
   Outcome<nlohmann::json> abort_staged(Call& c);
+  // probe checks its params and leaves the probing to the server (Reply::probe).
+  Outcome<nlohmann::json> probe(Call& c);
 
   static void read_apply_lane(Call& c, ApplyRequest& a);
   std::optional<RequestError> read_apply_profile(Call& c, const nlohmann::json& prof,

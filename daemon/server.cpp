@@ -344,6 +344,11 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         // Taking a large document apart takes long too: the helper does it.
         asio::post(server_.reader_, [document = std::move(read)] {});
       }
+      if (reply.probe) {
+        reply.line = co_await probe(reply);
+        if (closed_ || close_after_write_) co_return;
+        turn_start = MonotonicClock::now();
+      }
       send(std::move(reply.line));
       if (reply.subscribe && !subscription_ && !closed_) {
         std::weak_ptr<Connection> weak = self;
@@ -359,6 +364,22 @@ class ControlServer::Connection : public std::enable_shared_from_this<Connection
         turn_start = MonotonicClock::now();
       }
     }
+  }
+
+  // The reply of an accepted probe. Probes take seconds: they run on a probe thread while the
+  // loop serves the schedules and every other connection. This connection's later requests wait
+  // for the reply, since replies come in request order (docs/protocol.md).
+  asio::awaitable<std::string> probe(const Reply& reply) {
+    // By reference: `reply` lives in the caller's frame, which waits for this one.
+    const ProbeRequest& request = *reply.probe;
+    const nlohmann::json& id = reply.id;
+    const std::atomic<bool>& stop = server_.probes_stop_;
+    co_return co_await asio::co_spawn(
+        server_.probes_.get_executor(),
+        [&request, &id, &stop]() -> asio::awaitable<std::string> {
+          co_return Dispatcher::probe_reply(id, request, stop);
+        },
+        asio::use_awaitable);
   }
 
   // Whether the client closed its socket altogether (both directions shut), rather than half-closed
@@ -591,6 +612,7 @@ void ControlServer::refuse_at_once(stream_socket socket, const std::string& line
 }
 
 void ControlServer::stop() {
+  probes_stop_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   auto open = connections_;
@@ -602,6 +624,7 @@ void ControlServer::stop() {
 }
 
 void ControlServer::finish(std::function<void()> done) {
+  probes_stop_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   finished_ = std::move(done);

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -127,6 +128,12 @@ class ControlServer {
   // that a large folder or a slow disk holds up only the request that reads it. Joined before the
   // reader; the store it reads outlives the server.
   asio::thread_pool files_{1};
+  // The threads that run `probe` requests (each blocks its thread for the probes' duration, up to
+  // kMaxProbeDuration): four probes at once, say four fleet hosts probing this one's neighbours;
+  // more wait for a thread. `probes_stop_` ends running probes when the server stops. Joined
+  // first.
+  std::atomic<bool> probes_stop_{false};
+  asio::thread_pool probes_{4};
 };
 
 }  // namespace jitterd

@@ -88,6 +88,25 @@ TEST(Inventory, EachProblemNamesItsPointer) {
   }
 }
 
+TEST(Inventory, TheProbeAddressDefaultsToTheSshHostAndALocalSocketHasNone) {
+  shaper::Diagnostics d;
+  const Inventory inv = read_inventory(R"({"version": 1, "hosts": [
+      {"host": "ssh://root@198.18.0.1:2222/run/j.sock", "interface": "eth0"},
+      {"host": "ssh://redis-b.example", "interface": "eth0", "probe_address": "10.0.0.12"},
+      {"socket": "/run/jitterd/jitterd.sock", "interface": "veth0"},
+      {"socket": "/run/j2.sock", "interface": "veth1", "probe_address": "198.18.3.1"}]})",
+                                       d);
+  ASSERT_TRUE(d.empty()) << d.front().to_string();
+  EXPECT_EQ(inv.hosts[0].probe_address, "198.18.0.1");
+  EXPECT_EQ(inv.hosts[1].probe_address, "10.0.0.12") << "given, it wins over the ssh host";
+  EXPECT_EQ(inv.hosts[2].probe_address, "") << "fleet validate asks for one";
+  EXPECT_EQ(inv.hosts[3].probe_address, "198.18.3.1");
+  const auto wrong = problems_of(
+      R"({"version": 1, "hosts": [{"socket": "/s", "interface": "e", "probe_address": 7}]})");
+  ASSERT_FALSE(wrong.empty());
+  EXPECT_EQ(wrong.front().where, "/hosts/0/probe_address");
+}
+
 // ---- The clock arithmetic ----------------------------------------------------------------------
 
 TEST(FleetClock, FourTimestampsGiveTheOffsetAndTheRoundTrip) {

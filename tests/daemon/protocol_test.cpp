@@ -2091,5 +2091,71 @@ TEST(Protocol, ApplyWithFollowIsRefusedByAJitterdThatCannotFollow) {
            "invalid-params", "/params/target/follow");
 }
 
+// probe checks its params in the dispatcher; an accepted probe leaves the dispatcher with no reply
+// line and the checked request, which the server runs off the loop (server_test.cpp runs one).
+TEST(Protocol, ProbeRefusesWhatItCannotDoWithTheLimitNamed) {
+  Protocol p;
+  error_of(p.call("probe", json::object()), "invalid-params", "/params/addresses");
+  error_of(p.call("probe", {{"addresses", json::array()}}), "invalid-params", "/params/addresses");
+  json seventeen = json::array();
+  for (int i = 0; i < 17; ++i) seventeen.push_back("198.18.0." + std::to_string(i + 1));
+  const json many =
+      error_of(p.call("probe", {{"addresses", seventeen}}), "invalid-params", "/params/addresses");
+  EXPECT_NE(many["message"].get<std::string>().find("1 to 16"), std::string::npos) << many.dump();
+  const json v6 = error_of(p.call("probe", {{"addresses", {"198.18.0.1", "::1"}}}),
+                           "invalid-params", "/params/addresses/1");
+  EXPECT_NE(v6["message"].get<std::string>().find("not an IPv4 address"), std::string::npos);
+  error_of(p.call("probe", {{"addresses", {"example.org"}}}), "invalid-params",
+           "/params/addresses/0");
+  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"count", 10001}}), "invalid-params",
+           "/params/count");
+  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"count", 0}}), "invalid-params",
+           "/params/count");
+  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"interval", "100us"}}),
+           "invalid-params", "/params/interval");
+  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"interval", "11s"}}), "invalid-params",
+           "/params/interval");
+  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"wait", "11s"}}), "invalid-params",
+           "/params/wait");
+  error_of(p.call("probe", {{"addresses", {"198.18.0.1"}}, {"ttl", 3}}), "invalid-params",
+           "/params/ttl");
+  // 10 000 probes at 20 ms take 200 s: beyond the 120 s a probe may take.
+  const json longer = error_of(
+      p.call("probe", {{"addresses", {"198.18.0.1"}}, {"count", 10000}, {"interval", "20ms"}}),
+      "invalid-params", "/params/count");
+  EXPECT_NE(longer["message"].get<std::string>().find("more than the limit of 120s"),
+            std::string::npos)
+      << longer.dump();
+  // Nothing was run for any of them.
+  EXPECT_FALSE(p.last.probe);
+}
+
+TEST(Protocol, AnAcceptedProbeIsHandedToTheServerWithItsIdAndChangesNothing) {
+  Protocol p;
+  const Reply r = p.dispatcher.handle(json{{"id", 9},
+                                           {"method", "probe"},
+                                           {"params",
+                                            {{"addresses", {"198.18.0.1", "198.18.0.2"}},
+                                             {"count", 50},
+                                             {"interval", "10ms"},
+                                             {"wait", "500ms"}}}}
+                                          .dump(),
+                                      test_peer(), true);
+  ASSERT_TRUE(r.probe);
+  EXPECT_TRUE(r.line.empty());
+  EXPECT_EQ(r.id, 9);
+  EXPECT_EQ(r.probe->addresses, (std::vector<std::string>{"198.18.0.1", "198.18.0.2"}));
+  EXPECT_EQ(r.probe->count, 50u);
+  EXPECT_EQ(r.probe->interval, std::chrono::milliseconds(10));
+  EXPECT_EQ(r.probe->wait, std::chrono::milliseconds(500));
+  // Read-only: no session, nothing asked of the backend.
+  EXPECT_TRUE(p.ok("status")["sessions"].empty());
+  // Listed, and not a change.
+  const json commands = p.ok("list-commands")["commands"];
+  bool listed = false;
+  for (const auto& m : commands) listed = listed || m["name"] == "probe";
+  EXPECT_TRUE(listed) << commands.dump();
+}
+
 }  // namespace
 }  // namespace jitterd::testing

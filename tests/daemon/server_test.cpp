@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -915,6 +916,68 @@ TEST_F(PeerCredentials, OneUserCannotTakeEverySlot) {
   ASSERT_EQ(other.output.rfind("{", 0), 0u) << other.output;
   EXPECT_EQ(json::parse(other.output)["ok"], true) << other.output;
   greedy.finish(s.rig);
+}
+
+}  // namespace
+}  // namespace jitterd::testing
+
+// ---------------------------------------------------------------------------------------------
+// probe: run off the loop
+
+namespace jitterd::testing {
+namespace {
+
+// Whether this process may open an ICMP datagram socket (its gid inside ping_group_range).
+bool ping_sockets_allowed() {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+// Where ping sockets are allowed, a probe of the loopback answers every probe, and another
+// connection is served while it runs; where they are not (the kernel's default "1 0", as in a
+// fresh network namespace), the error names the sysctl that allows them. The kernel e2e
+// (tests/e2e/fleet_test.cpp) probes between namespaces with the sysctl set.
+TEST(ControlServer, AProbeRunsOffTheLoopOrSaysWhichSysctlItNeeds) {
+  ServerRig s;
+  s.listen();
+  ControlClient prober(s.path);
+  prober.send(
+      R"({"id": 1, "method": "probe", "params": {"addresses": ["127.0.0.1"], "count": 20, "interval": "20ms", "wait": "1s"}})"
+      "\n"
+      R"({"id": 2, "method": "version"})"
+      "\n");
+  if (!ping_sockets_allowed()) {
+    const json r = prober.reply(s.rig);
+    EXPECT_EQ(r["id"], 1);
+    EXPECT_EQ(r["ok"], false) << r.dump();
+    EXPECT_EQ(r["error"]["code"], "system-error") << r.dump();
+    EXPECT_NE(r["error"]["hint"].get<std::string>().find("net.ipv4.ping_group_range"),
+              std::string::npos)
+        << r.dump();
+    EXPECT_EQ(prober.reply(s.rig)["id"], 2);  // answered after the probe, in order
+    return;
+  }
+  // The probes take 0.4 s; another client is answered meanwhile.
+  ControlClient other(s.path);
+  const auto asked = Clock::now();
+  other.request({{"id", 7}, {"method", "version"}});
+  EXPECT_EQ(other.reply(s.rig)["id"], 7);
+  EXPECT_LT(Clock::now() - asked, 300ms) << "the loop was held by the probe";
+  const json r = prober.reply(s.rig);
+  ASSERT_EQ(r["ok"], true) << r.dump();
+  EXPECT_EQ(r["id"], 1);
+  const json& t = r["result"]["targets"][0];
+  EXPECT_EQ(t["address"], "127.0.0.1");
+  EXPECT_EQ(t["sent"], 20);
+  EXPECT_EQ(t["received"], 20);
+  for (const auto& rtt : t["rtt_ns"]) {
+    ASSERT_TRUE(rtt.is_number_integer()) << t.dump();
+    EXPECT_GT(rtt.get<std::int64_t>(), 0);
+    EXPECT_LT(rtt.get<std::int64_t>(), 100'000'000) << "a loopback echo within 100 ms";
+  }
+  EXPECT_EQ(prober.reply(s.rig)["id"], 2);
 }
 
 }  // namespace

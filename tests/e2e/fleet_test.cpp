@@ -291,4 +291,163 @@ TEST_F(E2eFleetRefusal, OneHostsConfigDenyingTheInterfaceLeavesEveryHostUnchange
     EXPECT_EQ(hosts_[i]->root_qdisc_by_tc().value("handle", ""), "0:") << "h" << i;
 }
 
+// ---- fleet validate: probes between the hosts, judged per pair (issue 24 part 3)
+// -----------------
+
+// A phase to judge: 10 ms +- 3 ms (normal) and 1 % random loss on each host's egress, so a pair
+// sees the two lanes' convolution: about 20 ms +- 4.2 ms and 2 % loss; and the calibration phase,
+// the judged phase's mean as a constant delay (docs/validation.md, "Fleets": a stall then meets
+// calibration probes as often as it meets the judged ones). Random loss, not a Gilbert chain: a
+// lane's chain steps for every packet leaving the host (each host probes three others and answers
+// three), so a pair sees it thinned, with shorter bursts than the chain's own.
+std::string judged_profile(int latency_ms) {
+  const Json profile = {
+      {"version", 1},
+      {"name", "jit"},
+      {"phases",
+       {{"p",
+         {{"delay",
+           {{"latency", std::to_string(latency_ms) + "ms"},
+            {"jitter", "3ms"},
+            {"distribution", "normal"}}},
+          {"loss", {{"model", "random"}, {"probability", 0.01}}}}},
+        {"c", {{"delay", {{"latency", "10ms"}}}}}}},
+  };
+  return profile.dump(2) + "\n";
+}
+
+class E2eFleetValidate : public E2eFleet {
+ protected:
+  void SetUp() override {
+    E2eFleet::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    // The hosts reach each other through the client's namespace; root may open ping sockets in
+    // each host's (a fresh namespace's ping_group_range is "1 0": nobody).
+    jitterd_test::run("ip netns exec " + net_->client() + " sysctl -qw net.ipv4.ip_forward=1");
+    for (int i = 0; i < kHosts; ++i) {
+      jitterd_test::run("ip -n " + net_->host(i) + " route add 198.18.0.0/16 via 198.18." +
+                        std::to_string(i) + ".2");
+      if (allows_ping(i)) {
+        jitterd_test::run("ip netns exec " + net_->host(i) +
+                          " sysctl -qw net.ipv4.ping_group_range='0 2147483647'");
+      }
+      hosts_[i]->dir.write("profiles/jit.json", judged_profile(10));
+    }
+    client_dir_.write("good/jit.json", judged_profile(10));
+    // What a profile 10 % off looks like to the judge: 11 ms where the hosts give 10 ms.
+    client_dir_.write("wrong/jit.json", judged_profile(11));
+  }
+  virtual bool allows_ping(int) const { return true; }
+
+  // 1000 probes a pair, 20 ms apart, every host at once.
+  std::vector<std::string> validate_args(const std::string& profiles,
+                                         const std::string& count = "1000") {
+    return {"validate", "--profiles", client_dir_.path() + "/" + profiles, "--count", count};
+  }
+};
+
+TEST_F(E2eFleetValidate, ACorrectFleetPassesEveryPairAndAProfileTenPercentOffFailsNamingThePairs) {
+  ASSERT_EQ(fleet({"apply", "jit", "--phase", "p"}).exit_code, 0);
+  for (int i = 0; i < kHosts; ++i)
+    EXPECT_NEAR(hosts_[i]->netem_delay_by_tc(), 0.010, 1e-6) << "h" << i;
+
+  // Calibrated in four blocks of 250 probes through phase c, each before a block of 250 through
+  // p; the probes saved, to be judged again below.
+  const std::string saved = client_dir_.path() + "/probes.json";
+  std::vector<std::string> good = validate_args("good");
+  good.insert(good.end(), {"--calibration-phase", "c", "--save", saved, "--json"});
+  jitterd_e2e::Process judged = jitterd_e2e::Process::spawn(fleet_argv(good), in_client());
+  // While the hosts probe, their jitterds answer others: the probes run off the loop.
+  wait_for_connections(2);
+  std::this_thread::sleep_for(5s);
+  for (const auto& h : hosts_) {
+    const auto asked = jitterd_e2e::Clock::now();
+    const Completed status = jitterd_e2e::run_to_completion(
+        {jitterd_e2e::jitterctl_binary(), "--socket", h->daemon.socket(), "status"});
+    EXPECT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_LT(jitterd_e2e::Clock::now() - asked, 2s) << h->daemon.netns();
+  }
+  const auto code = judged.wait(240s);
+  ASSERT_TRUE(code);
+  const std::string out = judged.take_stdout();
+  EXPECT_EQ(*code, 0) << out << judged.err_text();
+  const Json report = jitterd_e2e::parse_json(out);
+  ASSERT_TRUE(report.contains("pairs")) << out << judged.err_text();
+  EXPECT_EQ(report["verdict"], "pass");
+  EXPECT_EQ(report["calibrated"], true);
+  EXPECT_DOUBLE_EQ(report["pair_level"].get<double>(), 0.05 / 12);
+  ASSERT_EQ(report["pairs"].size(), static_cast<std::size_t>(kHosts * (kHosts - 1)));
+  for (const auto& pair : report["pairs"]) {
+    const Json& c = pair.at("comparison");
+    const Json& seen = pair.at("seen");
+    std::cout << "pair " << pair.at("from").get<std::string>() << " -> "
+              << pair.at("to").get<std::string>() << ": KS " << c.at("ks") << " (limit "
+              << c.at("ks_limit") << "), loss " << seen.at("loss_rate") << " (expected "
+              << pair.at("expected").at("loss_rate") << "), p50 " << seen.at("p50_ms")
+              << " ms (expected " << pair.at("judged_expected").at("p50_ms") << "), p99 "
+              << seen.at("p99_ms") << " ms (expected " << pair.at("judged_expected").at("p99_ms")
+              << "): " << pair.at("verdict") << '\n';
+    EXPECT_EQ(pair["verdict"], "pass") << pair.dump();
+  }
+  // Every host is back in the phase it held.
+  const Json statuses = jitterd_e2e::parse_json(fleet({"--json", "status"}).out);
+  for (int i = 0; i < kHosts; ++i)
+    EXPECT_EQ(statuses["hosts"][i]["sessions"][0]["phase"], "p") << statuses.dump();
+
+  // The saved probes: 1000 a pair through each phase, the calibration's never faster than the
+  // two 10 ms constants (the kernel's receive stamp, not jitterd's).
+  const Json run = jitterd_e2e::parse_json(jitterd_e2e::read_file(saved));
+  ASSERT_TRUE(run.contains("calibration")) << run.dump().substr(0, 500);
+  EXPECT_EQ(run["calibration_phase"], "c");
+  ASSERT_EQ(run["calibration"].size(), static_cast<std::size_t>(kHosts * (kHosts - 1)));
+  for (const auto& pair : run["calibration"]) {
+    ASSERT_EQ(pair["rtt_ns"].size(), 1000u) << pair["from"] << " -> " << pair["to"];
+    std::size_t replies = 0;
+    for (const auto& r : pair["rtt_ns"]) {
+      if (r.is_null()) continue;
+      ++replies;
+      EXPECT_GE(r.get<std::int64_t>(), 20'000'000) << pair["from"] << " -> " << pair["to"];
+    }
+    EXPECT_GE(replies, 990u) << "no loss in the calibration phase";
+  }
+  for (const auto& pair : run["pairs"]) EXPECT_EQ(pair["rtt_ns"].size(), 1000u);
+
+  // The same probes judged against profiles 10 % off: every pair's delay is 2 ms short.
+  std::vector<std::string> wrong = validate_args("wrong");
+  wrong.insert(wrong.end(), {"--probes", saved});
+  const Completed failed = fleet(wrong);
+  std::cout << "against 10 % more delay:\n" << failed.out << failed.err;
+  EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+  // Every pair has its row; the ones that fail say so with the figure. Not every pair need fail:
+  // 2 ms on a pair's 20 ms +- 4.2 ms, beside the bed's noise, is found by KS in most pairs of a run
+  // (docs/validation.md, "Fleets", has the counts), and the run fails when one does.
+  int failing = 0;
+  for (int from = 0; from < kHosts; ++from) {
+    for (int to = 0; to < kHosts; ++to) {
+      if (from == to) continue;
+      const std::string pair = "h" + std::to_string(from) + " -> h" + std::to_string(to);
+      const auto at = failed.out.find(pair);
+      ASSERT_NE(at, std::string::npos) << pair << '\n' << failed.out;
+      const std::string row = failed.out.substr(at, failed.out.find('\n', at) - at);
+      if (row.find("FAIL: ") != std::string::npos) ++failing;
+    }
+  }
+  EXPECT_GE(failing, 1) << failed.out;
+  std::cout << failing << " of 12 pairs failed against 10 % more delay\n";
+}
+
+class E2eFleetValidateNoPing : public E2eFleetValidate {
+ protected:
+  bool allows_ping(int i) const override { return i != 1; }
+};
+
+TEST_F(E2eFleetValidateNoPing, AHostWhoseKernelRefusesPingSocketsIsNamedWithTheSysctl) {
+  std::vector<std::string> args = validate_args("good", "10");
+  args.insert(args.end(), {"--interval", "10ms"});
+  const Completed run = fleet(args);
+  EXPECT_EQ(run.exit_code, 4) << run.out << run.err;
+  EXPECT_NE(run.err.find("h1: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("net.ipv4.ping_group_range"), std::string::npos) << run.err;
+}
+
 }  // namespace

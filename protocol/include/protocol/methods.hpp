@@ -32,6 +32,7 @@ enum class Method {
   kStage,
   kCommit,
   kAbort,
+  kProbe,
 };
 
 struct MethodInfo {
@@ -76,6 +77,9 @@ inline constexpr MethodInfo kMethods[] = {
      "check an apply, switch or clear without doing it; a token to commit or abort it", false},
     {Method::kCommit, "commit", "do a staged change, at a wall-clock deadline", true},
     {Method::kAbort, "abort", "drop a staged change", false},
+    {Method::kProbe, "probe",
+     "ICMP echo probes from this host to a few addresses: each probe's round trip or its loss",
+     false},
 };
 
 // The table entry of `name`; null for no such method.
