@@ -19,6 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd -P)
+# shellcheck source=tests/bench/bench_common.sh
+. "$repo/tests/bench/bench_common.sh"
 build=${JITTERD_BUILD_DIR:-build/bench}
 duration=600
 interfaces=1
@@ -52,32 +54,16 @@ while (($#)); do
     ;;
   esac
 done
-[[ $duration =~ ^[1-9][0-9]*$ ]] || {
-  echo "daemon_bench.sh: --duration must be a whole number of seconds" >&2
-  exit 2
-}
+bench_whole_number daemon_bench.sh "--duration (seconds)" "$duration"
 [[ $start == together || $start == spread || $start == apply ]] || {
   echo "daemon_bench.sh: --start must be together, spread or apply" >&2
   exit 2
 }
-[[ $interfaces =~ ^[1-9][0-9]*$ ]] || {
-  echo "daemon_bench.sh: --interfaces must be a whole number (1 to 250)" >&2
-  exit 2
-}
+bench_whole_number daemon_bench.sh --interfaces "$interfaces" 250
 ((${#only[@]})) || only=(rtt lateness memory)
 wanted() { [[ " ${only[*]} " == *" $1 "* ]]; }
 
-mkdir -p "$build"
-build=$(cd "$build" && pwd -P)
-case $build/ in
-/tmp/*)
-  # The VM keeps this checkout visible, not the rest of its /tmp.
-  [[ $build/ == "$repo"/* ]] || {
-    echo "daemon_bench.sh: $build is under /tmp outside this checkout, which the VM cannot see; set JITTERD_BUILD_DIR" >&2
-    exit 2
-  }
-  ;;
-esac
+build=$(bench_visible_dir daemon_bench.sh "$build" "set JITTERD_BUILD_DIR")
 [[ -f $build/build.ninja ]] || cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$build" jitterd jitterctl daemon_bench >/dev/null
 
@@ -97,10 +83,10 @@ host() {
     since=", CPU time stolen by the hypervisor since the previous line: $((100 * (steal - cpu_steal) / (total - cpu_total))) %"
   fi
   cpu_total=$total cpu_steal=$steal
-  say "## host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)$since"
+  say "## host: $(bench_machine)$since"
 }
 
-say "# jitterd daemon benchmarks, $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?'), build $build"
+say "# jitterd daemon benchmarks, $(bench_revision), build $build"
 status=0
 if wanted rtt; then
   host

@@ -28,6 +28,8 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 self=$repo/tests/bench/fleet_bench.sh
+# shellcheck source=tests/bench/bench_common.sh
+. "$repo/tests/bench/bench_common.sh"
 build=${JITTERD_BUILD_DIR:-$repo/build/bench}
 hosts="4 16"
 switches=100
@@ -73,16 +75,8 @@ while (($#)); do
   *) usage ;;
   esac
 done
-[[ $switches =~ ^[1-9][0-9]*$ ]] || {
-  echo "fleet_bench.sh: --switches must be a whole number, not '$switches'" >&2
-  exit 2
-}
-for n in $hosts; do
-  if ! [[ $n =~ ^[1-9][0-9]*$ ]] || ((n > 64)); then
-    echo "fleet_bench.sh: each of --hosts must be a whole number from 1 to 64, not '$n'" >&2
-    exit 2
-  fi
-done
+bench_whole_number fleet_bench.sh --switches "$switches"
+for n in $hosts; do bench_whole_number fleet_bench.sh "each of --hosts" "$n" 64; done
 ((${#daemons[@]})) || daemons=("jitterd=$build/daemon/jitterd")
 [[ -n $jitterctl ]] || jitterctl=$build/ctl/jitterctl
 [[ -n $out ]] || out=$build/fleet_bench
@@ -96,30 +90,14 @@ for d in "${daemons[@]}"; do
   fi
 done
 jitterctl=$(realpath -m "$jitterctl")
-for binary in "${paths[@]}" "$jitterctl"; do
-  [[ -x $binary ]] || {
-    echo "fleet_bench.sh: $binary is not an executable; build it (ninja -C $build jitterd jitterctl)" \
-      "or name it with --jitterd / --jitterctl" >&2
-    exit 2
-  }
-done
+bench_executables fleet_bench.sh 2 "$build" "${paths[@]}" "$jitterctl"
 
 if ! $in_bed; then
   # On this machine: say what state it is in, then run the rest in the bed.
-  mkdir -p "$out"
-  out=$(cd "$out" && pwd -P)
-  case $out/ in
-  /tmp/*)
-    [[ $out/ == "$repo"/* ]] || {
-      echo "fleet_bench.sh: $out is under /tmp outside this checkout, which the VM cannot see; use --out" >&2
-      exit 2
-    }
-    ;;
-  esac
-  echo "# fleet switch skew, $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?'): hosts $hosts," \
-    "$switches switches each, lead $lead"
+  out=$(bench_visible_dir fleet_bench.sh "$out" "use --out")
+  echo "# fleet switch skew, $(bench_revision): hosts $hosts, $switches switches each, lead $lead"
   for i in "${!labels[@]}"; do echo "#   ${labels[$i]}: ${paths[$i]}"; done
-  echo "# machine: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+  echo "# machine: $(bench_machine)"
   args=(--in-bed --hosts "$hosts" --switches "$switches" --lead "$lead" --jitterctl "$jitterctl" --out "$out")
   for i in "${!labels[@]}"; do args+=(--jitterd "${labels[$i]}=${paths[$i]}"); done
   status=0

@@ -19,6 +19,8 @@
 # when jitterd could not be started or did not stop cleanly.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+# shellcheck source=tests/bench/bench_common.sh
+. "$repo/tests/bench/bench_common.sh"
 build=${JITTERD_BUILD_DIR:-$repo/build}
 jitterd=$build/daemon/jitterd
 load_clients=$build/tests/bench/load_clients
@@ -49,17 +51,8 @@ while (($#)); do
     ;;
   esac
 done
-for binary in "$jitterd" "$load_clients"; do
-  [[ -x $binary ]] || {
-    echo "load_test.sh: $binary is not an executable; build it (ninja -C $build jitterd load_clients)" \
-      "or name it with --jitterd / --load-clients" >&2
-    exit 4
-  }
-done
-[[ $clients =~ ^[1-9][0-9]*$ ]] || {
-  echo "load_test.sh: --clients must be a whole number, not '$clients'" >&2
-  exit 2
-}
+bench_executables load_test.sh 4 "$build" "$jitterd" "$load_clients"
+bench_whole_number load_test.sh --clients "$clients"
 # limits.max_connections may be at most 4096 (daemon/config.cpp); the 64 spare are for the metrics
 # probe, the hostile clients and their reconnections.
 max_connections=$((clients + 64))
@@ -137,7 +130,7 @@ done
 }
 echo "# jitterd $("$jitterd" --version | cut -d' ' -f2-), pid $pid, $how;" \
   "limits.max_connections $max_connections, open files $(ulimit -Sn);" \
-  "$(nproc) CPUs, kernel $(uname -r), $(date -u +%FT%TZ)"
+  "kernel $(bench_machine)"
 
 status=0
 "$load_clients" --socket "$work/jitterd.sock" --pid "$pid" "${args[@]}" || status=$?
