@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -1225,32 +1226,43 @@ std::string phase_in_ledger_file(const DaemonRig& rig, const std::string& interf
   return "";
 }
 
+using PhaseSentAndRecorded = std::pair<std::string, std::string>;
+
+// From now on, at each call to the kernel: the phase sent, and the phase veth0's entry in the
+// ledger file names at that moment (what a kill -9 then would leave).
+std::shared_ptr<std::vector<PhaseSentAndRecorded>> record_kernel_against_ledger(DaemonRig& rig) {
+  auto calls = std::make_shared<std::vector<PhaseSentAndRecorded>>();
+  rig.backend.on_shape([&rig, calls](const FakeBackend::Call& call) {
+    calls->emplace_back(call.spec ? phase_of(*call.spec) : "", phase_in_ledger_file(rig, "veth0"));
+  });
+  return calls;
+}
+
+// The ledger file names veth0's `phase` within the flush delay (200 ms) from now.
+void expect_ledger_names_within_flush_delay(DaemonRig& rig, const std::string& phase) {
+  const auto changed_at = Clock::now();
+  ASSERT_TRUE(
+      rig.run_until([&] { return phase_in_ledger_file(rig, "veth0") == phase; }, kPatience));
+  EXPECT_LE(Clock::now() - changed_at, 200ms + kLateBound);
+}
+
 TEST(Sessions, AScheduleStepReachesTheKernelBeforeTheLedgerWhichNamesItSoonAfter) {
   // What a kill -9 would leave at each call to the kernel: for a request (apply, switch) the file
   // already names the new phase; for a schedule's step it still names the one in force (the lane is
   // named either way), and names the new one within the flush delay (200 ms) of the step.
   DaemonRig rig;
-  std::vector<std::pair<std::string, std::string>> at_kernel;  // (phase sent, phase in the file)
-  rig.backend.on_shape([&](const FakeBackend::Call& call) {
-    at_kernel.emplace_back(call.spec ? phase_of(*call.spec) : "",
-                           phase_in_ledger_file(rig, "veth0"));
-  });
+  const auto at_kernel = record_kernel_against_ledger(rig);
   auto r = rig.request("veth0", scheduled({{"a", "100ms"}, {"b", "100ms"}}));
   r.schedule = true;
   rig.apply_ok(r);
   ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) >= 1; }, kPatience));
-  ASSERT_EQ(at_kernel.size(), 2u);
-  EXPECT_EQ(at_kernel[0], (std::pair<std::string, std::string>{"a", "a"}))
-      << "apply: recorded first";
-  EXPECT_EQ(at_kernel[1], (std::pair<std::string, std::string>{"b", "a"}))
-      << "a step: the kernel first";
-  const auto changed_at = Clock::now();
-  ASSERT_TRUE(rig.run_until([&] { return phase_in_ledger_file(rig, "veth0") == "b"; }, kPatience));
-  EXPECT_LE(Clock::now() - changed_at, 200ms + kLateBound);
+  ASSERT_EQ(at_kernel->size(), 2u);
+  EXPECT_EQ((*at_kernel)[0], (PhaseSentAndRecorded{"a", "a"})) << "apply: recorded first";
+  EXPECT_EQ((*at_kernel)[1], (PhaseSentAndRecorded{"b", "a"})) << "a step: the kernel first";
+  expect_ledger_names_within_flush_delay(rig, "b");
 
   single(rig.sessions.switch_phase("veth0", "a", std::nullopt, test_peer()));
-  EXPECT_EQ(at_kernel.back(), (std::pair<std::string, std::string>{"a", "a"}))
-      << "switch: recorded first";
+  EXPECT_EQ(at_kernel->back(), (PhaseSentAndRecorded{"a", "a"})) << "switch: recorded first";
 }
 
 TEST(Sessions, ASwitchAtItsDeadlineReachesTheKernelBeforeTheLedgerWhichNamesItSoonAfter) {
@@ -1258,23 +1270,17 @@ TEST(Sessions, ASwitchAtItsDeadlineReachesTheKernelBeforeTheLedgerWhichNamesItSo
   // it waits for no rewrite of the file (write, fsync, rename), which is lateness on every host of
   // a fleet. The lane stays named; the file names the new phase within the flush delay.
   DaemonRig rig;
-  std::vector<std::pair<std::string, std::string>> at_kernel;  // (phase sent, phase in the file)
-  rig.backend.on_shape([&](const FakeBackend::Call& call) {
-    at_kernel.emplace_back(call.spec ? phase_of(*call.spec) : "",
-                           phase_in_ledger_file(rig, "veth0"));
-  });
+  const auto at_kernel = record_kernel_against_ledger(rig);
   auto r = rig.request("veth0", scheduled({{"a", "10s"}, {"b", "10s"}}));
   r.schedule = true;
   rig.apply_ok(r);
   const MonotonicTime at = Clock::now() + 50ms;
   single(rig.sessions.switch_phase("veth0", "b", at, test_peer()));
   ASSERT_TRUE(rig.run_until([&] { return rig.count(EventType::kPhaseChanged) == 1; }, kPatience));
-  ASSERT_EQ(at_kernel.size(), 2u);
-  EXPECT_EQ(at_kernel[1], (std::pair<std::string, std::string>{"b", "a"}))
+  ASSERT_EQ(at_kernel->size(), 2u);
+  EXPECT_EQ((*at_kernel)[1], (PhaseSentAndRecorded{"b", "a"}))
       << "a switch at its deadline: the kernel first";
-  const auto changed_at = Clock::now();
-  ASSERT_TRUE(rig.run_until([&] { return phase_in_ledger_file(rig, "veth0") == "b"; }, kPatience));
-  EXPECT_LE(Clock::now() - changed_at, 200ms + kLateBound);
+  expect_ledger_names_within_flush_delay(rig, "b");
   EXPECT_EQ(rig.count(EventType::kError), 0u);
 }
 
