@@ -1224,29 +1224,28 @@ std::string Dispatcher::metrics_text() {
   auto metric = [&](const char* name, const char* type, const char* help) {
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
   };
+  // A metric with one sample and no labels.
+  auto scalar = [&](const char* name, const char* type, const char* help, const auto& value) {
+    metric(name, type, help);
+    out << name << ' ' << value << '\n';
+  };
   const auto& m = sessions_.metrics();
-  metric("jitterd_sessions", "gauge", "Interfaces with a jitterd session.");
   std::size_t sessions = 0;
   for (SessionManager* place : every_place()) sessions += place->session_count();
-  out << "jitterd_sessions " << sessions << '\n';
-  metric("jitterd_transitions_total", "counter", "Phase transitions applied.");
-  out << "jitterd_transitions_total " << m.transitions << '\n';
-  metric("jitterd_missed_deadlines_total", "counter",
-         "Schedule steps that started after their own end.");
-  out << "jitterd_missed_deadlines_total " << m.missed_deadlines << '\n';
-  metric("jitterd_transition_errors_total", "counter", "Scheduled transitions the kernel refused.");
-  out << "jitterd_transition_errors_total " << m.transition_errors << '\n';
-  metric("jitterd_lease_expirations_total", "counter",
-         "Sessions removed because their lease ran out.");
-  out << "jitterd_lease_expirations_total " << m.lease_expirations << '\n';
-  metric("jitterd_interfaces_gone_total", "counter",
-         "Sessions ended because their interface disappeared.");
-  out << "jitterd_interfaces_gone_total " << m.interfaces_gone << '\n';
-  metric("jitterd_external_changes_total", "counter", "Changes others made to jitterd's qdiscs.");
-  out << "jitterd_external_changes_total " << m.external_changes << '\n';
-  metric("jitterd_rollbacks_total", "counter",
-         "Commit-confirmed applies rolled back for want of a confirm.");
-  out << "jitterd_rollbacks_total " << m.rollbacks << '\n';
+  scalar("jitterd_sessions", "gauge", "Interfaces with a jitterd session.", sessions);
+  scalar("jitterd_transitions_total", "counter", "Phase transitions applied.", m.transitions);
+  scalar("jitterd_missed_deadlines_total", "counter",
+         "Schedule steps that started after their own end.", m.missed_deadlines);
+  scalar("jitterd_transition_errors_total", "counter", "Scheduled transitions the kernel refused.",
+         m.transition_errors);
+  scalar("jitterd_lease_expirations_total", "counter",
+         "Sessions removed because their lease ran out.", m.lease_expirations);
+  scalar("jitterd_interfaces_gone_total", "counter",
+         "Sessions ended because their interface disappeared.", m.interfaces_gone);
+  scalar("jitterd_external_changes_total", "counter", "Changes others made to jitterd's qdiscs.",
+         m.external_changes);
+  scalar("jitterd_rollbacks_total", "counter",
+         "Commit-confirmed applies rolled back for want of a confirm.", m.rollbacks);
   metric("jitterd_transition_lateness_seconds", "histogram",
          "From a transition's deadline to the kernel's acknowledgement.");
   for (std::size_t b = 0; b < std::size(SessionMetrics::kBuckets); ++b) {
@@ -1256,23 +1255,19 @@ std::string Dispatcher::metrics_text() {
   out << "jitterd_transition_lateness_seconds_bucket{le=\"+Inf\"} " << m.transitions << '\n';
   out << "jitterd_transition_lateness_seconds_sum " << m.lateness_sum_seconds << '\n';
   out << "jitterd_transition_lateness_seconds_count " << m.transitions << '\n';
-  metric("jitterd_connections", "gauge", "Open control connections.");
-  out << "jitterd_connections " << stats_.connections_open << '\n';
-  metric("jitterd_connections_total", "counter", "Control connections accepted.");
-  out << "jitterd_connections_total " << stats_.connections_total << '\n';
-  metric("jitterd_connections_refused_total", "counter",
-         "Connections refused: too many, or a peer not permitted.");
-  out << "jitterd_connections_refused_total " << stats_.connections_refused << '\n';
-  metric("jitterd_requests_total", "counter", "Requests read.");
-  out << "jitterd_requests_total " << stats_.requests_total << '\n';
-  metric("jitterd_request_errors_total", "counter", "Requests answered with an error.");
-  out << "jitterd_request_errors_total " << stats_.request_errors_total << '\n';
-  metric("jitterd_subscribers_dropped_total", "counter",
-         "Subscribers disconnected for not reading events.");
-  out << "jitterd_subscribers_dropped_total " << stats_.subscribers_dropped << '\n';
-  metric("jitterd_events_written_total", "counter",
-         "Events serialised for subscribers (once an event, however many subscribers it reaches).");
-  out << "jitterd_events_written_total " << stats_.events_written << '\n';
+  scalar("jitterd_connections", "gauge", "Open control connections.", stats_.connections_open);
+  scalar("jitterd_connections_total", "counter", "Control connections accepted.",
+         stats_.connections_total);
+  scalar("jitterd_connections_refused_total", "counter",
+         "Connections refused: too many, or a peer not permitted.", stats_.connections_refused);
+  scalar("jitterd_requests_total", "counter", "Requests read.", stats_.requests_total);
+  scalar("jitterd_request_errors_total", "counter", "Requests answered with an error.",
+         stats_.request_errors_total);
+  scalar("jitterd_subscribers_dropped_total", "counter",
+         "Subscribers disconnected for not reading events.", stats_.subscribers_dropped);
+  scalar("jitterd_events_written_total", "counter",
+         "Events serialised for subscribers (once an event, however many subscribers it reaches).",
+         stats_.events_written);
 
   const SessionManager::Statuses statuses = every_status();
   metric("jitterd_session_info", "gauge", "A session's profile and phase (value 1).");

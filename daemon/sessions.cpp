@@ -472,12 +472,16 @@ void SessionManager::drop_successor(const Key& key, EventType type, const std::s
   if (it == successors_.end()) return;
   std::unique_ptr<Session> s = std::move(it->second);
   successors_.erase(it);
-  s->transition_timer.cancel();
-  s->lease_timer.cancel();
-  s->confirm_timer.cancel();
-  Event e = event_for(*s, type);
+  stop_and_announce(*s, type, reason);
+}
+
+void SessionManager::stop_and_announce(Session& s, EventType type, const std::string& reason) {
+  s.transition_timer.cancel();
+  s.lease_timer.cancel();
+  s.confirm_timer.cancel();
+  Event e = event_for(s, type);
   e.reason = reason;
-  if (type == EventType::kLeaseExpired && s->lease) e.lease = *s->lease;
+  if (type == EventType::kLeaseExpired && s.lease) e.lease = *s.lease;
   bus_.publish(std::move(e));
 }
 
@@ -1362,13 +1366,7 @@ void SessionManager::end_session(const Key& key, EventType type, const std::stri
   }
   std::unique_ptr<Session> s = std::move(it->second);
   sessions_.erase(it);
-  s->transition_timer.cancel();
-  s->lease_timer.cancel();
-  s->confirm_timer.cancel();
-  Event e = event_for(*s, type);
-  e.reason = reason;
-  if (type == EventType::kLeaseExpired && s->lease) e.lease = *s->lease;
-  bus_.publish(std::move(e));
+  stop_and_announce(*s, type, reason);
   if (!failure.empty()) {
     Event err = event_for(*s, EventType::kError);
     err.message = "removing the shaping failed: " + failure;

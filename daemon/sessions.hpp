@@ -283,6 +283,8 @@ class SessionManager {
   // A successor whose start time came: it takes over the interface in place.
   void promote(const Key& key);
   void drop_successor(const Key& key, EventType type, const std::string& reason);
+  // A session taken out of its map: its timers cancelled and its end (`type`, `reason`) published.
+  void stop_and_announce(Session& s, EventType type, const std::string& reason);
   void arm_lease(Session& s);
   bool alive(const Session* s) const;
   void start_session(Session& s);
