@@ -22,6 +22,9 @@ class InsidePlaces {
   virtual SessionManager* find(const ResolvedTarget& target) = 0;
   // Every place's sessions (status and clear of everything, the metrics).
   virtual std::vector<SessionManager*> all() = 0;
+  // What every place counted (transitions, lateness, leases...) since jitterd started: the open
+  // places' and the closed ones', so that a counter never goes down when a place closes.
+  virtual SessionMetrics metrics() const = 0;
   // Places left without a session are closed soon (after the request or event being handled), so
   // that jitterd holds nothing of a namespace it no longer shapes.
   virtual void release_idle_soon() = 0;

@@ -167,6 +167,12 @@ void InsideTargets::on_target_gone(const std::string& key) {
   release_idle_soon();
 }
 
+SessionMetrics InsideTargets::metrics() const {
+  SessionMetrics sum = closed_;
+  for (const auto& [key, place] : places_) sum += place->sessions->metrics();
+  return sum;
+}
+
 void InsideTargets::release_idle_soon() {
   if (release_posted_) return;
   release_posted_ = true;
@@ -185,6 +191,7 @@ void InsideTargets::release_idle() {
     log_.info("nothing shaped inside " + describe(it->second->target) + " any more; let go of it");
     it->second->monitor->stop();
     it->second->ledger->discard();
+    closed_ += it->second->sessions->metrics();
     it = places_.erase(it);
   }
 }

@@ -42,6 +42,7 @@ class InsideTargets final : public InsidePlaces {
   Outcome<SessionManager*> open(ResolvedTarget& target) override;
   SessionManager* find(const ResolvedTarget& target) override;
   std::vector<SessionManager*> all() override;
+  SessionMetrics metrics() const override;
   void release_idle_soon() override;
 
   // Startup: every target ledger an earlier jitterd left in the state folder. A namespace that
@@ -69,6 +70,7 @@ class InsideTargets final : public InsidePlaces {
   Config config_;  // the daemon's, with recovery "remove": nothing inside a target is adopted
   Logger& log_;
   std::map<std::string, std::unique_ptr<Place>> places_;  // by "device-inode"
+  SessionMetrics closed_;                                 // what the places closed so far counted
   bool release_posted_ = false;
   std::uint64_t subscription_ = 0;
 };

@@ -1229,7 +1229,9 @@ std::string Dispatcher::metrics_text() {
     metric(name, type, help);
     out << name << ' ' << value << '\n';
   };
-  const auto& m = sessions_.metrics();
+  // Jitterd's own namespace's and every target namespace's shaped from inside.
+  SessionMetrics m = sessions_.metrics();
+  if (inside_) m += inside_->metrics();
   std::size_t sessions = 0;
   for (SessionManager* place : every_place()) sessions += place->session_count();
   scalar("jitterd_sessions", "gauge", "Interfaces with a jitterd session.", sessions);

@@ -475,6 +475,20 @@ void SessionManager::drop_successor(const Key& key, EventType type, const std::s
   stop_and_announce(*s, type, reason);
 }
 
+SessionMetrics& SessionMetrics::operator+=(const SessionMetrics& other) {
+  transitions += other.transitions;
+  missed_deadlines += other.missed_deadlines;
+  lease_expirations += other.lease_expirations;
+  transition_errors += other.transition_errors;
+  interfaces_gone += other.interfaces_gone;
+  external_changes += other.external_changes;
+  rollbacks += other.rollbacks;
+  for (std::size_t b = 0; b < std::size(kBuckets); ++b)
+    lateness_buckets[b] += other.lateness_buckets[b];
+  lateness_sum_seconds += other.lateness_sum_seconds;
+  return *this;
+}
+
 void SessionManager::stop_and_announce(Session& s, EventType type, const std::string& reason) {
   s.transition_timer.cancel();
   s.lease_timer.cancel();

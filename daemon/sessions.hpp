@@ -105,6 +105,9 @@ struct SessionMetrics {
                                         0.0025,  0.005,  0.01,    0.1};
   std::uint64_t lateness_buckets[std::size(kBuckets)] = {};
   double lateness_sum_seconds = 0;
+
+  // Adds another place's counts (the metrics are the sum over every place that shapes).
+  SessionMetrics& operator+=(const SessionMetrics& other);
 };
 
 class SessionManager {

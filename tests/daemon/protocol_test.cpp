@@ -210,6 +210,8 @@ class FakeInsidePlaces : public InsidePlaces {
   void release_idle_soon() override {
     if (sessions.session_count() == 0) held = false;
   }
+  // One manager stands for every place, open or closed: its counts are all of them.
+  SessionMetrics metrics() const override { return sessions.metrics(); }
 
   TempDir state;
   FakeBackend backend;
@@ -1622,6 +1624,24 @@ TEST(Protocol, ViaInsideShapesTheTargetsOwnInterfaceInTheDirectionAsked) {
   // jitterd's own eth0 (index 2 too) is left alone.
   EXPECT_EQ(p.rig.backend.count(Call::kApply), 0u);
   EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
+TEST(Protocol, MetricsCountTransitionsInsideTargetsAndKeepThemWhenTheTargetIsLetGo) {
+  Protocol p;
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "wifi"}, {"target", inside_target()}});
+  p.ok("switch", {{"interface", "eth0"}, {"phase", "b"}, {"target", inside_target()}});
+  auto samples = parse_exposition(p.ok("metrics")["text"]);
+  EXPECT_EQ(value(samples, "jitterd_sessions"), 2);
+  EXPECT_EQ(value(samples, "jitterd_transitions_total"), 3)
+      << "one in jitterd's namespace, two inside";
+  EXPECT_EQ(value(samples, "jitterd_transition_lateness_seconds_count"), 3);
+  // The target's last session ends: its place is let go, its counts stay (a counter never falls).
+  p.ok("clear", {{"interface", "eth0"}, {"target", inside_target()}});
+  ASSERT_FALSE(p.inside.held);
+  samples = parse_exposition(p.ok("metrics")["text"]);
+  EXPECT_EQ(value(samples, "jitterd_sessions"), 1);
+  EXPECT_EQ(value(samples, "jitterd_transitions_total"), 3);
 }
 
 TEST(Protocol, RequestsNamingAnInsideTargetActOnItsSessionsAndEveryListNamesThem) {

@@ -515,6 +515,16 @@ TEST_F(E2eTargetInside, ALeaseThatRunsOutLetsGoOfTheNamespace) {
   while (holds(ns) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(50ms);
   EXPECT_FALSE(holds(ns)) << bed().daemon.log();
+  // What the target's sessions counted outlives them: the counters never fall.
+  const auto metrics = bed().ctl({"metrics"});
+  ASSERT_EQ(metrics.exit_code, 0) << metrics.err;
+  EXPECT_NE(metrics.out.find("\njitterd_lease_expirations_total 1\n"), std::string::npos)
+      << metrics.out;
+  std::smatch transitions;
+  ASSERT_TRUE(std::regex_search(metrics.out, transitions,
+                                std::regex("\njitterd_transitions_total ([0-9]+)\n")))
+      << metrics.out;
+  EXPECT_GE(std::stoi(transitions[1]), 1) << "the apply's transition, inside the target";
 }
 
 TEST_F(E2eTargetInside, AJitterdKilledHardIsCleanedUpInsideTheSameNamespaceAfterItsRestart) {
