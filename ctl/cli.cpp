@@ -512,6 +512,7 @@ Exit codes:
   4 environment: a file, jitterd unreachable, too slow or failing, the kernel refused
   5 jitterd denied permission
   6 conflict: the interface's root qdisc is not jitterd's (apply --force)
+  7 fleet: a host that took a change could not be rolled back (the fleet is not whole)
 )";
 
 void print_command_lines(bool online, std::ostream& out) {

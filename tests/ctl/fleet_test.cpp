@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include <fstream>
 #include <memory>
 #include <set>
@@ -16,6 +18,7 @@
 #include "../support/temp_dir.hpp"
 #include "cli.hpp"
 #include "fake_jitterd.hpp"
+#include "fleet_rollback.hpp"
 #include "inventory.hpp"
 #include "shaper/profile.hpp"
 
@@ -144,6 +147,13 @@ class FakeHost {
         server_([this](const Json& r) { return answer(r); }) {}
   // The connection closes when the commit arrives, unanswered: a host that died after staging.
   void die_at_commit() { die_at_commit_ = true; }
+  // A stage after the first (a rollback's) is refused.
+  void refuse_restore() { refuse_restore_ = true; }
+  // When each commit arrived, by this process's CLOCK_REALTIME.
+  std::vector<Nanoseconds> commit_times() const {
+    const std::lock_guard lock(mutex_);
+    return commit_times_;
+  }
 
   std::vector<std::string> methods() const {
     std::vector<std::string> out;
@@ -173,6 +183,8 @@ class FakeHost {
     if (method == "stage" && refusal_)
       return {
           {FakeJitterd::error_line(r, "permission-denied", *refusal_, "/params/params/interface")}};
+    if (method == "stage" && refuse_restore_ && ++stages_ > 1)
+      return {{FakeJitterd::error_line(r, "not-found", "no profile named two", "/params/params")}};
     if (method == "stage")
       return FakeJitterd::reply(
           r, {{"token", token_}, {"method", params["method"]}, {"expires", stamp(0s)}});
@@ -192,7 +204,14 @@ class FakeHost {
     }
     if (method == "commit" && die_at_commit_) return {{}, 0ms, true};
     if (method == "commit") {
-      deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
+      const Nanoseconds now = std::chrono::system_clock::now().time_since_epoch();
+      {
+        const std::lock_guard lock(mutex_);
+        commit_times_.push_back(now);
+      }
+      // A rollback's commit is "now": it keeps the change's deadline for the records below.
+      if (params["at"] != "now")
+        deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
       return FakeJitterd::reply(r, {{"token", params["token"]},
                                     {"method", "switch"},
                                     {"at", stamp(deadline_)},
@@ -205,9 +224,12 @@ class FakeHost {
          {"deadline", stamp(deadline_ - 10s)},
          {"applied", stamp(deadline_ - 9s)}},
         {{"phase", "high"}, {"deadline", stamp(deadline_)}, {"applied", stamp(deadline_ + late_)}}};
+    // Before any commit: the phase it held, "low".
     return FakeJitterd::reply(r, {{"sessions",
                                    {{{"interface", "veth0"},
-                                     {"phase", "high"},
+                                     {"state", "active"},
+                                     {"profile", "two"},
+                                     {"phase", deadline_ == 0s ? "low" : "high"},
                                      {"transitions", {{"count", 2}, {"recent", recent}}}}}}});
   }
 
@@ -216,6 +238,10 @@ class FakeHost {
   Nanoseconds late_;
   Nanoseconds deadline_{0};
   bool die_at_commit_ = false;
+  bool refuse_restore_ = false;
+  int stages_ = 0;
+  mutable std::mutex mutex_;  // commit_times_: the server's thread writes, the test reads
+  std::vector<Nanoseconds> commit_times_;
   FakeJitterd server_;
 };
 
@@ -328,22 +354,154 @@ TEST(Fleet, SubscribeMergesEveryHostsEventsTaggedWithTheHost) {
   }
 }
 
-TEST(Fleet, AHostLostAtCommitIsReportedAndTheOthersKeepTheirChange) {
+TEST(Fleet, AHostLostAtCommitHasEveryHostThatCommittedRolledBackAfterTheDeadline) {
   std::vector<std::unique_ptr<FakeHost>> hosts;
   for (int i = 0; i < 3; ++i)
     hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
   hosts[1]->die_at_commit();
   const FleetRun r = run_fleet(hosts, {"--json", "switch", "high", "--lead", "300ms"});
-  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_EQ(r.code, 4) << r.out << r.err;  // the lost host's failure; the fleet is whole again
   EXPECT_NE(r.err.find("jitterctl fleet: h1: "), std::string::npos) << r.err;
   const Json report = Json::parse(r.out);
-  EXPECT_TRUE(report["hosts"][0].contains("accepted_realtime_ns")) << report.dump();
-  EXPECT_FALSE(report["hosts"][1].contains("accepted_realtime_ns")) << report.dump();
-  EXPECT_TRUE(report["hosts"][1].contains("failure")) << report.dump();
-  EXPECT_TRUE(report["hosts"][2].contains("accepted_realtime_ns")) << report.dump();
+  EXPECT_EQ(report["rolled_back"], true) << report.dump();
+  const Nanoseconds deadline(report["deadline_realtime_ns"].get<std::int64_t>());
+  for (const std::size_t i : {0u, 2u}) {
+    const Json& h = report["hosts"][i];
+    EXPECT_TRUE(h.contains("accepted_realtime_ns")) << h.dump();
+    EXPECT_EQ(h["rollback"], "done") << h.dump();
+    // The change, then its undo: the phase each held before, staged and committed "now".
+    const auto stages = hosts[i]->requests_of("stage");
+    ASSERT_EQ(stages.size(), 2u) << "h" << i;
+    EXPECT_EQ(stages[1]["params"], (Json{{"method", "switch"},
+                                         {"params",
+                                          {{"interface", "veth0"},
+                                           {"direction", "egress"},
+                                           {"set", nullptr},
+                                           {"phase", "low"}}}}))
+        << stages[1].dump();
+    const auto commits = hosts[i]->requests_of("commit");
+    ASSERT_EQ(commits.size(), 2u) << "h" << i;
+    EXPECT_EQ(commits[1]["params"]["at"], "now");
+    // After the change's deadline, so it lands after the change.
+    const auto times = hosts[i]->commit_times();
+    ASSERT_EQ(times.size(), 2u);
+    EXPECT_GE(times[1], deadline) << "h" << i;
+  }
+  const Json& lost = report["hosts"][1];
+  EXPECT_FALSE(lost.contains("accepted_realtime_ns")) << lost.dump();
+  EXPECT_TRUE(lost.contains("failure")) << lost.dump();
+  EXPECT_FALSE(lost.contains("rollback")) << "it never committed: nothing to put back";
+  EXPECT_EQ(hosts[1]->requests_of("stage").size(), 1u);
   // The skew is of the hosts that took the change.
   EXPECT_EQ(report["skew_ns"], 0);
   for (const auto& h : hosts) EXPECT_TRUE(h->requests_of("abort").empty());
+}
+
+TEST(Fleet, AHostThatCannotBeRolledBackIsNamedAndTheRunExits7) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
+  hosts[0]->die_at_commit();
+  hosts[2]->refuse_restore();
+  const FleetRun r = run_fleet(hosts, {"switch", "high", "--lead", "300ms"});
+  EXPECT_EQ(r.code, 7) << r.out << r.err;
+  EXPECT_NE(r.out.find("h1    veth0      rolled back"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("h2    veth0      ROLLBACK FAILED, keeps the change: stage: no profile "
+                       "named two"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("not every host took the change: 1 host(s) rolled back to what they held "
+                       "before, 1 could not be"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("jitterctl fleet: h2: rollback failed, it keeps the change: stage: no "
+                       "profile named two"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(hosts[2]->requests_of("commit").size(), 1u) << "the refused restore is not committed";
+}
+
+// ---- The restore plan ------------------------------------------------------------------------
+
+SessionStatus lane(Direction direction, std::string set, std::string phase, bool running) {
+  SessionStatus s;
+  s.interface = "veth0";
+  s.direction = direction;
+  s.set = std::move(set);
+  s.state = "active";
+  s.profile = "two";
+  s.phase = std::move(phase);
+  if (running) s.schedule = SessionStatus::Schedule{"running", 1, 2, true, 0};
+  return s;
+}
+
+TEST(FleetRestorePlan, ASwitchIsUndoneLaneByLaneAndARunningScheduleIsResumed) {
+  const Json params = {{"interface", "veth0"}, {"phase", "high"}};
+  const RestorePlan plan = restore_plan(
+      "switch", params,
+      {lane(Direction::kEgress, "", "low", true), lane(Direction::kIngress, "", "mid", false)});
+  ASSERT_EQ(plan.impossible, "");
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_EQ(plan.steps[0].method, "switch");
+  EXPECT_EQ(
+      plan.steps[0].params,
+      (Json{{"interface", "veth0"}, {"direction", "egress"}, {"set", nullptr}, {"phase", "low"}}));
+  EXPECT_EQ(plan.steps[1].params["direction"], "ingress");
+  EXPECT_EQ(plan.steps[1].params["phase"], "mid");
+  ASSERT_EQ(plan.resume.size(), 1u);
+  EXPECT_EQ(plan.resume[0]["direction"], "egress");
+}
+
+TEST(FleetRestorePlan, AnApplyIsUndoneByAClearOnAnUnshapedLaneAndByTheOldProfileOtherwise) {
+  const Json params = {{"interface", "eth0"}, {"profile", "wan"}, {"target", {{"netns", "blue"}}}};
+  const RestorePlan unshaped = restore_plan("apply", params, {});
+  ASSERT_EQ(unshaped.steps.size(), 1u);
+  EXPECT_EQ(unshaped.steps[0].method, "clear");
+  EXPECT_EQ(unshaped.steps[0].params, (Json{{"interface", "eth0"},
+                                            {"direction", "egress"},
+                                            {"set", nullptr},
+                                            {"target", {{"netns", "blue"}}}}));
+  // Only the egress whole-direction lane: the fleet's apply did not touch the ingress one.
+  SessionStatus held = lane(Direction::kEgress, "", "low", false);
+  held.lease = SessionStatus::Lease{std::chrono::seconds(30), {}, std::chrono::seconds(12)};
+  const RestorePlan shaped =
+      restore_plan("apply", params, {held, lane(Direction::kIngress, "", "mid", true)});
+  ASSERT_EQ(shaped.steps.size(), 1u);
+  EXPECT_EQ(shaped.steps[0].method, "apply");
+  EXPECT_EQ(shaped.steps[0].params, (Json{{"interface", "eth0"},
+                                          {"direction", "egress"},
+                                          {"target", {{"netns", "blue"}}},
+                                          {"profile", "two"},
+                                          {"phase", "low"},
+                                          {"lease", 30'000'000'000}}));
+  // Through a host-veth, status gives the host side's direction; the request takes the target's.
+  SessionStatus host_side = lane(Direction::kIngress, "", "low", true);
+  jitterd::protocol::TargetInfo blue;
+  blue.kind = "netns";
+  blue.name = "blue";
+  blue.interface = "eth0";
+  blue.direction = Direction::kEgress;
+  host_side.target = blue;
+  const RestorePlan through = restore_plan("apply", params, {host_side});
+  ASSERT_EQ(through.steps.size(), 1u);
+  EXPECT_EQ(through.steps[0].params["direction"], "egress");
+  EXPECT_EQ(through.steps[0].params["schedule"], true);
+}
+
+TEST(FleetRestorePlan, WhatARequestCannotRecreateIsRefusedWithTheReason) {
+  const Json params = {{"interface", "veth0"}};
+  const RestorePlan rules =
+      restore_plan("clear", params, {lane(Direction::kEgress, "redis", "low", false)});
+  EXPECT_TRUE(rules.steps.empty());
+  EXPECT_NE(rules.impossible.find("rule set redis"), std::string::npos) << rules.impossible;
+  SessionStatus pending = lane(Direction::kEgress, "", "", false);
+  pending.state = "pending";
+  EXPECT_NE(restore_plan("switch", params, {pending}).impossible.find("was pending"),
+            std::string::npos);
+  const RestorePlan cleared =
+      restore_plan("clear", params, {lane(Direction::kEgress, "", "low", false)});
+  ASSERT_EQ(cleared.steps.size(), 1u);
+  EXPECT_EQ(cleared.steps[0].method, "apply");
 }
 
 }  // namespace
