@@ -350,6 +350,11 @@ constexpr Option kFleetOptions[] = {
              "1000, at most 10000)",
      .min = 1,
      .max = 10000},
+    {.name = "--reorder-window",
+     .value = "DURATION",
+     .type = kDuration,
+     .help = "subscribe: hold an event at most this long for the other hosts' streams to pass its "
+             "time (default 500ms; 0: as they arrive)"},
     {.name = "--profiles",
      .value = "DIR",
      .type = kText,

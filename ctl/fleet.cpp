@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "control_client.hpp"
+#include "event_merge.hpp"
 #include "exit_codes.hpp"
 #include "fleet_rollback.hpp"
 #include "inventory.hpp"
@@ -506,12 +507,27 @@ int report_status(std::vector<Member>& members, const Invocation& inv) {
 
 // ---- subscribe: every host's events in one stream ----------------------------------------------
 
-// Events from the hosts' threads to the printing one, tagged with the host.
+// How long an event may be held for the other hosts' streams to pass its time, unless
+// --reorder-window says: a fleet switch's events reach the client within a few round trips of one
+// another (tens of milliseconds over ssh in the bed, one CPU for four hosts and their sshds), and a
+// harness reading the stream live should not wait much longer than that for a quiet host.
+constexpr Nanoseconds kDefaultReorderWindow = 500ms;
+
+Nanoseconds steady_now() {
+  return std::chrono::duration_cast<Nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch());
+}
+
+// Events from the hosts' threads to the printing one, merged in the order of their time on the
+// client's clock (EventMerge), and the hosts' failures.
 class EventQueue {
  public:
-  void push(const std::string& host, Json event) {
+  EventQueue(std::vector<std::optional<Nanoseconds>> offsets, Nanoseconds window)
+      : offsets_(std::move(offsets)), merge_(offsets_.size(), window) {}
+  void push(std::size_t host, Json event) {
     const std::lock_guard lock(mutex_);
-    events_.emplace_back(host, std::move(event));
+    const Nanoseconds time = client_time_of(event, offsets_[host], realtime_now());
+    merge_.push(host, time, steady_now(), std::move(event));
     ready_.notify_one();
   }
   void fail(const std::string& host, const std::string& why) {
@@ -519,19 +535,28 @@ class EventQueue {
     failures_.push_back(host + ": " + why);
     ready_.notify_one();
   }
-  void ended() {
+  // A host's stream ended (`follower`: its thread ended; otherwise it never had one).
+  void ended(std::size_t host, bool follower) {
     const std::lock_guard lock(mutex_);
-    ++ended_;
+    merge_.end(host);
+    if (follower) ++ended_;
     ready_.notify_one();
   }
   // The next event, or nullopt once `followers` threads have ended and nothing is left.
-  std::optional<std::pair<std::string, Json>> next(std::size_t followers) {
+  std::optional<EventMerge::Entry> next(std::size_t followers) {
     std::unique_lock lock(mutex_);
-    ready_.wait(lock, [&] { return !events_.empty() || ended_ == followers; });
-    if (events_.empty()) return std::nullopt;
-    auto out = std::move(events_.front());
-    events_.pop_front();
-    return out;
+    for (;;) {
+      // Once every stream ended, every held event may go (merge_ knows they all ended).
+      if (auto entry = merge_.pop_due(steady_now())) return entry;
+      if (merge_.empty() && ended_ == followers) return std::nullopt;
+      if (const auto due = merge_.next_due()) {
+        ready_.wait_until(
+            lock, std::chrono::steady_clock::time_point(
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(*due)));
+      } else {
+        ready_.wait(lock);
+      }
+    }
   }
   std::vector<std::string> failures() const {
     const std::lock_guard lock(mutex_);
@@ -541,14 +566,15 @@ class EventQueue {
  private:
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::pair<std::string, Json>> events_;
+  std::vector<std::optional<Nanoseconds>> offsets_;  // each host's clock minus the client's
+  EventMerge merge_;
   std::vector<std::string> failures_;
   std::size_t ended_ = 0;
 };
 
 // One host's subscription until `stop`, an interrupt or the connection's end. A host with a target
 // gets every event: its sessions are named by the host side's interface, not the inventory's.
-void follow(Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
+void follow(std::size_t host, Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
   try {
     Json params = Json::object();
     if (!m.host->target) params["interfaces"] = Json::array({m.host->interface});
@@ -559,14 +585,14 @@ void follow(Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
       while (!stop) {
         // Short waits, so that the thread sees `stop` when another host's events were the last.
         if (auto event = m.client->next_event(std::chrono::steady_clock::now() + 200ms))
-          queue.push(m.host->name, std::move(*event));
+          queue.push(host, std::move(*event));
       }
     }
   } catch (const Interrupted&) {
   } catch (const std::exception& e) {
     queue.fail(m.host->name, e.what());
   }
-  queue.ended();
+  queue.ended(host, true);
 }
 
 int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invocation& inv) {
@@ -575,14 +601,22 @@ int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invoca
   const InterruptSignals signals;
   base.interrupt_fd = signals.fd();
   connect_all(members, base);
-  EventQueue queue;
+  // Each host's offset moves its events' times onto this clock.
+  estimate_clocks(members);
+  std::vector<std::optional<Nanoseconds>> offsets;
+  for (const Member& m : members)
+    offsets.push_back(m.clock ? std::optional(m.clock->offset) : std::nullopt);
+  EventQueue queue(std::move(offsets),
+                   inv.args.duration("--reorder-window").value_or(kDefaultReorderWindow));
   std::atomic<bool> stop = false;
   std::vector<std::thread> followers;
-  for (Member& m : members) {
-    if (m.client) {
-      followers.emplace_back([&m, &queue, &stop] { follow(m, queue, stop); });
+  for (std::size_t h = 0; h < members.size(); ++h) {
+    Member& m = members[h];
+    if (usable(m)) {
+      followers.emplace_back([h, &m, &queue, &stop] { follow(h, m, queue, stop); });
     } else {
-      queue.fail(m.host->name, m.failure);
+      queue.fail(m.host->name, problem_of(m));
+      queue.ended(h, false);
     }
   }
   const std::optional<std::uint64_t> count = inv.args.whole_number("--count");
@@ -591,13 +625,16 @@ int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invoca
     auto next = queue.next(followers.size());
     if (!next) break;
     ++seen;
-    auto& [host, event] = *next;
+    const std::string& host = members[next->host].host->name;
     // Flushed per line, as `subscribe`: a pipe should see events live.
     if (inv.args.has("--json")) {
-      event["host"] = host;
-      inv.out << event.dump() << std::endl;
+      next->event["host"] = host;
+      next->event["at_client_ns"] = next->time.count();
+      if (next->late) next->event["late"] = true;
+      inv.out << next->event.dump() << std::endl;
     } else {
-      inv.out << host << "  " << format_event_line(read_event(event)) << std::endl;
+      inv.out << host << "  " << format_event_line(read_event(next->event))
+              << (next->late ? "  (late: after a later event)" : "") << std::endl;
     }
   }
   stop = true;

@@ -17,6 +17,7 @@
 
 #include "../support/temp_dir.hpp"
 #include "cli.hpp"
+#include "event_merge.hpp"
 #include "fake_jitterd.hpp"
 #include "fleet_rollback.hpp"
 #include "inventory.hpp"
@@ -147,6 +148,14 @@ class FakeHost {
         server_([this](const Json& r) { return answer(r); }) {}
   // The connection closes when the commit arrives, unanswered: a host that died after staging.
   void die_at_commit() { die_at_commit_ = true; }
+  // Its clock `ahead` of this process's (replies to `clock`).
+  void clock_ahead(Nanoseconds ahead) { ahead_ = ahead; }
+  // A subscription gets one phase-changed event per time in `at` (by this host's clock), each
+  // after `pause`; none is a quiet host.
+  void events(std::vector<Nanoseconds> at, std::chrono::milliseconds pause) {
+    event_times_ = std::move(at);
+    event_pause_ = pause;
+  }
   // A stage after the first (a rollback's) is refused.
   void refuse_restore() { refuse_restore_ = true; }
   // When each commit arrived, by this process's CLOCK_REALTIME.
@@ -177,7 +186,7 @@ class FakeHost {
     const std::string method = r.value("method", "");
     const Json& params = r["params"];
     if (method == "clock") {
-      const auto now = std::chrono::system_clock::now().time_since_epoch();
+      const Nanoseconds now = std::chrono::system_clock::now().time_since_epoch() + ahead_;
       return FakeJitterd::reply(r, {{"received", stamp(now)}, {"replied", stamp(now)}});
     }
     if (method == "stage" && refusal_)
@@ -189,6 +198,19 @@ class FakeHost {
       return FakeJitterd::reply(
           r, {{"token", token_}, {"method", params["method"]}, {"expires", stamp(0s)}});
     if (method == "abort") return FakeJitterd::reply(r, {{"token", params["token"]}});
+    if (method == "subscribe" && event_times_) {
+      FakeJitterd::Response events{{FakeJitterd::ok_line(r, {{"subscribed", true}})}, event_pause_};
+      for (std::size_t i = 0; i < event_times_->size(); ++i) {
+        events.chunks.push_back(Json{{"event", "phase-changed"},
+                                     {"seq", i + 1},
+                                     {"interface", "veth0"},
+                                     {"phase", "high"},
+                                     {"at", stamp((*event_times_)[i])}}
+                                    .dump() +
+                                "\n");
+      }
+      return events;
+    }
     if (method == "subscribe") {
       FakeJitterd::Response events{{FakeJitterd::ok_line(r, {{"subscribed", true}})}};
       for (int seq = 1; seq <= 2; ++seq) {
@@ -239,6 +261,9 @@ class FakeHost {
   Nanoseconds deadline_{0};
   bool die_at_commit_ = false;
   bool refuse_restore_ = false;
+  Nanoseconds ahead_{0};
+  std::optional<std::vector<Nanoseconds>> event_times_;
+  std::chrono::milliseconds event_pause_{0};
   int stages_ = 0;
   mutable std::mutex mutex_;  // commit_times_: the server's thread writes, the test reads
   std::vector<Nanoseconds> commit_times_;
@@ -419,6 +444,111 @@ TEST(Fleet, AHostThatCannotBeRolledBackIsNamedAndTheRunExits7) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(hosts[2]->requests_of("commit").size(), 1u) << "the refused restore is not committed";
+}
+
+// Three hosts whose events arrive in another order than they happened: h0's clock is 5 s ahead
+// and its event (at 1 s on the client's clock) comes last; h1's (2 s) first, h2's (3 s) second.
+std::vector<std::unique_ptr<FakeHost>> hosts_out_of_order() {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 0ms));
+  hosts[0]->clock_ahead(5s);
+  hosts[0]->events({6s}, 400ms);
+  hosts[1]->events({2s}, 0ms);
+  hosts[2]->events({3s}, 200ms);
+  return hosts;
+}
+
+std::vector<Json> lines_of(const std::string& out) {
+  std::vector<Json> events;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) events.push_back(Json::parse(line));
+  return events;
+}
+
+TEST(Fleet, SubscribeOrdersTheHostsEventsByTheirTimeOnTheClientsClock) {
+  const auto hosts = hosts_out_of_order();
+  const FleetRun r =
+      run_fleet(hosts, {"--json", "subscribe", "--count", "3", "--reorder-window", "5s"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto events = lines_of(r.out);
+  ASSERT_EQ(events.size(), 3u) << r.out;
+  const char* expected[] = {"h0", "h1", "h2"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(events[i]["host"], expected[i]) << r.out;
+    // Its time on the client's clock: h0's 6 s less its 5 s offset (the fakes answer `clock` at
+    // once, so the estimate is off by well under a millisecond; 50 ms leaves room for a stall).
+    EXPECT_NEAR(events[i]["at_client_ns"].get<double>(), 1e9 * static_cast<double>(i + 1), 5e7)
+        << events[i].dump();
+    EXPECT_FALSE(events[i].contains("late")) << events[i].dump();
+  }
+}
+
+TEST(Fleet, SubscribeWithoutAReorderWindowPrintsAsTheyArriveAndMarksTheLateOne) {
+  const auto hosts = hosts_out_of_order();
+  const FleetRun r =
+      run_fleet(hosts, {"--json", "subscribe", "--count", "3", "--reorder-window", "0s"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto events = lines_of(r.out);
+  ASSERT_EQ(events.size(), 3u) << r.out;
+  EXPECT_EQ(events[0]["host"], "h1") << r.out;
+  EXPECT_EQ(events[1]["host"], "h2") << r.out;
+  EXPECT_EQ(events[2]["host"], "h0") << r.out;
+  EXPECT_EQ(events[2]["late"], true) << r.out;
+}
+
+TEST(Fleet, AQuietHostHoldsTheOthersEventsForTheReorderWindowOnly) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 2; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 0ms));
+  hosts[0]->events({}, 0ms);
+  hosts[1]->events({2s}, 0ms);
+  // Without the window the event would wait for h0 forever (and the test time out).
+  const FleetRun r =
+      run_fleet(hosts, {"--json", "subscribe", "--count", "1", "--reorder-window", "200ms"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto events = lines_of(r.out);
+  ASSERT_EQ(events.size(), 1u) << r.out;
+  EXPECT_EQ(events[0]["host"], "h1");
+}
+
+// ---- The merge itself, on a clock of the test's ------------------------------------------------
+
+std::vector<std::string> drain(EventMerge& merge, Nanoseconds now) {
+  std::vector<std::string> out;
+  while (auto e = merge.pop_due(now))
+    out.push_back(e->event.get<std::string>() + (e->late ? " late" : ""));
+  return out;
+}
+
+TEST(EventMerge, AnEventGoesOutOnceEveryStreamingHostHasPassedItsTime) {
+  EventMerge merge(3, 1s);
+  merge.push(1, 20ms, 0ms, "b");
+  merge.push(2, 30ms, 1ms, "c");
+  EXPECT_TRUE(drain(merge, 2ms).empty()) << "host 0 has said nothing yet";
+  merge.push(0, 10ms, 3ms, "a");
+  // Every host has passed 10 ms; host 0 has not passed b's 20 ms.
+  EXPECT_EQ(drain(merge, 3ms), (std::vector<std::string>{"a"}));
+  merge.end(0);
+  // An ended host holds nothing back; c waits for host 1 to pass 30 ms, or its window.
+  EXPECT_EQ(drain(merge, 4ms), (std::vector<std::string>{"b"}));
+  EXPECT_TRUE(drain(merge, 1000ms).empty());
+  EXPECT_EQ(drain(merge, 1001ms), (std::vector<std::string>{"c"}));
+  EXPECT_TRUE(merge.empty());
+}
+
+TEST(EventMerge, TheWindowLetsAnEventAndEveryEarlierOneOutAndALateOneIsMarked) {
+  EventMerge merge(2, 100ms);
+  merge.push(0, 50ms, 0ms, "late-arriving");
+  merge.push(0, 60ms, 80ms, "x");
+  merge.push(0, 40ms, 90ms, "y");  // earlier than the first, arriving later
+  EXPECT_TRUE(drain(merge, 99ms).empty());
+  ASSERT_EQ(merge.next_due(), 100ms);
+  EXPECT_EQ(drain(merge, 100ms), (std::vector<std::string>{"y", "late-arriving"}))
+      << "the first event's window let it and the earlier y out; x's has 80 ms to go";
+  EXPECT_EQ(drain(merge, 180ms), (std::vector<std::string>{"x"}));
+  merge.push(0, 10ms, 200ms, "z");
+  EXPECT_EQ(drain(merge, 300ms), (std::vector<std::string>{"z late"}));
 }
 
 // ---- The restore plan ------------------------------------------------------------------------

@@ -243,14 +243,33 @@ TEST_F(E2eFleet, ASwitchLandsOnEveryHostAtOneDeadlineAndReportsSkewAndClockOffse
     EXPECT_NEAR(hosts_[i]->netem_delay_by_tc(), 0.005, 1e-6) << "h" << i;
   }
   std::set<std::string> tagged;
+  // In the order of their time on the client's clock (each host's `at` less its estimated
+  // offset), none late. Whether that is the order the kernels took them, by the one clock they
+  // share, is printed, not asserted: each offset is off by up to half its round trip (milliseconds
+  // over ssh here), more than the kernels' changes lie apart in the bed (about 0.5 ms).
+  std::int64_t previous = INT64_MIN;
+  std::vector<std::int64_t> kernel_times;
+  std::string order;
   for (int i = 0; i < kHosts; ++i) {
     const auto event = merged.next(60s);
     ASSERT_TRUE(event) << merged.describe();
     EXPECT_EQ(event->value("event", ""), "phase-changed") << event->dump();
     EXPECT_EQ(event->value("phase", ""), "low") << event->dump();
+    EXPECT_FALSE(event->contains("late")) << event->dump();
+    const auto client_time = event->value("at_client_ns", std::int64_t{0});
+    EXPECT_GE(client_time, previous) << merged.describe();
+    previous = client_time;
+    kernel_times.push_back(event->at("at").at("realtime_ns").get<std::int64_t>());
+    order += " " + event->value("host", "");
     tagged.insert(event->value("host", ""));
   }
   EXPECT_EQ(tagged, (std::set<std::string>{"h0", "h1", "h2", "h3"})) << merged.describe();
+  std::cout << "fleet subscribe order:" << order << "; the kernels' own order "
+            << (std::is_sorted(kernel_times.begin(), kernel_times.end()) ? "is the same"
+                                                                         : "differs")
+            << " (kernel times, ns after the first:";
+  for (const auto t : kernel_times) std::cout << ' ' << t - kernel_times.front();
+  std::cout << ")\n";
   ASSERT_EQ(fleet({"switch", "high"}).exit_code, 0);
 
   const Completed status = fleet({"--json", "status"});
