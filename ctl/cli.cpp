@@ -350,6 +350,11 @@ constexpr Option kFleetOptions[] = {
              "1000, at most 10000)",
      .min = 1,
      .max = 10000},
+    {.name = "--reorder-window",
+     .value = "DURATION",
+     .type = kDuration,
+     .help = "subscribe: hold an event at most this long for the other hosts' streams to pass its "
+             "time (default 500ms; 0: as they arrive)"},
     {.name = "--profiles",
      .value = "DIR",
      .type = kText,
@@ -512,6 +517,7 @@ Exit codes:
   4 environment: a file, jitterd unreachable, too slow or failing, the kernel refused
   5 jitterd denied permission
   6 conflict: the interface's root qdisc is not jitterd's (apply --force)
+  7 fleet: a host that took a change could not be rolled back (the fleet is not whole)
 )";
 
 void print_command_lines(bool online, std::ostream& out) {

@@ -15,5 +15,8 @@ inline constexpr int kExitEnvironment =
 inline constexpr int kExitPermission =
     5;                                   // jitterd refused: not allowed for this user or interface
 inline constexpr int kExitConflict = 6;  // the interface's root qdisc is someone else's (--force)
+// fleet: a change did not land on every host and at least one host that took it could not be put
+// back: the fleet is not whole (the report names each host's state).
+inline constexpr int kExitFleetNotWhole = 7;
 
 }  // namespace jitterctl

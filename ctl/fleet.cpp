@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "control_client.hpp"
+#include "event_merge.hpp"
 #include "exit_codes.hpp"
+#include "fleet_rollback.hpp"
 #include "inventory.hpp"
 #include "online_commands.hpp"
 #include "replies.hpp"
@@ -55,6 +57,12 @@ struct Member {
   std::optional<Stamp> at;        // the deadline as the host's commit reply gave it
   std::optional<Stamp> accepted;  // the kernel's acknowledgement of the change
   std::vector<SessionStatus> sessions;
+  // Its sessions on the interface before the change was staged (empty: unshaped), what a
+  // rollback puts back.
+  std::vector<SessionStatus> prior;
+  enum class Rollback { kNone, kDone, kFailed } rollback = Rollback::kNone;
+  std::string rollback_failure;         // why it could not be put back
+  std::optional<Nanoseconds> restored;  // the client's CLOCK_REALTIME when its restore was done
 };
 
 Nanoseconds realtime_now() {
@@ -161,15 +169,34 @@ bool usable(const Member& m) {
   return m.client && !m.error && m.failure.empty();
 }
 
+// The protocol method of a change (apply, switch or clear).
+const char* method_of(Action action) {
+  static constexpr const char* kMethods[] = {"apply", "switch", "clear"};
+  return kMethods[static_cast<int>(action)];
+}
+
+// Each host's sessions on its interface before anything is staged, for a rollback. A host with
+// none answers not-found: an unshaped interface (or none at all, which its stage then refuses).
+void record_prior(std::vector<Member>& members) {
+  for (Member& m : members) {
+    Json params = {{"interface", m.host->interface}};
+    if (m.host->target) params["target"] = m.host->target->to_json();
+    Json result;
+    if (usable(m) && call(m, "status", params, result)) {
+      read_result(m, [&] { m.prior = read_status_result(result); });
+    } else if (m.error && m.error->code == ErrorCode::kNotFound) {
+      m.error.reset();
+    }
+  }
+}
+
 // Stages the change on every host; true when every one is ready.
 bool stage_all(std::vector<Member>& members, Action action) {
-  static constexpr const char* kMethods[] = {"apply", "switch", "clear"};
   bool ready = true;
   for (Member& m : members) {
     Json result;
     if (usable(m) &&
-        call(m, "stage", {{"method", kMethods[static_cast<int>(action)]}, {"params", m.params}},
-             result)) {
+        call(m, "stage", {{"method", method_of(action)}, {"params", m.params}}, result)) {
       read_result(m, [&] { m.token = read_stage_result(result).token; });
     }
     ready = ready && !m.token.empty();
@@ -230,6 +257,90 @@ void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline
   }
 }
 
+// ---- Rollback: the hosts that committed put back as they were ----------------------------------
+
+std::string problem_of(const Member& m);
+
+// One request of a rollback; its refusal or failure in words ("" when it succeeded). Kept apart
+// from the member's `error` and `failure`, which say what went wrong with the change itself.
+std::string rollback_call(Member& m, const std::string& method, const Json& params, Json& result) {
+  try {
+    Reply reply = m.client->call(method, params);
+    if (!reply.ok) {
+      return method + ": " + reply.error.message +
+             (reply.error.hint.empty() ? "" : " (" + reply.error.hint + ")");
+    }
+    result = std::move(reply.result);
+    return "";
+  } catch (const std::exception& e) {
+    m.client.reset();
+    return method + ": " + e.what();
+  }
+}
+
+// Stages the host's restore steps; their tokens, or the first problem (the tokens staged before
+// it are aborted).
+std::string stage_restore(Member& m, const RestorePlan& plan, std::vector<std::string>& tokens) {
+  for (const RestoreStep& step : plan.steps) {
+    Json result;
+    std::string why =
+        rollback_call(m, "stage", {{"method", step.method}, {"params", step.params}}, result);
+    if (why.empty()) {
+      try {
+        tokens.push_back(read_stage_result(result).token);
+      } catch (const std::exception& e) {
+        why = std::string("stage: ") + e.what();
+      }
+    }
+    if (!why.empty()) {
+      for (const std::string& token : tokens) {
+        if (m.client) rollback_call(m, "abort", {{"token", token}}, result);
+      }
+      tokens.clear();
+      return why;
+    }
+  }
+  return "";
+}
+
+// Every host that committed the change is put back to what `record_prior` read, as a second
+// two-phase change: each host's restore is staged, then committed "now" (after the change's own
+// deadline, which has passed, so it lands after the change whatever each host's scheduler holds).
+// Per host, not all or nothing: a host that cannot be restored does not keep the others changed.
+void rollback_all(std::vector<Member>& members, Action action) {
+  std::vector<std::vector<std::string>> tokens(members.size());
+  std::vector<RestorePlan> plans(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Member& m = members[i];
+    if (!m.at) continue;  // it never committed: it holds what it held
+    m.rollback = Member::Rollback::kFailed;
+    if (!m.client) {
+      m.rollback_failure = "the connection was lost after its commit: " + problem_of(m);
+      continue;
+    }
+    plans[i] = restore_plan(method_of(action), m.params, m.prior);
+    m.rollback_failure = plans[i].impossible;
+    if (m.rollback_failure.empty()) m.rollback_failure = stage_restore(m, plans[i], tokens[i]);
+  }
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Member& m = members[i];
+    if (!m.at || !m.rollback_failure.empty()) continue;
+    Json result;
+    for (const std::string& token : tokens[i]) {
+      if (m.rollback_failure.empty() && m.client)
+        m.rollback_failure = rollback_call(m, "commit", {{"token", token}, {"at", "now"}}, result);
+    }
+    for (const Json& lane : plans[i].resume) {
+      if (m.rollback_failure.empty() && m.client)
+        m.rollback_failure = rollback_call(m, "resume", lane, result);
+    }
+    if (m.rollback_failure.empty()) {
+      m.rollback = Member::Rollback::kDone;
+      m.restored = realtime_now();
+    }
+  }
+}
+
 // ---- What the run says -------------------------------------------------------------------------
 
 std::string signed_duration(Nanoseconds d) {
@@ -251,6 +362,10 @@ Json member_json(const Member& m) {
   if (m.error) j["error"] = *m.error;
   if (!m.failure.empty()) j["failure"] = m.failure;
   if (m.at) j["deadline_realtime_ns"] = m.at->realtime.count();
+  if (m.rollback != Member::Rollback::kNone)
+    j["rollback"] = m.rollback == Member::Rollback::kDone ? "done" : "failed";
+  if (!m.rollback_failure.empty()) j["rollback_failure"] = m.rollback_failure;
+  if (m.restored) j["restored_realtime_ns"] = m.restored->count();
   if (m.accepted && m.at) {
     j["accepted_realtime_ns"] = m.accepted->realtime.count();
     // By the host's CLOCK_MONOTONIC, which its timer ran on: exact, where the realtime of the
@@ -286,6 +401,9 @@ void print_members(const std::vector<Member>& members, bool changed, std::ostrea
     } else if (!m.failure.empty()) {
       state = (changed || !m.token.empty() ? "failed: " : "unreachable: ") + m.failure;
     }
+    if (m.rollback == Member::Rollback::kDone) state = "rolled back";
+    if (m.rollback == Member::Rollback::kFailed)
+      state = "ROLLBACK FAILED, keeps the change: " + m.rollback_failure;
     table.add_row(
         {m.host->name, m.host->interface, state, m.clock ? signed_duration(m.clock->offset) : "",
          m.clock ? format_human_duration(m.clock->round_trip) : "",
@@ -307,8 +425,16 @@ int report_change(const std::vector<Member>& members, bool committed, Nanosecond
     if (m.clock) taken_by_client_clock.push_back(m.accepted->realtime - m.clock->offset);
   }
   const auto skew = skew_of(taken);
+  const auto count_rollbacks = [&](Member::Rollback r) {
+    return std::count_if(members.begin(), members.end(),
+                         [r](const Member& m) { return m.rollback == r; });
+  };
+  const auto rolled_back = count_rollbacks(Member::Rollback::kDone);
+  const auto not_restored = count_rollbacks(Member::Rollback::kFailed);
   if (inv.args.has("--json")) {
-    Json j = {{"committed", committed}, {"hosts", Json::array()}};
+    Json j = {{"committed", committed},
+              {"rolled_back", rolled_back + not_restored > 0},
+              {"hosts", Json::array()}};
     if (committed) j["deadline_realtime_ns"] = deadline.count();
     if (skew) j["skew_ns"] = skew->count();
     if (auto corrected = skew_of(taken_by_client_clock);
@@ -324,6 +450,11 @@ int report_change(const std::vector<Member>& members, bool committed, Nanosecond
                                        members.begin(), members.end(),
                                        [](const Member& m) { return m.token.empty(); })))
               << " of " << members.size() << " were ready; their staged changes were aborted\n";
+    } else if (rolled_back > 0 || not_restored > 0) {
+      inv.out << "not every host took the change: " << rolled_back << " host(s) rolled back to "
+              << "what they held before" << (not_restored ? ", " : "")
+              << (not_restored ? std::to_string(not_restored) + " could not be (above)" : "")
+              << "\n";
     } else if (skew) {
       inv.out << "deadline " << shaper::format_utc_timestamp(deadline) << ", skew "
               << format_human_duration(*skew) << " (the last kernel to take it minus the first, "
@@ -334,8 +465,11 @@ int report_change(const std::vector<Member>& members, bool committed, Nanosecond
   for (const Member& m : members) {
     if (!problem_of(m).empty())
       inv.err << "jitterctl fleet: " << m.host->name << ": " << problem_of(m) << '\n';
+    if (m.rollback == Member::Rollback::kFailed)
+      inv.err << "jitterctl fleet: " << m.host->name
+              << ": rollback failed, it keeps the change: " << m.rollback_failure << '\n';
   }
-  return failure_exit_code(members);
+  return not_restored > 0 ? kExitFleetNotWhole : failure_exit_code(members);
 }
 
 int report_status(std::vector<Member>& members, const Invocation& inv) {
@@ -373,12 +507,27 @@ int report_status(std::vector<Member>& members, const Invocation& inv) {
 
 // ---- subscribe: every host's events in one stream ----------------------------------------------
 
-// Events from the hosts' threads to the printing one, tagged with the host.
+// How long an event may be held for the other hosts' streams to pass its time, unless
+// --reorder-window says: a fleet switch's events reach the client within a few round trips of one
+// another (tens of milliseconds over ssh in the bed, one CPU for four hosts and their sshds), and a
+// harness reading the stream live should not wait much longer than that for a quiet host.
+constexpr Nanoseconds kDefaultReorderWindow = 500ms;
+
+Nanoseconds steady_now() {
+  return std::chrono::duration_cast<Nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch());
+}
+
+// Events from the hosts' threads to the printing one, merged in the order of their time on the
+// client's clock (EventMerge), and the hosts' failures.
 class EventQueue {
  public:
-  void push(const std::string& host, Json event) {
+  EventQueue(std::vector<std::optional<Nanoseconds>> offsets, Nanoseconds window)
+      : offsets_(std::move(offsets)), merge_(offsets_.size(), window) {}
+  void push(std::size_t host, Json event) {
     const std::lock_guard lock(mutex_);
-    events_.emplace_back(host, std::move(event));
+    const Nanoseconds time = client_time_of(event, offsets_[host], realtime_now());
+    merge_.push(host, time, steady_now(), std::move(event));
     ready_.notify_one();
   }
   void fail(const std::string& host, const std::string& why) {
@@ -386,19 +535,28 @@ class EventQueue {
     failures_.push_back(host + ": " + why);
     ready_.notify_one();
   }
-  void ended() {
+  // A host's stream ended (`follower`: its thread ended; otherwise it never had one).
+  void ended(std::size_t host, bool follower) {
     const std::lock_guard lock(mutex_);
-    ++ended_;
+    merge_.end(host);
+    if (follower) ++ended_;
     ready_.notify_one();
   }
   // The next event, or nullopt once `followers` threads have ended and nothing is left.
-  std::optional<std::pair<std::string, Json>> next(std::size_t followers) {
+  std::optional<EventMerge::Entry> next(std::size_t followers) {
     std::unique_lock lock(mutex_);
-    ready_.wait(lock, [&] { return !events_.empty() || ended_ == followers; });
-    if (events_.empty()) return std::nullopt;
-    auto out = std::move(events_.front());
-    events_.pop_front();
-    return out;
+    for (;;) {
+      // Once every stream ended, every held event may go (merge_ knows they all ended).
+      if (auto entry = merge_.pop_due(steady_now())) return entry;
+      if (merge_.empty() && ended_ == followers) return std::nullopt;
+      if (const auto due = merge_.next_due()) {
+        ready_.wait_until(
+            lock, std::chrono::steady_clock::time_point(
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(*due)));
+      } else {
+        ready_.wait(lock);
+      }
+    }
   }
   std::vector<std::string> failures() const {
     const std::lock_guard lock(mutex_);
@@ -408,14 +566,15 @@ class EventQueue {
  private:
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::pair<std::string, Json>> events_;
+  std::vector<std::optional<Nanoseconds>> offsets_;  // each host's clock minus the client's
+  EventMerge merge_;
   std::vector<std::string> failures_;
   std::size_t ended_ = 0;
 };
 
 // One host's subscription until `stop`, an interrupt or the connection's end. A host with a target
 // gets every event: its sessions are named by the host side's interface, not the inventory's.
-void follow(Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
+void follow(std::size_t host, Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
   try {
     Json params = Json::object();
     if (!m.host->target) params["interfaces"] = Json::array({m.host->interface});
@@ -426,14 +585,14 @@ void follow(Member& m, EventQueue& queue, const std::atomic<bool>& stop) {
       while (!stop) {
         // Short waits, so that the thread sees `stop` when another host's events were the last.
         if (auto event = m.client->next_event(std::chrono::steady_clock::now() + 200ms))
-          queue.push(m.host->name, std::move(*event));
+          queue.push(host, std::move(*event));
       }
     }
   } catch (const Interrupted&) {
   } catch (const std::exception& e) {
     queue.fail(m.host->name, e.what());
   }
-  queue.ended();
+  queue.ended(host, true);
 }
 
 int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invocation& inv) {
@@ -442,14 +601,22 @@ int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invoca
   const InterruptSignals signals;
   base.interrupt_fd = signals.fd();
   connect_all(members, base);
-  EventQueue queue;
+  // Each host's offset moves its events' times onto this clock.
+  estimate_clocks(members);
+  std::vector<std::optional<Nanoseconds>> offsets;
+  for (const Member& m : members)
+    offsets.push_back(m.clock ? std::optional(m.clock->offset) : std::nullopt);
+  EventQueue queue(std::move(offsets),
+                   inv.args.duration("--reorder-window").value_or(kDefaultReorderWindow));
   std::atomic<bool> stop = false;
   std::vector<std::thread> followers;
-  for (Member& m : members) {
-    if (m.client) {
-      followers.emplace_back([&m, &queue, &stop] { follow(m, queue, stop); });
+  for (std::size_t h = 0; h < members.size(); ++h) {
+    Member& m = members[h];
+    if (usable(m)) {
+      followers.emplace_back([h, &m, &queue, &stop] { follow(h, m, queue, stop); });
     } else {
-      queue.fail(m.host->name, m.failure);
+      queue.fail(m.host->name, problem_of(m));
+      queue.ended(h, false);
     }
   }
   const std::optional<std::uint64_t> count = inv.args.whole_number("--count");
@@ -458,13 +625,16 @@ int run_subscribe(std::vector<Member>& members, ClientOptions base, const Invoca
     auto next = queue.next(followers.size());
     if (!next) break;
     ++seen;
-    auto& [host, event] = *next;
+    const std::string& host = members[next->host].host->name;
     // Flushed per line, as `subscribe`: a pipe should see events live.
     if (inv.args.has("--json")) {
-      event["host"] = host;
-      inv.out << event.dump() << std::endl;
+      next->event["host"] = host;
+      next->event["at_client_ns"] = next->time.count();
+      if (next->late) next->event["late"] = true;
+      inv.out << next->event.dump() << std::endl;
     } else {
-      inv.out << host << "  " << format_event_line(read_event(event)) << std::endl;
+      inv.out << host << "  " << format_event_line(read_event(next->event))
+              << (next->late ? "  (late: after a later event)" : "") << std::endl;
     }
   }
   stop = true;
@@ -518,6 +688,7 @@ int run_fleet(const Invocation& inv) {
   estimate_clocks(members);
   if (action == Action::kStatus) return report_status(members, inv);
 
+  record_prior(members);
   if (!stage_all(members, action)) {
     abort_all(members);
     return report_change(members, false, Nanoseconds(0), inv);
@@ -532,6 +703,11 @@ int run_fleet(const Invocation& inv) {
   } else {
     collect_acknowledgements(members, deadline);
   }
+  // "If any host refuses, no host commits": a host that failed at its commit (or whose kernel did
+  // not take the change) means every host that committed is put back.
+  if (!std::all_of(members.begin(), members.end(),
+                   [](const Member& m) { return m.accepted.has_value(); }))
+    rollback_all(members, action);
   return report_change(members, true, deadline, inv);
 }
 

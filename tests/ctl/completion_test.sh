@@ -124,9 +124,10 @@ expect "renew options" "--lease $lane --help $globals" "jitterctl renew lo -"
 expect "subscribe options" "--interface --event --count --help $globals" "jitterctl subscribe -"
 expect "events is subscribe" "--interface --event --count --help $globals" "jitterctl events -"
 expect "watch options" "--interval --once --help $globals" "jitterctl watch -"
-expect "fleet options" "--inventory --phase --lead --count --profiles --pairs --interval --alpha --seed --save --calibration --calibration-phase --blocks --probes --help $globals" "jitterctl fleet -"
+expect "fleet options" "--inventory --phase --lead --reorder-window --count --profiles --pairs --interval --alpha --seed --save --calibration --calibration-phase --blocks --probes --help $globals" "jitterctl fleet -"
 expect "fleet actions" "apply switch clear status subscribe validate" "jitterctl fleet --inventory f.json "
 expect "fleet lead" "500ms 1s 2s 5s" "jitterctl fleet switch high --lead "
+expect "fleet reorder window" "0 100ms 500ms 1s" "jitterctl fleet subscribe --reorder-window "
 expect "version options" "--help $globals" "jitterctl version -"
 expect "compile options, no global ones" "-o --output --format --interval --host --name --description --baseline
 --halves --regimes --window --step --spike --no-reorder --packet-rate --entries --replay --replay-window --once

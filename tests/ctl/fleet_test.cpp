@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include <fstream>
 #include <memory>
 #include <set>
@@ -15,7 +17,9 @@
 
 #include "../support/temp_dir.hpp"
 #include "cli.hpp"
+#include "event_merge.hpp"
 #include "fake_jitterd.hpp"
+#include "fleet_rollback.hpp"
 #include "inventory.hpp"
 #include "shaper/profile.hpp"
 
@@ -144,6 +148,21 @@ class FakeHost {
         server_([this](const Json& r) { return answer(r); }) {}
   // The connection closes when the commit arrives, unanswered: a host that died after staging.
   void die_at_commit() { die_at_commit_ = true; }
+  // Its clock `ahead` of this process's (replies to `clock`).
+  void clock_ahead(Nanoseconds ahead) { ahead_ = ahead; }
+  // A subscription gets one phase-changed event per time in `at` (by this host's clock), each
+  // after `pause`; none is a quiet host.
+  void events(std::vector<Nanoseconds> at, std::chrono::milliseconds pause) {
+    event_times_ = std::move(at);
+    event_pause_ = pause;
+  }
+  // A stage after the first (a rollback's) is refused.
+  void refuse_restore() { refuse_restore_ = true; }
+  // When each commit arrived, by this process's CLOCK_REALTIME.
+  std::vector<Nanoseconds> commit_times() const {
+    const std::lock_guard lock(mutex_);
+    return commit_times_;
+  }
 
   std::vector<std::string> methods() const {
     std::vector<std::string> out;
@@ -167,16 +186,31 @@ class FakeHost {
     const std::string method = r.value("method", "");
     const Json& params = r["params"];
     if (method == "clock") {
-      const auto now = std::chrono::system_clock::now().time_since_epoch();
+      const Nanoseconds now = std::chrono::system_clock::now().time_since_epoch() + ahead_;
       return FakeJitterd::reply(r, {{"received", stamp(now)}, {"replied", stamp(now)}});
     }
     if (method == "stage" && refusal_)
       return {
           {FakeJitterd::error_line(r, "permission-denied", *refusal_, "/params/params/interface")}};
+    if (method == "stage" && refuse_restore_ && ++stages_ > 1)
+      return {{FakeJitterd::error_line(r, "not-found", "no profile named two", "/params/params")}};
     if (method == "stage")
       return FakeJitterd::reply(
           r, {{"token", token_}, {"method", params["method"]}, {"expires", stamp(0s)}});
     if (method == "abort") return FakeJitterd::reply(r, {{"token", params["token"]}});
+    if (method == "subscribe" && event_times_) {
+      FakeJitterd::Response events{{FakeJitterd::ok_line(r, {{"subscribed", true}})}, event_pause_};
+      for (std::size_t i = 0; i < event_times_->size(); ++i) {
+        events.chunks.push_back(Json{{"event", "phase-changed"},
+                                     {"seq", i + 1},
+                                     {"interface", "veth0"},
+                                     {"phase", "high"},
+                                     {"at", stamp((*event_times_)[i])}}
+                                    .dump() +
+                                "\n");
+      }
+      return events;
+    }
     if (method == "subscribe") {
       FakeJitterd::Response events{{FakeJitterd::ok_line(r, {{"subscribed", true}})}};
       for (int seq = 1; seq <= 2; ++seq) {
@@ -192,7 +226,14 @@ class FakeHost {
     }
     if (method == "commit" && die_at_commit_) return {{}, 0ms, true};
     if (method == "commit") {
-      deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
+      const Nanoseconds now = std::chrono::system_clock::now().time_since_epoch();
+      {
+        const std::lock_guard lock(mutex_);
+        commit_times_.push_back(now);
+      }
+      // A rollback's commit is "now": it keeps the change's deadline for the records below.
+      if (params["at"] != "now")
+        deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
       return FakeJitterd::reply(r, {{"token", params["token"]},
                                     {"method", "switch"},
                                     {"at", stamp(deadline_)},
@@ -205,9 +246,12 @@ class FakeHost {
          {"deadline", stamp(deadline_ - 10s)},
          {"applied", stamp(deadline_ - 9s)}},
         {{"phase", "high"}, {"deadline", stamp(deadline_)}, {"applied", stamp(deadline_ + late_)}}};
+    // Before any commit: the phase it held, "low".
     return FakeJitterd::reply(r, {{"sessions",
                                    {{{"interface", "veth0"},
-                                     {"phase", "high"},
+                                     {"state", "active"},
+                                     {"profile", "two"},
+                                     {"phase", deadline_ == 0s ? "low" : "high"},
                                      {"transitions", {{"count", 2}, {"recent", recent}}}}}}});
   }
 
@@ -216,6 +260,13 @@ class FakeHost {
   Nanoseconds late_;
   Nanoseconds deadline_{0};
   bool die_at_commit_ = false;
+  bool refuse_restore_ = false;
+  Nanoseconds ahead_{0};
+  std::optional<std::vector<Nanoseconds>> event_times_;
+  std::chrono::milliseconds event_pause_{0};
+  int stages_ = 0;
+  mutable std::mutex mutex_;  // commit_times_: the server's thread writes, the test reads
+  std::vector<Nanoseconds> commit_times_;
   FakeJitterd server_;
 };
 
@@ -328,22 +379,259 @@ TEST(Fleet, SubscribeMergesEveryHostsEventsTaggedWithTheHost) {
   }
 }
 
-TEST(Fleet, AHostLostAtCommitIsReportedAndTheOthersKeepTheirChange) {
+TEST(Fleet, AHostLostAtCommitHasEveryHostThatCommittedRolledBackAfterTheDeadline) {
   std::vector<std::unique_ptr<FakeHost>> hosts;
   for (int i = 0; i < 3; ++i)
     hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
   hosts[1]->die_at_commit();
   const FleetRun r = run_fleet(hosts, {"--json", "switch", "high", "--lead", "300ms"});
-  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_EQ(r.code, 4) << r.out << r.err;  // the lost host's failure; the fleet is whole again
   EXPECT_NE(r.err.find("jitterctl fleet: h1: "), std::string::npos) << r.err;
   const Json report = Json::parse(r.out);
-  EXPECT_TRUE(report["hosts"][0].contains("accepted_realtime_ns")) << report.dump();
-  EXPECT_FALSE(report["hosts"][1].contains("accepted_realtime_ns")) << report.dump();
-  EXPECT_TRUE(report["hosts"][1].contains("failure")) << report.dump();
-  EXPECT_TRUE(report["hosts"][2].contains("accepted_realtime_ns")) << report.dump();
+  EXPECT_EQ(report["rolled_back"], true) << report.dump();
+  const Nanoseconds deadline(report["deadline_realtime_ns"].get<std::int64_t>());
+  for (const std::size_t i : {0u, 2u}) {
+    const Json& h = report["hosts"][i];
+    EXPECT_TRUE(h.contains("accepted_realtime_ns")) << h.dump();
+    EXPECT_EQ(h["rollback"], "done") << h.dump();
+    // The change, then its undo: the phase each held before, staged and committed "now".
+    const auto stages = hosts[i]->requests_of("stage");
+    ASSERT_EQ(stages.size(), 2u) << "h" << i;
+    EXPECT_EQ(stages[1]["params"], (Json{{"method", "switch"},
+                                         {"params",
+                                          {{"interface", "veth0"},
+                                           {"direction", "egress"},
+                                           {"set", nullptr},
+                                           {"phase", "low"}}}}))
+        << stages[1].dump();
+    const auto commits = hosts[i]->requests_of("commit");
+    ASSERT_EQ(commits.size(), 2u) << "h" << i;
+    EXPECT_EQ(commits[1]["params"]["at"], "now");
+    // After the change's deadline, so it lands after the change.
+    const auto times = hosts[i]->commit_times();
+    ASSERT_EQ(times.size(), 2u);
+    EXPECT_GE(times[1], deadline) << "h" << i;
+  }
+  const Json& lost = report["hosts"][1];
+  EXPECT_FALSE(lost.contains("accepted_realtime_ns")) << lost.dump();
+  EXPECT_TRUE(lost.contains("failure")) << lost.dump();
+  EXPECT_FALSE(lost.contains("rollback")) << "it never committed: nothing to put back";
+  EXPECT_EQ(hosts[1]->requests_of("stage").size(), 1u);
   // The skew is of the hosts that took the change.
   EXPECT_EQ(report["skew_ns"], 0);
   for (const auto& h : hosts) EXPECT_TRUE(h->requests_of("abort").empty());
+}
+
+TEST(Fleet, AHostThatCannotBeRolledBackIsNamedAndTheRunExits7) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
+  hosts[0]->die_at_commit();
+  hosts[2]->refuse_restore();
+  const FleetRun r = run_fleet(hosts, {"switch", "high", "--lead", "300ms"});
+  EXPECT_EQ(r.code, 7) << r.out << r.err;
+  EXPECT_NE(r.out.find("h1    veth0      rolled back"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("h2    veth0      ROLLBACK FAILED, keeps the change: stage: no profile "
+                       "named two"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("not every host took the change: 1 host(s) rolled back to what they held "
+                       "before, 1 could not be"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("jitterctl fleet: h2: rollback failed, it keeps the change: stage: no "
+                       "profile named two"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(hosts[2]->requests_of("commit").size(), 1u) << "the refused restore is not committed";
+}
+
+// Three hosts whose events arrive in another order than they happened: h0's clock is 5 s ahead
+// and its event (at 1 s on the client's clock) comes last; h1's (2 s) first, h2's (3 s) second.
+std::vector<std::unique_ptr<FakeHost>> hosts_out_of_order() {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 0ms));
+  hosts[0]->clock_ahead(5s);
+  hosts[0]->events({6s}, 400ms);
+  hosts[1]->events({2s}, 0ms);
+  hosts[2]->events({3s}, 200ms);
+  return hosts;
+}
+
+std::vector<Json> lines_of(const std::string& out) {
+  std::vector<Json> events;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) events.push_back(Json::parse(line));
+  return events;
+}
+
+TEST(Fleet, SubscribeOrdersTheHostsEventsByTheirTimeOnTheClientsClock) {
+  const auto hosts = hosts_out_of_order();
+  const FleetRun r =
+      run_fleet(hosts, {"--json", "subscribe", "--count", "3", "--reorder-window", "5s"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto events = lines_of(r.out);
+  ASSERT_EQ(events.size(), 3u) << r.out;
+  const char* expected[] = {"h0", "h1", "h2"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(events[i]["host"], expected[i]) << r.out;
+    // Its time on the client's clock: h0's 6 s less its 5 s offset (the fakes answer `clock` at
+    // once, so the estimate is off by well under a millisecond; 50 ms leaves room for a stall).
+    EXPECT_NEAR(events[i]["at_client_ns"].get<double>(), 1e9 * static_cast<double>(i + 1), 5e7)
+        << events[i].dump();
+    EXPECT_FALSE(events[i].contains("late")) << events[i].dump();
+  }
+}
+
+TEST(Fleet, SubscribeWithoutAReorderWindowPrintsAsTheyArriveAndMarksTheLateOne) {
+  const auto hosts = hosts_out_of_order();
+  const FleetRun r =
+      run_fleet(hosts, {"--json", "subscribe", "--count", "3", "--reorder-window", "0s"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto events = lines_of(r.out);
+  ASSERT_EQ(events.size(), 3u) << r.out;
+  EXPECT_EQ(events[0]["host"], "h1") << r.out;
+  EXPECT_EQ(events[1]["host"], "h2") << r.out;
+  EXPECT_EQ(events[2]["host"], "h0") << r.out;
+  EXPECT_EQ(events[2]["late"], true) << r.out;
+}
+
+TEST(Fleet, AQuietHostHoldsTheOthersEventsForTheReorderWindowOnly) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 2; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 0ms));
+  hosts[0]->events({}, 0ms);
+  hosts[1]->events({2s}, 0ms);
+  // Without the window the event would wait for h0 forever (and the test time out).
+  const FleetRun r =
+      run_fleet(hosts, {"--json", "subscribe", "--count", "1", "--reorder-window", "200ms"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto events = lines_of(r.out);
+  ASSERT_EQ(events.size(), 1u) << r.out;
+  EXPECT_EQ(events[0]["host"], "h1");
+}
+
+// ---- The merge itself, on a clock of the test's ------------------------------------------------
+
+std::vector<std::string> drain(EventMerge& merge, Nanoseconds now) {
+  std::vector<std::string> out;
+  while (auto e = merge.pop_due(now))
+    out.push_back(e->event.get<std::string>() + (e->late ? " late" : ""));
+  return out;
+}
+
+TEST(EventMerge, AnEventGoesOutOnceEveryStreamingHostHasPassedItsTime) {
+  EventMerge merge(3, 1s);
+  merge.push(1, 20ms, 0ms, "b");
+  merge.push(2, 30ms, 1ms, "c");
+  EXPECT_TRUE(drain(merge, 2ms).empty()) << "host 0 has said nothing yet";
+  merge.push(0, 10ms, 3ms, "a");
+  // Every host has passed 10 ms; host 0 has not passed b's 20 ms.
+  EXPECT_EQ(drain(merge, 3ms), (std::vector<std::string>{"a"}));
+  merge.end(0);
+  // An ended host holds nothing back; c waits for host 1 to pass 30 ms, or its window.
+  EXPECT_EQ(drain(merge, 4ms), (std::vector<std::string>{"b"}));
+  EXPECT_TRUE(drain(merge, 1000ms).empty());
+  EXPECT_EQ(drain(merge, 1001ms), (std::vector<std::string>{"c"}));
+  EXPECT_TRUE(merge.empty());
+}
+
+TEST(EventMerge, TheWindowLetsAnEventAndEveryEarlierOneOutAndALateOneIsMarked) {
+  EventMerge merge(2, 100ms);
+  merge.push(0, 50ms, 0ms, "late-arriving");
+  merge.push(0, 60ms, 80ms, "x");
+  merge.push(0, 40ms, 90ms, "y");  // earlier than the first, arriving later
+  EXPECT_TRUE(drain(merge, 99ms).empty());
+  ASSERT_EQ(merge.next_due(), 100ms);
+  EXPECT_EQ(drain(merge, 100ms), (std::vector<std::string>{"y", "late-arriving"}))
+      << "the first event's window let it and the earlier y out; x's has 80 ms to go";
+  EXPECT_EQ(drain(merge, 180ms), (std::vector<std::string>{"x"}));
+  merge.push(0, 10ms, 200ms, "z");
+  EXPECT_EQ(drain(merge, 300ms), (std::vector<std::string>{"z late"}));
+}
+
+// ---- The restore plan ------------------------------------------------------------------------
+
+SessionStatus lane(Direction direction, std::string set, std::string phase, bool running) {
+  SessionStatus s;
+  s.interface = "veth0";
+  s.direction = direction;
+  s.set = std::move(set);
+  s.state = "active";
+  s.profile = "two";
+  s.phase = std::move(phase);
+  if (running) s.schedule = SessionStatus::Schedule{"running", 1, 2, true, 0};
+  return s;
+}
+
+TEST(FleetRestorePlan, ASwitchIsUndoneLaneByLaneAndARunningScheduleIsResumed) {
+  const Json params = {{"interface", "veth0"}, {"phase", "high"}};
+  const RestorePlan plan = restore_plan(
+      "switch", params,
+      {lane(Direction::kEgress, "", "low", true), lane(Direction::kIngress, "", "mid", false)});
+  ASSERT_EQ(plan.impossible, "");
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_EQ(plan.steps[0].method, "switch");
+  EXPECT_EQ(
+      plan.steps[0].params,
+      (Json{{"interface", "veth0"}, {"direction", "egress"}, {"set", nullptr}, {"phase", "low"}}));
+  EXPECT_EQ(plan.steps[1].params["direction"], "ingress");
+  EXPECT_EQ(plan.steps[1].params["phase"], "mid");
+  ASSERT_EQ(plan.resume.size(), 1u);
+  EXPECT_EQ(plan.resume[0]["direction"], "egress");
+}
+
+TEST(FleetRestorePlan, AnApplyIsUndoneByAClearOnAnUnshapedLaneAndByTheOldProfileOtherwise) {
+  const Json params = {{"interface", "eth0"}, {"profile", "wan"}, {"target", {{"netns", "blue"}}}};
+  const RestorePlan unshaped = restore_plan("apply", params, {});
+  ASSERT_EQ(unshaped.steps.size(), 1u);
+  EXPECT_EQ(unshaped.steps[0].method, "clear");
+  EXPECT_EQ(unshaped.steps[0].params, (Json{{"interface", "eth0"},
+                                            {"direction", "egress"},
+                                            {"set", nullptr},
+                                            {"target", {{"netns", "blue"}}}}));
+  // Only the egress whole-direction lane: the fleet's apply did not touch the ingress one.
+  SessionStatus held = lane(Direction::kEgress, "", "low", false);
+  held.lease = SessionStatus::Lease{std::chrono::seconds(30), {}, std::chrono::seconds(12)};
+  const RestorePlan shaped =
+      restore_plan("apply", params, {held, lane(Direction::kIngress, "", "mid", true)});
+  ASSERT_EQ(shaped.steps.size(), 1u);
+  EXPECT_EQ(shaped.steps[0].method, "apply");
+  EXPECT_EQ(shaped.steps[0].params, (Json{{"interface", "eth0"},
+                                          {"direction", "egress"},
+                                          {"target", {{"netns", "blue"}}},
+                                          {"profile", "two"},
+                                          {"phase", "low"},
+                                          {"lease", 30'000'000'000}}));
+  // Through a host-veth, status gives the host side's direction; the request takes the target's.
+  SessionStatus host_side = lane(Direction::kIngress, "", "low", true);
+  jitterd::protocol::TargetInfo blue;
+  blue.kind = "netns";
+  blue.name = "blue";
+  blue.interface = "eth0";
+  blue.direction = Direction::kEgress;
+  host_side.target = blue;
+  const RestorePlan through = restore_plan("apply", params, {host_side});
+  ASSERT_EQ(through.steps.size(), 1u);
+  EXPECT_EQ(through.steps[0].params["direction"], "egress");
+  EXPECT_EQ(through.steps[0].params["schedule"], true);
+}
+
+TEST(FleetRestorePlan, WhatARequestCannotRecreateIsRefusedWithTheReason) {
+  const Json params = {{"interface", "veth0"}};
+  const RestorePlan rules =
+      restore_plan("clear", params, {lane(Direction::kEgress, "redis", "low", false)});
+  EXPECT_TRUE(rules.steps.empty());
+  EXPECT_NE(rules.impossible.find("rule set redis"), std::string::npos) << rules.impossible;
+  SessionStatus pending = lane(Direction::kEgress, "", "", false);
+  pending.state = "pending";
+  EXPECT_NE(restore_plan("switch", params, {pending}).impossible.find("was pending"),
+            std::string::npos);
+  const RestorePlan cleared =
+      restore_plan("clear", params, {lane(Direction::kEgress, "", "low", false)});
+  ASSERT_EQ(cleared.steps.size(), 1u);
+  EXPECT_EQ(cleared.steps[0].method, "apply");
 }
 
 }  // namespace
