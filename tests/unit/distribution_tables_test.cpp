@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <utility>
 
 #include "shaper/distribution_tables.hpp"
 
@@ -179,23 +181,32 @@ TEST(ExactTable, StepDividesTheCapturesPrintResolution) {
   }
 }
 
+// A delay with the fields the test sets (designated initializers would leave the others unnamed,
+// which GCC's -Wmissing-field-initializers refuses under -Werror).
+static DelaySpec delay_of(Nanoseconds latency, Nanoseconds jitter = Nanoseconds{0},
+                          std::optional<DistributionTable> table = std::nullopt) {
+  DelaySpec d;
+  d.latency = latency;
+  d.jitter = jitter;
+  d.distribution = std::move(table);
+  return d;
+}
+
 TEST(MeanNetemDelay, IsTheAverageEntryWithNegativeDelaysSentAtOnce) {
-  DelaySpec constant{.latency = 7ms};
-  EXPECT_EQ(mean_netem_delay(constant), 7ms);
+  EXPECT_EQ(mean_netem_delay(delay_of(7ms)), 7ms);
   // Built-in uniform jitter: symmetric about the latency while it stays above 0; latency 0 with
   // 10 ms jitter keeps only the positive half, whose mean over the whole width is 10^2 / 40 ms.
-  EXPECT_EQ(mean_netem_delay(DelaySpec{.latency = 10ms, .jitter = 4ms}), 10ms);
-  EXPECT_EQ(mean_netem_delay(DelaySpec{.latency = 0ms, .jitter = 10ms}), 2500us);
+  EXPECT_EQ(mean_netem_delay(delay_of(10ms, 4ms)), 10ms);
+  EXPECT_EQ(mean_netem_delay(delay_of(0ms, 10ms)), 2500us);
   // A table of -1, 0 and +1 sigma at latency 1 ms, sigma 2 ms: -1, 1 and 3 ms, the first sent at
   // once (0): (0 + 1 + 3) / 3 ms.
-  DelaySpec table{.latency = 1ms, .jitter = 2ms, .distribution = DistributionTable{-8192, 0, 8192}};
-  EXPECT_EQ(mean_netem_delay(table), Nanoseconds{1'333'333});
+  EXPECT_EQ(mean_netem_delay(delay_of(1ms, 2ms, DistributionTable{-8192, 0, 8192})),
+            Nanoseconds{1'333'333});
   // An exact table decodes to its samples: its mean is theirs.
   std::vector<Nanoseconds> samples{2ms, 3ms, 4ms, 11ms};
   const auto exact = build_exact_delay_table(samples);
   ASSERT_TRUE(exact.table);
-  DelaySpec compiled{.latency = exact.table->latency,
-                     .jitter = exact.table->jitter,
-                     .distribution = exact.table->table};
-  EXPECT_EQ(mean_netem_delay(compiled), 5ms);
+  EXPECT_EQ(
+      mean_netem_delay(delay_of(exact.table->latency, exact.table->jitter, exact.table->table)),
+      5ms);
 }
