@@ -1047,18 +1047,23 @@ FleetProbeRun read_probe_run(const Json& j, std::vector<std::string>& problems) 
   return run;
 }
 
-int fleet_command(const Invocation& inv) {
+int with_fleet_exit_codes(const Invocation& inv, std::string_view command,
+                          const std::function<int()>& body) {
   try {
-    return run_fleet(inv);
+    return body();
   } catch (const UsageError&) {
     throw;
   } catch (const FleetInputError& e) {
-    inv.err << "jitterctl fleet: " << e.what() << '\n';
+    inv.err << command << ": " << e.what() << '\n';
     return kExitBadInput;
   } catch (const std::exception& e) {
-    inv.err << "jitterctl fleet: " << e.what() << '\n';
+    inv.err << command << ": " << e.what() << '\n';
     return kExitEnvironment;
   }
+}
+
+int fleet_command(const Invocation& inv) {
+  return with_fleet_exit_codes(inv, "jitterctl fleet", [&] { return run_fleet(inv); });
 }
 
 }  // namespace jitterctl

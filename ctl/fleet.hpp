@@ -7,6 +7,7 @@
 // acknowledgement (its transition record) gives the skew of the change across the fleet.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,12 @@ class FleetInputError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Runs a fleet command's `body`, turning what it throws into the fleet commands' exit codes: a
+// UsageError goes on (the caller prints the usage), a FleetInputError is bad input (3), any other
+// exception the environment (4); each message goes to inv.err after `command` ("jitterctl fleet").
+int with_fleet_exit_codes(const Invocation& inv, std::string_view command,
+                          const std::function<int()>& body);
 
 enum class PairMode { kAll, kRing };
 std::optional<PairMode> pair_mode_from_name(std::string_view name);

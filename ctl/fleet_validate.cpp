@@ -168,7 +168,7 @@ void print_table(const std::vector<PairRow>& rows, double level, std::ostream& o
 }  // namespace
 
 int fleet_validate_command(const Invocation& inv) {
-  try {
+  return with_fleet_exit_codes(inv, "jitterctl fleet validate", [&]() -> int {
     const auto dir = inv.args.text("--profiles");
     if (!dir) throw UsageError("validate needs --profiles DIR: the profiles the hosts run");
     FleetProbeOptions options;
@@ -274,15 +274,7 @@ int fleet_validate_command(const Invocation& inv) {
       }
     }
     return all_pass ? kExitOk : kExitVerdictFail;
-  } catch (const UsageError&) {
-    throw;
-  } catch (const FleetInputError& e) {
-    inv.err << "jitterctl fleet validate: " << e.what() << '\n';
-    return kExitBadInput;
-  } catch (const std::exception& e) {
-    inv.err << "jitterctl fleet validate: " << e.what() << '\n';
-    return kExitEnvironment;
-  }
+  });
 }
 
 }  // namespace jitterctl
