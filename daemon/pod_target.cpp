@@ -24,7 +24,9 @@ constexpr const char* kNameLabel = "io.kubernetes.pod.name";
 constexpr std::size_t kMaxLabel = 63;
 constexpr std::size_t kMaxSubdomain = 253;
 
-bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool lower_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
 
 std::optional<std::string> dns_problem(std::string_view part, const char* what, std::size_t max,
                                        bool dots) {
@@ -49,7 +51,8 @@ std::pair<std::string, std::string> split_pod(std::string_view pod) {
 
 // The network entry of the OCI spec's namespaces, if any: its path.
 void read_spec_netns(shaper::JsonReader& r, const nlohmann::json& root, SandboxInfo& out) {
-  const auto* spec = root.is_object() && root.contains("runtimeSpec") ? &root["runtimeSpec"] : nullptr;
+  const auto* spec =
+      root.is_object() && root.contains("runtimeSpec") ? &root["runtimeSpec"] : nullptr;
   if (!spec || !spec->is_object() || !spec->contains("linux")) return;
   const nlohmann::json& linux_part = (*spec)["linux"];
   if (!linux_part.is_object() || !linux_part.contains("namespaces")) return;
@@ -70,7 +73,8 @@ void read_spec_netns(shaper::JsonReader& r, const nlohmann::json& root, SandboxI
 // Each socket in turn: the first whose runtime answers Version. `tried` collects why the others
 // were passed over ("/run/crio/crio.sock: no such socket").
 std::optional<std::pair<cri::Client, cri::RuntimeVersion>> first_answering(
-    const std::vector<std::string>& sockets, std::chrono::milliseconds timeout, std::string& tried) {
+    const std::vector<std::string>& sockets, std::chrono::milliseconds timeout,
+    std::string& tried) {
   for (const std::string& socket : sockets) {
     struct stat st {};
     if (::stat(socket.c_str(), &st) != 0) {
@@ -88,7 +92,8 @@ std::optional<std::pair<cri::Client, cri::RuntimeVersion>> first_answering(
   return std::nullopt;
 }
 
-// The pod's ready sandbox among `found` (the newest, should a runtime list two), or why there is none.
+// The pod's ready sandbox among `found` (the newest, should a runtime list two), or why there is
+// none.
 shaper::Expected<cri::PodSandbox, Refusal> ready_sandbox(std::vector<cri::PodSandbox> found,
                                                          std::string_view pod,
                                                          const std::string& asked) {
@@ -98,7 +103,8 @@ shaper::Expected<cri::PodSandbox, Refusal> ready_sandbox(std::vector<cri::PodSan
     return s.pod_namespace != pod_namespace || s.name != name;
   });
   if (found.empty()) {
-    return Refusal{ErrorCode::kNotFound, "no pod " + std::string(pod) + " on this node (asked " + asked + ")",
+    return Refusal{ErrorCode::kNotFound,
+                   "no pod " + std::string(pod) + " on this node (asked " + asked + ")",
                    "/target/pod",
                    "a pod's sandbox is on the node it was scheduled to: ask that node's jitterd "
                    "(`kubectl get pod -o wide` names the node; `crictl pods` lists this one's)"};
@@ -114,8 +120,8 @@ shaper::Expected<cri::PodSandbox, Refusal> ready_sandbox(std::vector<cri::PodSan
   }
   if (!newest) {
     return Refusal{ErrorCode::kConflict,
-                   "pod " + std::string(pod) + " has no ready sandbox (" + std::to_string(not_ready) +
-                       " not ready; asked " + asked + ")",
+                   "pod " + std::string(pod) + " has no ready sandbox (" +
+                       std::to_string(not_ready) + " not ready; asked " + asked + ")",
                    "/target/pod",
                    "its sandbox is being created or torn down: wait until the pod runs (`kubectl "
                    "get pod`), then apply again (or apply with --follow, which waits)"};
@@ -155,7 +161,8 @@ std::optional<SandboxInfo> read_sandbox_info(std::string_view json,
     return std::nullopt;
   }
   SandboxInfo out;
-  if (auto pid = r.integer<pid_t>(document.value, "", "pid", 0, std::numeric_limits<pid_t>::max(), 0))
+  if (auto pid =
+          r.integer<pid_t>(document.value, "", "pid", 0, std::numeric_limits<pid_t>::max(), 0))
     out.pid = *pid;
   read_spec_netns(r, document.value, out);
   if (diagnostics.size() != before) return std::nullopt;
@@ -183,7 +190,8 @@ shaper::Expected<PodSandboxFound, Refusal> find_pod_sandbox(const std::vector<st
   const std::string asked = runtime + " at " + client.socket_path();
   const auto [pod_namespace, name] = split_pod(pod);
   auto sandbox = ready_sandbox(
-      client.list_pod_sandboxes({{kNamespaceLabel, pod_namespace}, {kNameLabel, name}}), pod, asked);
+      client.list_pod_sandboxes({{kNamespaceLabel, pod_namespace}, {kNameLabel, name}}), pod,
+      asked);
   if (!sandbox) return std::move(sandbox.error());
   const cri::PodSandboxStatus status = client.pod_sandbox_status(sandbox->id);
   if (status.network == cri::NetworkMode::kNode) {
@@ -203,13 +211,13 @@ shaper::Expected<PodSandboxFound, Refusal> find_pod_sandbox(const std::vector<st
   std::optional<SandboxInfo> info;
   if (info_json != status.info.end()) info = read_sandbox_info(info_json->second, diagnostics);
   if (!info || (info->pid <= 0 && info->netns_path.empty())) {
-    const std::string why = info_json == status.info.end()
-                                ? "its verbose status has no \"info\""
-                                : diagnostics.empty() ? "its info has neither \"pid\" nor the "
-                                                        "runtime spec's network namespace path"
-                                                      : shaper::to_string(diagnostics);
-    throw shaper::SystemError("CRI PodSandboxStatus", client.socket_path() + " sandbox " + sandbox->id,
-                              EPROTO, "the runtime does not say where the pod's namespace is: " + why);
+    const std::string why = info_json == status.info.end() ? "its verbose status has no \"info\""
+                            : diagnostics.empty()          ? "its info has neither \"pid\" nor the "
+                                                             "runtime spec's network namespace path"
+                                                           : shaper::to_string(diagnostics);
+    throw shaper::SystemError("CRI PodSandboxStatus",
+                              client.socket_path() + " sandbox " + sandbox->id, EPROTO,
+                              "the runtime does not say where the pod's namespace is: " + why);
   }
   return PodSandboxFound{client.socket_path(), runtime, sandbox->id, status.ip, *info};
 }

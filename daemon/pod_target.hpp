@@ -13,12 +13,12 @@
 //    (runtimeSpec.linux.namespaces[type=network].path: containerd's /var/run/netns/cni-...).
 // Which is trusted: the pid (its /proc/PID/ns/net), as for containers. Its exit is the sandbox's
 // end, which the inside mode watches through a pidfd (target-gone), and it needs no mount of the
-// node's /run/netns with propagation (a DaemonSet's hostPID is enough). The path is the cross-check:
-// where both open and name different namespaces, jitterd is not in the node's PID namespace (the pid
-// means some other process here) and refuses. Without a pid the path is used, unwatched.
-// A container restart inside the pod keeps the sandbox, its pause process and its namespace: the
-// shaping stays with nothing re-applied. A pod deleted and created again is a new sandbox: a new
-// namespace, which `--follow` re-applies to.
+// node's /run/netns with propagation (a DaemonSet's hostPID is enough). The path is the
+// cross-check: where both open and name different namespaces, jitterd is not in the node's PID
+// namespace (the pid means some other process here) and refuses. Without a pid the path is used,
+// unwatched. A container restart inside the pod keeps the sandbox, its pause process and its
+// namespace: the shaping stays with nothing re-applied. A pod deleted and created again is a new
+// sandbox: a new namespace, which `--follow` re-applies to.
 
 #include <sys/types.h>
 

@@ -183,8 +183,8 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params,
 }
 
 // "target": exactly one of {"netns": NAME}, {"netns_path": PATH}, {"pid": PID}, {"container":
-// NAME}, {"pod": "NAMESPACE/NAME"}, and optionally "via" (how it is reached: "host-veth"). nullopt when absent or wrong (the
-// problems are in `r`).
+// NAME}, {"pod": "NAMESPACE/NAME"}, and optionally "via" (how it is reached: "host-veth"). nullopt
+// when absent or wrong (the problems are in `r`).
 std::optional<TargetRequest> read_target_request(JsonReader& r, const json& params,
                                                  const std::string& p) {
   const json* t = r.member(params, p, "target", false);
@@ -195,11 +195,10 @@ std::optional<TargetRequest> read_target_request(JsonReader& r, const json& para
   }
   TargetRequest out;
   int given = 0;
-  for (const auto& [key, kind] :
-       {std::pair{"netns", "netns"},
-        {"netns_path", "netns-path"},
-        {"container", "container"},
-        {"pod", "pod"}}) {
+  for (const auto& [key, kind] : {std::pair{"netns", "netns"},
+                                  {"netns_path", "netns-path"},
+                                  {"container", "container"},
+                                  {"pod", "pod"}}) {
     if (!t->contains(key)) continue;
     ++given;
     out.kind = kind;

@@ -36,23 +36,40 @@ int errno_of(grpc::StatusCode code) {
 
 std::string code_name(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "code " + std::to_string(static_cast<int>(code));
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "code " + std::to_string(static_cast<int>(code));
   }
 }
 
@@ -68,10 +85,14 @@ SandboxState state_of(v1::PodSandboxState state) {
 
 NetworkMode mode_of(v1::NamespaceMode mode) {
   switch (mode) {
-    case v1::CONTAINER: return NetworkMode::kContainer;
-    case v1::NODE: return NetworkMode::kNode;
-    case v1::TARGET: return NetworkMode::kTarget;
-    default: return NetworkMode::kPod;
+    case v1::CONTAINER:
+      return NetworkMode::kContainer;
+    case v1::NODE:
+      return NetworkMode::kNode;
+    case v1::TARGET:
+      return NetworkMode::kTarget;
+    default:
+      return NetworkMode::kPod;
   }
 }
 
@@ -87,7 +108,9 @@ struct Client::Channel {
 };
 
 Client::Client(std::string socket_path, std::chrono::milliseconds timeout)
-    : socket_path_(std::move(socket_path)), timeout_(timeout), channel_(std::make_unique<Channel>()) {
+    : socket_path_(std::move(socket_path)),
+      timeout_(timeout),
+      channel_(std::make_unique<Channel>()) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxReplyBytes);
   // One connection attempt per call: a socket with nothing behind it fails the call at once
@@ -126,8 +149,7 @@ std::vector<PodSandbox> Client::list_pod_sandboxes(
   auto& selector = *request.mutable_filter()->mutable_label_selector();
   for (const auto& [key, value] : labels) selector[key] = value;
   v1::ListPodSandboxResponse reply;
-  check(channel_->stub->ListPodSandbox(&context, request, &reply), "ListPodSandbox",
-        socket_path_);
+  check(channel_->stub->ListPodSandbox(&context, request, &reply), "ListPodSandbox", socket_path_);
   std::vector<PodSandbox> out;
   out.reserve(static_cast<std::size_t>(reply.items_size()));
   for (const v1::PodSandbox& item : reply.items()) {

@@ -29,7 +29,7 @@ enum class SandboxState { kReady, kNotReady };
 // One entry of ListPodSandbox.
 struct PodSandbox {
   std::string id;
-  std::string name;       // metadata
+  std::string name;           // metadata
   std::string pod_namespace;  // metadata
   std::uint32_t attempt = 0;
   SandboxState state = SandboxState::kNotReady;
@@ -65,7 +65,8 @@ class Client {
 
   RuntimeVersion version() const;
   // The sandboxes whose labels include all of `labels` (any state).
-  std::vector<PodSandbox> list_pod_sandboxes(const std::map<std::string, std::string>& labels) const;
+  std::vector<PodSandbox> list_pod_sandboxes(
+      const std::map<std::string, std::string>& labels) const;
   PodSandboxStatus pod_sandbox_status(const std::string& id) const;
 
  private:

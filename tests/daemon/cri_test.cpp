@@ -1,12 +1,12 @@
 // `--pod NS/NAME` against a fake CRI runtime (docs/operations.md, "Kubernetes"): an in-process gRPC
 // server on a Unix socket serving the replies a real containerd gave (tests/fixtures/cri/, recorded
-// by tests/vm/cri-bed --record), with the sandbox's pid and namespace path pointed at this process so
-// that the real resolver opens a real namespace. The real containerd is tests/vm/cri-bed's.
+// by tests/vm/cri-bed --record), with the sandbox's pid and namespace path pointed at this process
+// so that the real resolver opens a real namespace. The real containerd is tests/vm/cri-bed's.
 //
 // Its own binary: gRPC's threads are not instrumented by the sanitizers' runtimes, and the TSan run
 // covers the two binaries whose own threads it can see (docs/testing.md).
-#include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -15,8 +15,8 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <future>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -105,8 +105,7 @@ class FakeRuntime final : public v1::RuntimeService::Service {
 
   // A sandbox of pod `ns`/`name`, labelled as the kubelet labels it, with its status.
   void add(const std::string& id, const std::string& ns, const std::string& name, bool ready,
-           std::int64_t created_at, const std::string& info,
-           v1::NamespaceMode network = v1::POD) {
+           std::int64_t created_at, const std::string& info, v1::NamespaceMode network = v1::POD) {
     v1::PodSandbox s;
     s.set_id(id);
     s.mutable_metadata()->set_name(name);
@@ -119,7 +118,8 @@ class FakeRuntime final : public v1::RuntimeService::Service {
     v1::PodSandboxStatusResponse status;
     status.mutable_status()->set_id(id);
     status.mutable_status()->set_state(s.state());
-    status.mutable_status()->mutable_network()->set_ip("10.88.0." + std::to_string(sandboxes.size()));
+    status.mutable_status()->mutable_network()->set_ip("10.88.0." +
+                                                       std::to_string(sandboxes.size()));
     status.mutable_status()->mutable_linux()->mutable_namespaces()->mutable_options()->set_network(
         network);
     (*status.mutable_info())["info"] = info;
@@ -156,7 +156,9 @@ class FakeCri {
 
 constexpr auto kShort = std::chrono::milliseconds(300);
 
-std::string own_info() { return recorded_info(::getpid(), "/proc/self/ns/net"); }
+std::string own_info() {
+  return recorded_info(::getpid(), "/proc/self/ns/net");
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -164,13 +166,13 @@ TEST(PodName, KubernetesRulesAreChecked) {
   EXPECT_FALSE(pod_name_problem("default/redis-0"));
   EXPECT_FALSE(pod_name_problem("kube-system/coredns-5d78c9869d-x7x2k"));
   EXPECT_FALSE(pod_name_problem("a/b.c"));
-  EXPECT_TRUE(pod_name_problem("redis-0"));            // no namespace
-  EXPECT_TRUE(pod_name_problem("default/redis/0"));    // two slashes
-  EXPECT_TRUE(pod_name_problem("/redis-0"));           // empty namespace
-  EXPECT_TRUE(pod_name_problem("default/"));           // empty name
-  EXPECT_TRUE(pod_name_problem("Default/redis-0"));    // upper case
-  EXPECT_TRUE(pod_name_problem("default/-redis"));     // starts with '-'
-  EXPECT_TRUE(pod_name_problem("de.fault/redis-0"));   // a namespace has no '.'
+  EXPECT_TRUE(pod_name_problem("redis-0"));           // no namespace
+  EXPECT_TRUE(pod_name_problem("default/redis/0"));   // two slashes
+  EXPECT_TRUE(pod_name_problem("/redis-0"));          // empty namespace
+  EXPECT_TRUE(pod_name_problem("default/"));          // empty name
+  EXPECT_TRUE(pod_name_problem("Default/redis-0"));   // upper case
+  EXPECT_TRUE(pod_name_problem("default/-redis"));    // starts with '-'
+  EXPECT_TRUE(pod_name_problem("de.fault/redis-0"));  // a namespace has no '.'
   EXPECT_TRUE(pod_name_problem(std::string(64, 'a') + "/x"));
   EXPECT_FALSE(pod_name_problem(std::string(63, 'a') + "/x"));
   const auto problem = pod_name_problem("default/redis_0");
@@ -222,9 +224,9 @@ TEST(FakeCri, TheReadySandboxOfThePodIsFoundByTheKubeletsLabels) {
   EXPECT_EQ(found->ip, "10.88.0.1");
   EXPECT_EQ(found->info.pid, ::getpid());
   EXPECT_EQ(found->info.netns_path, "/proc/self/ns/net");
-  EXPECT_EQ(cri.runtime.selector, (std::map<std::string, std::string>{
-                                      {"io.kubernetes.pod.namespace", "default"},
-                                      {"io.kubernetes.pod.name", "redis-0"}}));
+  EXPECT_EQ(cri.runtime.selector,
+            (std::map<std::string, std::string>{{"io.kubernetes.pod.namespace", "default"},
+                                                {"io.kubernetes.pod.name", "redis-0"}}));
   EXPECT_TRUE(cri.runtime.verbose_asked);
 }
 
@@ -284,8 +286,8 @@ TEST(FakeCri, AHostNetworkPodIsRefusedSayingSo) {
 TEST(FakeCri, AnInfoWithoutANamespaceIsTheRuntimesFaultNamed) {
   FakeCri cri;
   cri.runtime.add("a1", "default", "redis-0", true, 100, R"({"image": "pause"})");
-  const auto [number, text] = system_error_of(
-      [&] { (void)find_pod_sandbox({cri.socket}, "default/redis-0", kShort); });
+  const auto [number, text] =
+      system_error_of([&] { (void)find_pod_sandbox({cri.socket}, "default/redis-0", kShort); });
   EXPECT_EQ(number, EPROTO);
   EXPECT_NE(text.find("CRI PodSandboxStatus"), std::string::npos) << text;
   EXPECT_NE(text.find(cri.socket + " sandbox a1"), std::string::npos) << text;
@@ -352,8 +354,8 @@ TEST(FakeCri, ARuntimeSlowerThanTheDeadlineIsAnErrorNamingSocketMethodAndStatus)
   FakeCri cri;
   cri.runtime.add("a1", "default", "redis-0", true, 100, own_info());
   cri.runtime.delay = std::chrono::milliseconds(1500);
-  const auto [number, text] = system_error_of(
-      [&] { (void)find_pod_sandbox({cri.socket}, "default/redis-0", kShort); });
+  const auto [number, text] =
+      system_error_of([&] { (void)find_pod_sandbox({cri.socket}, "default/redis-0", kShort); });
   EXPECT_EQ(number, ETIMEDOUT);
   EXPECT_NE(text.find("CRI ListPodSandbox"), std::string::npos) << text;
   EXPECT_NE(text.find(cri.socket), std::string::npos) << text;
@@ -383,8 +385,8 @@ class OtherNamespace {
         made.set_value("");
         return;
       }
-      made.set_value("/proc/" + std::to_string(::getpid()) + "/task/" +
-                     std::to_string(::gettid()) + "/ns/net");
+      made.set_value("/proc/" + std::to_string(::getpid()) + "/task/" + std::to_string(::gettid()) +
+                     "/ns/net");
       std::unique_lock lock(mutex_);
       done_.wait(lock, [this] { return stop_; });
     });
@@ -445,7 +447,8 @@ TEST(FakeCri, TheResolverOpensThePodsNamespaceThroughTheSandboxPid) {
   EXPECT_NE(wrong.error().hint.find("hostPID"), std::string::npos);
   // Without a pid the runtime's path is used: that other namespace, unwatched (pid 0).
   cri.runtime.statuses["a1"].mutable_info()->at("info") =
-      nlohmann::json{{"runtimeSpec", {{"linux", {{"namespaces", {{{"type", "network"}, {"path", other.path}}}}}}}}}
+      nlohmann::json{{"runtimeSpec",
+                      {{"linux", {{"namespaces", {{{"type", "network"}, {"path", other.path}}}}}}}}}
           .dump();
   const auto by_path = resolver->resolve(request, "eth0");
   ASSERT_TRUE(by_path) << by_path.error().message;
@@ -469,10 +472,9 @@ TEST(FakeCri, AnAbsentRuntimeIsNotFoundThroughTheResolverAtTargetPod) {
 }
 
 TEST(CriSockets, TheDefaultProbeOrderIsContainerdK3sCrio) {
-  EXPECT_EQ(default_cri_sockets(),
-            (std::vector<std::string>{"/run/containerd/containerd.sock",
-                                      "/run/k3s/containerd/containerd.sock",
-                                      "/run/crio/crio.sock"}));
+  EXPECT_EQ(default_cri_sockets(), (std::vector<std::string>{"/run/containerd/containerd.sock",
+                                                             "/run/k3s/containerd/containerd.sock",
+                                                             "/run/crio/crio.sock"}));
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 //   cri_bed_client SOCKET pod-ip SANDBOX                       -> prints the pod's IP
 //   cri_bed_client SOCKET pod-info SANDBOX                     -> prints the verbose "info" JSON
 //   cri_bed_client SOCKET stop-pod SANDBOX | remove-pod SANDBOX
-//   cri_bed_client SOCKET create NAMESPACE NAME UID LOGDIR SANDBOX CONTAINER ATTEMPT IMAGE COMMAND...
+//   cri_bed_client SOCKET create NAMESPACE NAME UID LOGDIR SANDBOX CONTAINER ATTEMPT IMAGE
+//   COMMAND...
 //                                                              -> prints the container ID
 //   cri_bed_client SOCKET start|stop|remove CONTAINER
 // Exit 0 on success; otherwise gRPC's status on stderr and exit 1 (2: usage).
