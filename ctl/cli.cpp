@@ -55,7 +55,7 @@ constexpr std::array<Option, N + M> concat(const std::array<Option, N>& a,
 // The lane options: a command that names an interface acts on every lane of it unless narrowed;
 // and the target options: the interface is one a namespace, process or container sees (eth0 when
 // not named), shaped where `--via` says.
-constexpr std::array<Option, 9> lane_options(std::string_view directions) {
+constexpr std::array<Option, 10> lane_options(std::string_view directions) {
   return {{
       {.name = "--direction",
        .value = directions,
@@ -86,6 +86,10 @@ constexpr std::array<Option, 9> lane_options(std::string_view directions) {
        .value = "NAME",
        .type = kText,
        .help = "... in Docker or Podman container NAME (or ID)"},
+      {.name = "--pod",
+       .value = "NAMESPACE/NAME",
+       .type = kText,
+       .help = "... in Kubernetes pod NAMESPACE/NAME's sandbox (through the CRI socket)"},
       {.name = "--via",
        .value = "inside|host-veth",
        .type = kChoice,
@@ -130,7 +134,7 @@ constexpr auto kApplyOptions = concat(
         {.name = "--no-ssh-guard",
          .help = "shape SSH too (on an interface with the default route)"},
         {.name = "--follow",
-         .help = "with --container or --netns: apply again when the target comes back (restart)"},
+         .help = "with --container, --pod or --netns: apply again when the target comes back"},
     }),
     lane_options("egress|ingress|both"));
 

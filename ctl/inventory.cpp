@@ -23,10 +23,11 @@ std::optional<FleetTarget> read_target(JsonReader& r, const Json& host, const st
   const Json* t = r.member(host, p, "target", false);
   if (!t) return std::nullopt;
   const std::string tp = p + "/target";
-  if (!r.object(*t, tp, {"netns", "netns_path", "pid", "container", "via"})) return std::nullopt;
+  if (!r.object(*t, tp, {"netns", "netns_path", "pid", "container", "pod", "via"}))
+    return std::nullopt;
   FleetTarget out;
   int given = 0;
-  for (const char* kind : {"netns", "netns_path", "container"}) {
+  for (const char* kind : {"netns", "netns_path", "container", "pod"}) {
     if (!t->contains(kind)) continue;
     ++given;
     out.kind = kind;
@@ -39,7 +40,8 @@ std::optional<FleetTarget> read_target(JsonReader& r, const Json& host, const st
       out.name = std::to_string(*pid);
   }
   if (given != 1) {
-    r.error(tp, "give exactly one of \"netns\", \"netns_path\", \"pid\" and \"container\"");
+    r.error(tp,
+            "give exactly one of \"netns\", \"netns_path\", \"pid\", \"container\" and \"pod\"");
     return std::nullopt;
   }
   out.via = r.string(*t, tp, "via", false, 32).value_or("");

@@ -133,23 +133,25 @@ Json profile_file(const std::string& path) {
 // The interface a target's request names when the command line names none.
 constexpr const char* kTargetDefaultInterface = "eth0";
 
-// --netns, --netns-path, --pid or --container (one of them) and --via: the request's "target".
+// --netns, --netns-path, --pid, --container or --pod (one of them) and --via: the request's
+// "target".
 void target_params(const ParsedArgs& a, Request& r) {
   Json target = Json::object();
   for (const auto& [option, key] : {std::pair{"--netns", "netns"},
                                     {"--netns-path", "netns_path"},
-                                    {"--container", "container"}}) {
+                                    {"--container", "container"},
+                                    {"--pod", "pod"}}) {
     if (const auto value = a.text(option)) target[key] = *value;
   }
   if (const auto pid = a.whole_number("--pid")) target["pid"] = *pid;
   if (target.size() > 1) {
-    throw UsageError("give one target: --netns, --netns-path, --pid or --container");
+    throw UsageError("give one target: --netns, --netns-path, --pid, --container or --pod");
   }
   if (const auto via = a.text("--via")) {
     if (target.empty())
       throw UsageError(
-          "--via says how to reach a target; name one with --container, --netns, --netns-path or "
-          "--pid");
+          "--via says how to reach a target; name one with --container, --pod, --netns, "
+          "--netns-path or --pid");
     target["via"] = *via;
   }
   if (!target.empty()) r.params["target"] = std::move(target);
@@ -240,9 +242,10 @@ Request apply_request(std::string_view method, const ParsedArgs& a) {
   lane_params(a, r);
   if (a.has("--follow")) {
     const Json* target = r.params.contains("target") ? &r.params["target"] : nullptr;
-    if (!target || !(target->contains("container") || target->contains("netns"))) {
+    if (!target ||
+        !(target->contains("container") || target->contains("netns") || target->contains("pod"))) {
       throw UsageError(
-          "--follow needs --container or --netns, names that survive a restart (--pid and "
+          "--follow needs --container, --pod or --netns, names that survive a restart (--pid and "
           "--netns-path name one namespace, which does not come back)");
     }
     r.params["target"]["follow"] = true;

@@ -78,7 +78,7 @@ void read_limits(JsonReader& r, const json& j, Limits& out) {
 }
 
 // The kinds a target allow pattern may name (TargetsConfig::allow).
-constexpr std::string_view kTargetKinds[] = {"netns", "netns-path", "pid", "container"};
+constexpr std::string_view kTargetKinds[] = {"netns", "netns-path", "pid", "container", "pod"};
 
 void read_target_allow(JsonReader& r, const json& allow, const std::string& p, TargetsConfig& out) {
   if (!allow.is_array()) {
@@ -96,8 +96,8 @@ void read_target_allow(JsonReader& r, const json& allow, const std::string& p, T
     if (!e.is_string() || colon == std::string::npos || !known || colon + 1 == text.size() ||
         text.size() > 4096) {
       r.error(ep,
-              "expected \"KIND:PATTERN\" with KIND one of netns, netns-path, pid, container "
-              "(e.g. \"container:redis*\", \"netns:lab-*\"), found " +
+              "expected \"KIND:PATTERN\" with KIND one of netns, netns-path, pid, container, pod "
+              "(e.g. \"container:redis*\", \"netns:lab-*\", \"pod:default/redis-*\"), found " +
                   shaper::json_excerpt(e));
       continue;
     }
@@ -105,28 +105,35 @@ void read_target_allow(JsonReader& r, const json& allow, const std::string& p, T
   }
 }
 
+// An array of absolute socket paths at `key` of `j` (targets.engine_sockets, targets.cri_sockets).
+void read_socket_list(JsonReader& r, const json& j, const std::string& p, const char* key,
+                      std::vector<std::string>& out) {
+  const json* sockets = r.member(j, p, key, false);
+  if (!sockets) return;
+  const std::string kp = p + "/" + key;
+  if (!sockets->is_array()) {
+    r.error(kp, "expected an array of socket paths, e.g. [\"/run/containerd/containerd.sock\"]");
+    return;
+  }
+  for (std::size_t i = 0; i < sockets->size(); ++i) {
+    const json& e = (*sockets)[i];
+    const std::string ep = kp + "/" + std::to_string(i);
+    if (!e.is_string()) {
+      r.error(ep, "expected a socket path, found " + shaper::json_excerpt(e));
+    } else if (absolute_path(r, ep, e.get<std::string>())) {
+      out.push_back(e.get<std::string>());
+    }
+  }
+}
+
 void read_targets(JsonReader& r, const json& j, TargetsConfig& out) {
   const std::string p = "/targets";
-  if (!r.object(j, p, {"allow", "engine_sockets"})) return;
+  if (!r.object(j, p, {"allow", "engine_sockets", "cri_sockets"})) return;
   if (const json* allow = r.member(j, p, "allow", false)) {
     read_target_allow(r, *allow, p + "/allow", out);
   }
-  if (const json* sockets = r.member(j, p, "engine_sockets", false)) {
-    if (!sockets->is_array()) {
-      r.error(p + "/engine_sockets",
-              "expected an array of socket paths, e.g. [\"/run/docker.sock\"]");
-      return;
-    }
-    for (std::size_t i = 0; i < sockets->size(); ++i) {
-      const json& e = (*sockets)[i];
-      const std::string ep = p + "/engine_sockets/" + std::to_string(i);
-      if (!e.is_string()) {
-        r.error(ep, "expected a socket path, found " + shaper::json_excerpt(e));
-      } else if (absolute_path(r, ep, e.get<std::string>())) {
-        out.engine_sockets.push_back(e.get<std::string>());
-      }
-    }
-  }
+  read_socket_list(r, j, p, "engine_sockets", out.engine_sockets);
+  read_socket_list(r, j, p, "cri_sockets", out.cri_sockets);
 }
 
 void read_interfaces(JsonReader& r, const json& j, Config& out) {

@@ -36,11 +36,16 @@ struct Limits {
 // Shaping beyond jitterd's own namespace (docs/operations.md, "Containers and namespaces").
 struct TargetsConfig {
   // "KIND:GLOB" (fnmatch) patterns of the targets that may be shaped: netns:NAME, netns-path:PATH,
-  // pid:PID, container:NAME. Empty: none may.
+  // pid:PID, container:NAME, pod:NAMESPACE/NAME. Empty: none may.
   std::vector<std::string> allow;
   // The Docker Engine API sockets (Docker's, Podman's) asked for `container` targets, in order;
   // empty: default_engine_sockets().
   std::vector<std::string> engine_sockets;
+  // The CRI sockets (containerd's, k3s's, CRI-O's) asked for `pod` targets: the first that answers
+  // CRI's Version is used. Empty: default_cri_sockets() (pod_target.hpp).
+  std::vector<std::string> cri_sockets;
+  // How long a CRI call may take (not in the config file: the protocol tests shorten it).
+  std::chrono::milliseconds cri_timeout = std::chrono::seconds{5};
 };
 
 // Where the optional HTTP scrape endpoint listens (docs/daemon.md, metrics.listen). An address

@@ -5,7 +5,7 @@
 // `GET /containers/{name}/json` gives the container's full ID, its state, the PID of its first
 // process (whose /proc/PID/ns/net is the namespace) and NetworkSettings.SandboxKey, the namespace's
 // bind mount where the runtime keeps one (Docker's /var/run/docker/netns/..., Podman's
-// /run/netns/netns-...). containerd and CRI-O speak CRI over gRPC instead: not here yet.
+// /run/netns/netns-...). containerd and CRI-O speak CRI over gRPC instead: pod_target.hpp.
 //
 // The client is synchronous and bounded: every call has a deadline (a runtime that hangs cannot
 // hang the daemon for longer), and a reply's size is capped.

@@ -183,20 +183,22 @@ std::optional<MonotonicTime> read_start(JsonReader& r, const json& params,
 }
 
 // "target": exactly one of {"netns": NAME}, {"netns_path": PATH}, {"pid": PID}, {"container":
-// NAME}, and optionally "via" (how it is reached: "host-veth"). nullopt when absent or wrong (the
-// problems are in `r`).
+// NAME}, {"pod": "NAMESPACE/NAME"}, and optionally "via" (how it is reached: "host-veth"). nullopt
+// when absent or wrong (the problems are in `r`).
 std::optional<TargetRequest> read_target_request(JsonReader& r, const json& params,
                                                  const std::string& p) {
   const json* t = r.member(params, p, "target", false);
   if (!t) return std::nullopt;
   const std::string tp = p + "/target";
-  if (!r.object(*t, tp, {"netns", "netns_path", "pid", "container", "via", "follow"})) {
+  if (!r.object(*t, tp, {"netns", "netns_path", "pid", "container", "pod", "via", "follow"})) {
     return std::nullopt;
   }
   TargetRequest out;
   int given = 0;
-  for (const auto& [key, kind] :
-       {std::pair{"netns", "netns"}, {"netns_path", "netns-path"}, {"container", "container"}}) {
+  for (const auto& [key, kind] : {std::pair{"netns", "netns"},
+                                  {"netns_path", "netns-path"},
+                                  {"container", "container"},
+                                  {"pod", "pod"}}) {
     if (!t->contains(key)) continue;
     ++given;
     out.kind = kind;
@@ -212,16 +214,17 @@ std::optional<TargetRequest> read_target_request(JsonReader& r, const json& para
   if (given != 1) {
     r.error(tp,
             "give exactly one of \"netns\" (an `ip netns` name), \"netns_path\" (a namespace "
-            "file), \"pid\" (a process) and \"container\" (a Docker or Podman container)");
+            "file), \"pid\" (a process), \"container\" (a Docker or Podman container) and \"pod\" "
+            "(a Kubernetes pod's sandbox, \"NAMESPACE/NAME\")");
     return std::nullopt;
   }
   const auto via = r.string(*t, tp, "via", false, 32).value_or("");
   if (!via.empty()) out.via = via;
   out.follow = r.boolean(*t, tp, "follow", false).value_or(false);
-  if (out.follow && out.kind != "container" && out.kind != "netns") {
+  if (out.follow && out.kind != "container" && out.kind != "netns" && out.kind != "pod") {
     r.error(tp + "/follow",
-            "\"follow\" needs a target whose name survives a restart: a \"container\" or an "
-            "\"netns\" name; a " +
+            "\"follow\" needs a target whose name survives a restart: a \"container\", a "
+            "\"pod\" or an \"netns\" name; a " +
                 std::string(out.kind == "pid" ? "\"pid\"" : "\"netns_path\"") +
                 " names one namespace, which does not come back");
   }

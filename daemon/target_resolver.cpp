@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "container_engine.hpp"
+#include "pod_target.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/host_veth.hpp"
 #include "shaper/netlink.hpp"
@@ -68,8 +69,9 @@ pid_t pid_of_proc_path(const std::string& path) {
 class NamespaceResolver final : public TargetResolver {
  public:
   explicit NamespaceResolver(const TargetsConfig& config)
-      : sockets_(config.engine_sockets.empty() ? default_engine_sockets() : config.engine_sockets) {
-  }
+      : sockets_(config.engine_sockets.empty() ? default_engine_sockets() : config.engine_sockets),
+        cri_sockets_(config.cri_sockets.empty() ? default_cri_sockets() : config.cri_sockets),
+        cri_timeout_(config.cri_timeout) {}
 
   Result<ResolvedTarget> resolve(const TargetRequest& target,
                                  const std::string& interface) override {
@@ -138,6 +140,7 @@ class NamespaceResolver final : public TargetResolver {
                       pid_of_proc_path(target.name)};
       }
       if (target.kind == "pid") return open_pid(target.name);
+      if (target.kind == "pod") return open_pod(target.name);
       return open_container(target.name);
     } catch (const shaper::SystemError& e) {
       if (auto refusal = refusal_of(e, "/target")) return std::move(*refusal);
@@ -188,7 +191,38 @@ class NamespaceResolver final : public TargetResolver {
                    "/target/container", "`docker ps -a` or `podman ps -a` lists the containers"};
   }
 
+  // The pod's sandbox namespace: through its pid (the sandbox's process, watched for its end),
+  // cross-checked with the path the runtime's spec names (pod_target.hpp says why).
+  Result<Opened> open_pod(const std::string& pod) const {
+    auto found = find_pod_sandbox(cri_sockets_, pod, cri_timeout_);
+    if (!found) return std::move(found.error());
+    const SandboxInfo& info = found->info;
+    if (info.pid <= 0) return Opened{shaper::NetworkNamespace::at_path(info.netns_path), 0};
+    shaper::NetworkNamespace ns = shaper::NetworkNamespace::of_process(info.pid);
+    if (!info.netns_path.empty()) {
+      std::optional<shaper::NetworkNamespace> named;
+      try {
+        named = shaper::NetworkNamespace::at_path(info.netns_path);
+      } catch (const shaper::SystemError&) {
+        // Not visible here (a DaemonSet without the node's /run/netns): the pid alone decides.
+      }
+      if (named && named->identity() != ns.identity()) {
+        return Refusal{ErrorCode::kConflict,
+                       "pod " + pod + "'s sandbox process " + std::to_string(info.pid) +
+                           " is not in the namespace its runtime names (" + info.netns_path + ", " +
+                           named->identity().to_string() + "; the process is in " +
+                           ns.identity().to_string() + ")",
+                       "/target/pod",
+                       "jitterd must see the node's processes: run it in the node's PID namespace "
+                       "(hostPID: true, as deploy/kubernetes/targets does)"};
+      }
+    }
+    return Opened{std::move(ns), info.pid};
+  }
+
   std::vector<std::string> sockets_;
+  std::vector<std::string> cri_sockets_;
+  std::chrono::milliseconds cri_timeout_;
 };
 
 }  // namespace

@@ -39,7 +39,7 @@ namespace jitterd {
 
 // A target as the request named it.
 struct TargetRequest {
-  std::string kind;     // netns, netns-path, pid, container
+  std::string kind;     // netns, netns-path, pid, container, pod
   std::string name;     // the name, path, pid or container name/ID, as given
   std::string via;      // "inside", "host-veth"; "" = default_via()
   bool follow = false;  // apply only: applied again when the target comes back (follows.hpp)
@@ -74,8 +74,9 @@ class TargetResolver {
       const TargetRequest& target, const std::string& interface) = 0;
 };
 
-// The real one: ip netns names, nsfs paths, /proc/PID/ns/net, and containers through the Docker
-// Engine API sockets of `config.engine_sockets` (or default_engine_sockets()).
+// The real one: ip netns names, nsfs paths, /proc/PID/ns/net, containers through the Docker
+// Engine API sockets of `config.engine_sockets` (or default_engine_sockets()), and pods through the
+// CRI sockets of `config.cri_sockets` (or default_cri_sockets(); pod_target.hpp).
 std::unique_ptr<TargetResolver> make_namespace_resolver(const TargetsConfig& config);
 
 }  // namespace jitterd

@@ -14,9 +14,9 @@ _jitterctl_online_commands="list-commands version interfaces profiles apply swit
 status clear renew subscribe events metrics watch fleet"
 _jitterctl_offline_commands="compile inspect validate proxy"
 _jitterctl_global_options="--socket --host --json --timeout"
-_jitterctl_lane_options="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
+_jitterctl_lane_options="--direction --ingress --egress --set --netns --netns-path --pid --container --pod --via"
 # The lane options that take a value (the target's among them: docs/operations.md, "Containers and namespaces").
-_jitterctl_lane_values="--direction|--set|--netns|--netns-path|--pid|--container|--via"
+_jitterctl_lane_values="--direction|--set|--netns|--netns-path|--pid|--container|--pod|--via"
 _jitterctl_events="applied phase-changed deadline-missed cleared lease-expired interface-gone external-change
 rolled-back confirmed target-gone target-followed error"
 _jitterctl_formats="auto ping fping mtr-report mtr-json iperf3-json epoch-rtt csv tsv"

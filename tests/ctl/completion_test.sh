@@ -104,7 +104,7 @@ online="list-commands version interfaces profiles apply switch confirm pause res
 subscribe events metrics watch fleet"
 offline="compile inspect validate proxy"
 globals="--socket --host --json --timeout"
-lane="--direction --ingress --egress --set --netns --netns-path --pid --container --via"
+lane="--direction --ingress --egress --set --netns --netns-path --pid --container --pod --via"
 
 # Commands.
 expect "every command" "$online $offline" "jitterctl "

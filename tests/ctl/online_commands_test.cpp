@@ -215,6 +215,13 @@ TEST_F(OnlineCommands, EachCommandSendsExactlyItsRequest) {
        R"({"id":1,"method":"subscribe","params":{"events":["applied"]}})"},
       // Global options may follow the command.
       {{"status", "--json", "--timeout", "2s"}, R"({"id":1,"method":"status","params":{}})"},
+      // A pod: eth0 of its sandbox unless named; --follow; every interface-taking command.
+      {{"apply", "--pod", "default/redis-0", "--follow", "wifi"},
+       R"({"id":1,"method":"apply","params":{"interface":"eth0","profile":"wifi","target":{"pod":"default/redis-0","follow":true}}})"},
+      {{"switch", "eth1", "low", "--pod", "default/redis-0", "--via", "host-veth"},
+       R"({"id":1,"method":"switch","params":{"interface":"eth1","phase":"low","target":{"pod":"default/redis-0","via":"host-veth"}}})"},
+      {{"clear", "--pod", "default/redis-0"},
+       R"({"id":1,"method":"clear","params":{"interface":"eth0","target":{"pod":"default/redis-0"}}})"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(::testing::PrintToString(c.args));
@@ -358,8 +365,8 @@ TEST_F(OnlineCommands, UsageErrorsShowTheCommandsUsage) {
   EXPECT_EQ(r.err,
             "jitterctl skip: give one of --phase P or --step N\nusage: jitterctl skip INTERFACE "
             "--phase P|--step N [--direction egress|ingress] [--egress] [--ingress] [--set NAME]"
-            " [--netns NAME] [--netns-path PATH] [--pid PID] [--container NAME] [--via "
-            "inside|host-veth]\n");
+            " [--netns NAME] [--netns-path PATH] [--pid PID] [--container NAME] [--pod "
+            "NAMESPACE/NAME] [--via inside|host-veth]\n");
 }
 
 TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
@@ -370,7 +377,7 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
       r.out,
       "usage: jitterctl switch INTERFACE PHASE [--at now|+1s|RFC3339] [--direction egress|ingress] "
       "[--egress] [--ingress] [--set NAME] [--netns NAME] [--netns-path PATH] [--pid PID] "
-      "[--container NAME] [--via inside|host-veth]\n"
+      "[--container NAME] [--pod NAMESPACE/NAME] [--via inside|host-veth]\n"
       "  hold PHASE on every lane of the interface at once (or one lane); pauses schedules\n"
       "options:\n"
       "  --at now|+1s|RFC3339      switch then (default now)\n"
@@ -384,6 +391,8 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
       "mount)\n"
       "  --pid PID                 ... in the namespace of process PID\n"
       "  --container NAME          ... in Docker or Podman container NAME (or ID)\n"
+      "  --pod NAMESPACE/NAME      ... in Kubernetes pod NAMESPACE/NAME's sandbox (through the CRI "
+      "socket)\n"
       "  --via inside|host-veth    how a target is shaped: in its namespace or on its veth's host "
       "side\n"
       "global options:\n"

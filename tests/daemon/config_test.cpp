@@ -225,6 +225,27 @@ TEST(Config, PathsMustBeAbsolute) {
                "/socket/path");
 }
 
+TEST(Config, PodTargetsAndCriSocketsAreRead) {
+  const auto load = parse_config(R"({"targets": {
+    "allow": ["pod:default/redis-*", "container:redis0"],
+    "cri_sockets": ["/run/k3s/containerd/containerd.sock", "/run/crio/crio.sock"]}})");
+  ASSERT_TRUE(load.config) << shaper::to_string(load.diagnostics);
+  const Config& c = *load.config;
+  EXPECT_EQ(c.targets.cri_sockets, (std::vector<std::string>{"/run/k3s/containerd/containerd.sock",
+                                                             "/run/crio/crio.sock"}));
+  EXPECT_TRUE(c.target_allowed("pod", "default/redis-0"));
+  EXPECT_FALSE(c.target_allowed("pod", "staging/redis-0"));
+  EXPECT_FALSE(c.target_allowed("container", "default/redis-0"));
+  EXPECT_TRUE(parse_config(R"({"targets": {}})").config->targets.cri_sockets.empty());
+  only_message(parse_config(R"({"targets": {"cri_sockets": ["crio.sock"]}})"),
+               "/targets/cri_sockets/0");
+  only_message(parse_config(R"({"targets": {"cri_sockets": "/run/crio/crio.sock"}})"),
+               "/targets/cri_sockets");
+  const std::string m =
+      only_message(parse_config(R"({"targets": {"allow": ["kubepod:x"]}})"), "/targets/allow/0");
+  EXPECT_NE(m.find("container, pod"), std::string::npos) << m;
+}
+
 TEST(Config, RecoveryIsRemoveOrAdopt) {
   ASSERT_TRUE(parse_config(R"({"recovery": "remove"})").config);
   EXPECT_EQ(parse_config(R"({"recovery": "remove"})").config->recovery, Recovery::kRemove);

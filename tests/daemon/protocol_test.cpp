@@ -1711,6 +1711,34 @@ TEST(Protocol, AnInsideTargetThatGoesEndsItsSessionsWithTargetGoneAndRemovesThei
   EXPECT_EQ(p.inside.sessions.session_count(), 0u);
 }
 
+// A pod (`{"pod": "NAMESPACE/NAME"}`): resolved like any target (the real resolver's CRI path is
+// tests/daemon/cri_test.cpp's), allowed by "pod:" patterns, named in status and events.
+TEST(Protocol, APodTargetIsAllowedByPodPatternsAndNamedInStatus) {
+  Protocol p([](Config& c) { c.targets.allow = {"pod:default/redis-*"}; });
+  p.rig.backend.add_interface("vethT", 12);
+  const json pod = {{"pod", "default/redis-0"}, {"via", "host-veth"}};
+  p.ok("apply", {{"interface", "eth0"}, {"profile", "held"}, {"target", pod}});
+  const json status = p.ok("status", {{"interface", "eth0"}, {"target", pod}});
+  ASSERT_EQ(status["sessions"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["sessions"][0]["target"]["kind"], "pod");
+  EXPECT_EQ(status["sessions"][0]["target"]["name"], "default/redis-0");
+  EXPECT_EQ(status["sessions"][0]["interface"], "vethT");
+  // Another namespace's pod is not allowed; the hint names the pattern to add.
+  const json e = error_of(p.call("apply", {{"interface", "eth0"},
+                                           {"profile", "held"},
+                                           {"target", {{"pod", "kube-system/coredns-0"}}}}),
+                          "permission-denied", "/params/target");
+  EXPECT_NE(e["hint"].get<std::string>().find("pod:kube-system/coredns-0"), std::string::npos)
+      << e.dump();
+  // One target kind at a time.
+  error_of(p.call("apply", {{"interface", "eth0"},
+                            {"profile", "held"},
+                            {"target", {{"pod", "default/redis-0"}, {"container", "redis0"}}}}),
+           "invalid-params", "/params/target");
+  p.ok("clear", {{"interface", "eth0"}, {"target", pod}});
+  EXPECT_EQ(p.rig.sessions.session_count(), 0u);
+}
+
 TEST(Protocol, ARequestNamingNoViaFindsATargetsSessionsOnItsHostSideWhenNoneAreInside) {
   Protocol p;
   p.targets.default_via = "inside";
@@ -1956,6 +1984,24 @@ TEST(Protocol, FollowIsForNamesThatSurviveARestartAndForApplyOnly) {
            "invalid-params", "/params/target/follow");
   EXPECT_EQ(p.rig.backend.count(Call::kApply), 0u);
   EXPECT_EQ(p.follows.size(), 0u);
+}
+
+TEST(Protocol, APodIsFollowedByItsName) {
+  FollowProtocol p;
+  p.rig.config.targets.allow.push_back("pod:default/*");
+  p.ok("apply", {{"interface", "eth0"},
+                 {"profile", "held"},
+                 {"target", {{"pod", "default/redis-0"}, {"via", "host-veth"}, {"follow", true}}}});
+  EXPECT_EQ(p.follows.size(), 1u);
+  p.gone();
+  ASSERT_TRUE(p.rig.run_until([&] { return p.rig.count(EventType::kTargetGone) > 0; },
+                              std::chrono::milliseconds(2000)));
+  p.back("net:[4026532999]");
+  ASSERT_TRUE(p.followed());
+  const json status =
+      p.ok("status", {{"interface", "eth0"}, {"target", {{"pod", "default/redis-0"}}}});
+  ASSERT_EQ(status["sessions"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["sessions"][0]["target"]["namespace"], "net:[4026532999]");
 }
 
 TEST(Protocol, AFollowedTargetThatGoesWaitsWithNothingInstalledAndIsAppliedAgainWhenBack) {

@@ -175,6 +175,10 @@ def the_one(objects, kind):
     return found[0]
 
 
+# The CRI sockets jitterd probes when targets.cri_sockets is not set (default_cri_sockets()).
+CRI_SOCKETS = ["/run/containerd/containerd.sock", "/run/k3s/containerd/containerd.sock", "/run/crio/crio.sock"]
+
+
 def mounted_host_path(pod, container, path):
     """The hostPath of the volume mounted at a folder holding path, or None."""
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
@@ -239,6 +243,17 @@ def jitterd_problems(objects, variant, source, jitterd):
             problems.append(f"{where}: the config allows no targets")
         if mounted_host_path(pod, container, "/run/netns/x") != "/run/netns":
             problems.append(f"{where}: /run/netns of the node is not mounted (--netns, --netns-path)")
+        # --pod: the CRI sockets jitterd probes by default (daemon/pod_target.cpp), each in a
+        # mounted folder of the node's, writable (connecting to a socket needs write access).
+        if not any(p.startswith("pod:") for p in config.get("targets", {}).get("allow", [])):
+            problems.append(f"{where}: the config allows no pod: pattern (--pod)")
+        mounts = {m["mountPath"].rstrip("/"): m for m in container.get("volumeMounts", [])}
+        for socket in CRI_SOCKETS:
+            folder = os.path.dirname(socket)
+            if mounted_host_path(pod, container, socket) != folder:
+                problems.append(f"{where}: {folder} of the node is not mounted (--pod's CRI socket {socket})")
+            elif mounts[folder].get("readOnly"):
+                problems.append(f"{where}: {folder} is mounted read-only; connecting to {socket} needs write access")
     if container["image"] != PLACEHOLDER_IMAGE:
         problems.append(f"{where}: image {container['image']}, expected the placeholder {PLACEHOLDER_IMAGE}")
     return problems
