@@ -123,12 +123,13 @@ void Follows::try_follow(const Key& key) {
     Event e = event_of(now, EventType::kTargetFollowed);
     e.previous = before.namespace_id;
     const std::string& after = now.first.target->namespace_id;
-    e.message = what + " is back" +
+    // The old namespace ended (that is what made the follow wait), so this is a new one even when
+    // the kernel gave it the freed one's inode number, which it does (docs/daemon.md).
+    e.message = what + " is back in a new namespace " + after +
                 (after == before.namespace_id
-                     ? " in the same namespace " + after
-                     : " in a new namespace " + after + " (was " + before.namespace_id +
-                           "; whatever now runs under the name is followed)") +
-                "; the apply was made again";
+                     ? " (the old one's inode number, reused by the kernel after it was freed"
+                     : " (was " + before.namespace_id) +
+                "; whatever now runs under the name is followed); the apply was made again";
     log_.info("follow: " + e.message);
     bus_.publish(std::move(e));
     return;

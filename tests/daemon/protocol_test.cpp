@@ -2061,6 +2061,17 @@ TEST(Protocol, AFollowedTargetThatGoesWaitsWithNothingInstalledAndIsAppliedAgain
   p.rig.events.clear();
   ASSERT_TRUE(p.followed());
   EXPECT_EQ(p.rig.events_of(EventType::kTargetFollowed).front().previous, "net:[4026532999]");
+
+  // Back once more, in a namespace given the freed one's inode number (the kernel reuses them, seen
+  // with Docker and containerd in the bed): still a new namespace, and said so.
+  p.gone();
+  p.back("net:[4026533000]");
+  p.rig.events.clear();
+  ASSERT_TRUE(p.followed());
+  const std::string reused = p.rig.events_of(EventType::kTargetFollowed).front().message;
+  EXPECT_NE(reused.find("back in a new namespace net:[4026533000] (the old one's inode number"),
+            std::string::npos)
+      << reused;
 }
 
 TEST(Protocol, AClearWhileAFollowWaitsEndsItWithNothingToRemove) {
