@@ -97,10 +97,11 @@ std::optional<std::pair<cri::Client, cri::RuntimeVersion>> first_answering(
 shaper::Expected<cri::PodSandbox, Refusal> ready_sandbox(std::vector<cri::PodSandbox> found,
                                                          std::string_view pod,
                                                          const std::string& asked) {
-  const auto [pod_namespace, name] = split_pod(pod);
+  // Not a structured binding: clang 14 does not let a lambda capture one.
+  const auto pod_name = split_pod(pod);
   // The label filter is the runtime's; the metadata is checked here as well.
   std::erase_if(found, [&](const cri::PodSandbox& s) {
-    return s.pod_namespace != pod_namespace || s.name != name;
+    return s.pod_namespace != pod_name.first || s.name != pod_name.second;
   });
   if (found.empty()) {
     return Refusal{ErrorCode::kNotFound,
