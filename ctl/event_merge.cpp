@@ -1,6 +1,7 @@
 #include "event_merge.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace jitterctl {
 
@@ -8,7 +9,7 @@ void EventMerge::push(std::size_t host, Nanoseconds time, Nanoseconds arrived,
                       nlohmann::json event) {
   auto& mark = watermark_.at(host);
   mark = mark ? std::max(*mark, time) : time;
-  Entry entry{host, time, arrived, next_order_++, std::move(event), false};
+  Entry entry{host, time, arrived, std::move(event), false};
   const auto at = std::upper_bound(held_.begin(), held_.end(), entry,
                                    [](const Entry& a, const Entry& b) { return a.time < b.time; });
   held_.insert(at, std::move(entry));

@@ -9,7 +9,6 @@
 // lock.
 
 #include <cstddef>
-#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -25,9 +24,8 @@ class EventMerge {
  public:
   struct Entry {
     std::size_t host = 0;
-    Nanoseconds time{0};      // the event's `at` on the client's clock
-    Nanoseconds arrived{0};   // when it was read, by the caller's steady clock
-    std::uint64_t order = 0;  // arrival order, which breaks ties
+    Nanoseconds time{0};     // the event's `at` on the client's clock
+    Nanoseconds arrived{0};  // when it was read, by the caller's steady clock
     nlohmann::json event;
     bool late = false;  // an event of an earlier time had gone out before it
   };
@@ -47,13 +45,13 @@ class EventMerge {
  private:
   bool every_host_passed(Nanoseconds time) const;
 
-  // By time, then arrival: the first goes out first. A few events per host at a time, so a sorted
+  // By time, then arrival (an insertion after its equals keeps arrival order): the first goes out
+  // first. A few events per host at a time, so a sorted
   // vector.
   std::vector<Entry> held_;
   std::vector<std::optional<Nanoseconds>> watermark_;  // each host's latest event time
   std::vector<bool> ended_;
   Nanoseconds window_;
-  std::uint64_t next_order_ = 0;
   std::optional<Nanoseconds> last_out_;  // the time of the last event let out
 };
 

@@ -11,13 +11,18 @@ Direction request_direction(const SessionStatus& s) {
   return s.target ? s.target->direction : s.direction;
 }
 
-// The params that name one lane of the host: the fleet's interface and target, narrowed.
-Json lane_params(const Json& params, const SessionStatus& s) {
+// The params that name one lane of the host: the fleet's interface and target, narrowed to a
+// direction and a rule set ("": the whole direction).
+Json lane_params(const Json& params, Direction direction, const std::string& set) {
   Json out = {{"interface", params.at("interface")},
-              {"direction", jitterd::protocol::to_string(request_direction(s))},
-              {"set", s.set.empty() ? Json(nullptr) : Json(s.set)}};
+              {"direction", jitterd::protocol::to_string(direction)},
+              {"set", set.empty() ? Json(nullptr) : Json(set)}};
   if (params.contains("target")) out["target"] = params.at("target");
   return out;
+}
+
+Json lane_params(const Json& params, const SessionStatus& s) {
+  return lane_params(params, request_direction(s), s.set);
 }
 
 // Why `s` cannot be put back by a request, or "".
@@ -77,9 +82,7 @@ RestorePlan restore_plan(const std::string& method, const Json& params,
   }
   if (method == "apply" && touched.empty()) {
     // The lane was unshaped: the apply made it, a clear of it undoes it.
-    Json p = {{"interface", params.at("interface")}, {"direction", "egress"}, {"set", nullptr}};
-    if (params.contains("target")) p["target"] = params.at("target");
-    plan.steps.push_back({"clear", std::move(p)});
+    plan.steps.push_back({"clear", lane_params(params, Direction::kEgress, "")});
   }
   return plan;
 }
