@@ -74,18 +74,12 @@ std::optional<std::string> container_name_problem(std::string_view name_or_id) {
 
 std::optional<ContainerInfo> read_container_info(std::string_view body,
                                                  shaper::Diagnostics& diagnostics) {
-  const shaper::JsonDocument document = shaper::parse_json_bounded(body);
-  if (document.problem != shaper::JsonProblem::kNone) {
-    diagnostics.push_back({document.where, "the reply is not JSON: " + document.message});
-    return std::nullopt;
-  }
-  const nlohmann::json& root = document.value;
+  const std::optional<nlohmann::json> document =
+      shaper::parse_json_object(body, "the reply", diagnostics);
+  if (!document) return std::nullopt;
+  const nlohmann::json& root = *document;
   shaper::JsonReader reader(diagnostics);
   const std::size_t before = diagnostics.size();
-  if (!root.is_object()) {
-    reader.error("", "expected an object, found " + shaper::json_excerpt(root));
-    return std::nullopt;
-  }
   ContainerInfo info;
   if (const auto id = reader.string(root, "", "Id", true, 256)) info.id = *id;
   if (const auto name = reader.string(root, "", "Name", true, 256)) {

@@ -150,22 +150,15 @@ std::optional<std::string> pod_name_problem(std::string_view text) {
 
 std::optional<SandboxInfo> read_sandbox_info(std::string_view json,
                                              shaper::Diagnostics& diagnostics) {
-  const shaper::JsonDocument document = shaper::parse_json_bounded(json);
-  if (document.problem != shaper::JsonProblem::kNone) {
-    diagnostics.push_back({document.where, "the runtime's info is not JSON: " + document.message});
-    return std::nullopt;
-  }
+  const std::optional<nlohmann::json> document =
+      shaper::parse_json_object(json, "the runtime's info", diagnostics);
+  if (!document) return std::nullopt;
   shaper::JsonReader r(diagnostics);
   const std::size_t before = diagnostics.size();
-  if (!document.value.is_object()) {
-    r.error("", "expected an object, found " + shaper::json_excerpt(document.value));
-    return std::nullopt;
-  }
   SandboxInfo out;
-  if (auto pid =
-          r.integer<pid_t>(document.value, "", "pid", 0, std::numeric_limits<pid_t>::max(), 0))
+  if (auto pid = r.integer<pid_t>(*document, "", "pid", 0, std::numeric_limits<pid_t>::max(), 0))
     out.pid = *pid;
-  read_spec_netns(r, document.value, out);
+  read_spec_netns(r, *document, out);
   if (diagnostics.size() != before) return std::nullopt;
   return out;
 }

@@ -141,3 +141,22 @@ TEST(JsonReader, TypeErrorsQuoteAnExcerptOfTheValue) {
 }
 
 }  // namespace
+
+TEST(JsonReader, AReplyIsReadAsOneObjectOrSaysWhatItIsNot) {
+  Diagnostics d;
+  const auto object = parse_json_object(R"({"pid": 12})", "the reply", d);
+  ASSERT_TRUE(object);
+  EXPECT_EQ(object->at("pid"), 12);
+  EXPECT_TRUE(d.empty());
+
+  EXPECT_FALSE(parse_json_object("{\n  \"pid\": ", "the runtime's info", d));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].where, "2:10");
+  EXPECT_EQ(d[0].message.rfind("the runtime's info is not JSON: ", 0), 0u) << d[0].message;
+  d.clear();
+
+  EXPECT_FALSE(parse_json_object("[1]", "the reply", d));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].where, "");
+  EXPECT_EQ(d[0].message, "expected an object, found [1]");
+}

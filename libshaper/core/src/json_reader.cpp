@@ -215,6 +215,20 @@ std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars) {
   return out;
 }
 
+std::optional<json> parse_json_object(std::string_view text, std::string_view what,
+                                      Diagnostics& out) {
+  JsonDocument document = parse_json_bounded(text);
+  if (document.problem != JsonProblem::kNone) {
+    out.push_back({document.where, std::string(what) + " is not JSON: " + document.message});
+    return std::nullopt;
+  }
+  if (!document.value.is_object()) {
+    JsonReader(out).error("", "expected an object, found " + json_excerpt(document.value));
+    return std::nullopt;
+  }
+  return std::move(document.value);
+}
+
 JsonDocument parse_json_bounded(std::string_view text, std::size_t max_depth) {
   JsonDocument doc;
   // nlohmann reads a NUL outside a string as the end of the input and would ignore what follows.

@@ -71,6 +71,12 @@ struct JsonDocument {
 // jitterctl's files, and capture JSON (mtr, iperf3).
 JsonDocument parse_json_bounded(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
 
+// The text as one JSON object (parse_json_bounded); nullopt, with a diagnostic in `out`, when it is
+// not JSON ("WHAT is not JSON: ...", at the error's place) or not an object. For replies read from
+// other programs: a runtime's API, the CRI.
+std::optional<nlohmann::json> parse_json_object(std::string_view text, std::string_view what,
+                                                Diagnostics& out);
+
 class JsonReader {
  public:
   using json = nlohmann::json;
