@@ -100,6 +100,10 @@ NetworkMode mode_of(v1::NamespaceMode mode) {
 // every sandbox on a busy node is at most a few MiB. Larger is not a runtime's answer.
 constexpr int kMaxReplyBytes = 16 * 1024 * 1024;
 
+void set_deadline(grpc::ClientContext& context, std::chrono::milliseconds timeout) {
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
 }  // namespace
 
 struct Client::Channel {
@@ -124,12 +128,6 @@ Client::Client(std::string socket_path, std::chrono::milliseconds timeout)
 Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
-
-namespace {
-void set_deadline(grpc::ClientContext& context, std::chrono::milliseconds timeout) {
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
-}
-}  // namespace
 
 RuntimeVersion Client::version() const {
   grpc::ClientContext context;
