@@ -382,7 +382,7 @@ TEST_F(E2eTarget, FollowNeedsANameThatSurvivesARestart) {
   const auto r = bed().ctl(
       {"apply", "--netns-path", "/proc/1/ns/net", "--follow", "eth0", jitterd_e2e::kProfileName});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("--follow needs --container or --netns"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--follow needs --container, --pod or --netns"), std::string::npos) << r.err;
 }
 
 // ---------------------------------------------------------------------------------------------
