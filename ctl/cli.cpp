@@ -552,7 +552,7 @@ int run_command(const Command& command, const std::vector<std::string>& words,
     const ParsedArgs args = command.online ? parse_options(words, {command.options, kGlobalOptions})
                                            : parse_options(words, {command.options});
     return command.handler(
-        {command.name, args, env.socket, out, err, env.host, std::span(env.ssh_command)});
+        {command.name, args, env.socket, out, err, env.host, &env.remote_commands});
   } catch (const UsageError& e) {
     err << "jitterctl " << name << ": " << e.what() << "\nusage: " << usage_line(command) << '\n';
     return kExitUsage;
@@ -606,7 +606,7 @@ void print_usage(std::ostream& out) {
 
 int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket,
                   std::ostream& out, std::ostream& err) {
-  return run_jitterctl(args, Environment{default_socket, "", {"ssh"}}, out, err);
+  return run_jitterctl(args, Environment{default_socket, "", {}}, out, err);
 }
 
 int run_jitterctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,

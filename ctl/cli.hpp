@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "remote_host.hpp"
 
 namespace jitterctl {
 
@@ -39,7 +40,7 @@ std::string usage_line(const Command& command);
 struct Environment {
   std::string socket;                    // $JITTERD_SOCKET, else the default path
   std::string host;                      // $JITTERD_HOST; "": the local socket
-  std::vector<std::string> ssh_command;  // $JITTERD_SSH's words, else {"ssh"}
+  RemoteCommands remote_commands;        // $JITTERD_SSH, $JITTERD_KUBECTL, $JITTERD_K8S_NAMESPACE
 };
 
 // Runs a command line (the words after "jitterctl") and returns the exit code (exit_codes.hpp).
