@@ -7,11 +7,11 @@
 #include <cstring>
 #include <thread>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "control_client.hpp"
@@ -28,8 +28,8 @@ using shaper::UniqueFd;
 
 // How long the child (ssh, kubectl) gets to end by itself after the client closed its end: the EOF
 // travels to the remote proxy, which half-closes jitterd's socket; jitterd closes a finished
-// connection and the proxy and the child exit within a round trip. A subscriber's connection is kept
-// open by jitterd after a half close, so that one ends by SIGTERM (ssh closes the session; the
+// connection and the proxy and the child exit within a round trip. A subscriber's connection is
+// kept open by jitterd after a half close, so that one ends by SIGTERM (ssh closes the session; the
 // remote proxy sees its stdout's reader leave). The conversation is over either way, so the wait is
 // short.
 constexpr auto kChildExitGrace = std::chrono::milliseconds(500);
@@ -66,8 +66,8 @@ struct SpawnSetup {
 };
 
 // The child gets `in_fd` as stdin, `out_fd` as stdout and the memfd as stderr; default signal
-// handling with nothing blocked (jitterctl blocks SIGINT and SIGTERM while it waits, and the mask is
-// inherited); a process group of its own, so that Ctrl-C reaches jitterctl only, which ends the
+// handling with nothing blocked (jitterctl blocks SIGINT and SIGTERM while it waits, and the mask
+// is inherited); a process group of its own, so that Ctrl-C reaches jitterctl only, which ends the
 // child itself.
 void prepare_spawn(SpawnSetup& s, int in_fd, int out_fd, int stderr_fd) {
   posix_spawn_file_actions_adddup2(&s.actions, in_fd, STDIN_FILENO);
@@ -92,8 +92,8 @@ std::string how_to_check(const RemoteHost& remote) {
 }
 
 UniqueFd new_memfd(const char* name, const std::string& what) {
-  return UniqueFd(static_cast<int>(
-      check_syscall(::memfd_create(name, MFD_CLOEXEC), "memfd_create", what)));
+  return UniqueFd(
+      static_cast<int>(check_syscall(::memfd_create(name, MFD_CLOEXEC), "memfd_create", what)));
 }
 
 // Spawns argv with the given stdio; throws ConnectError (with `install_hint`) when it cannot run.

@@ -60,8 +60,8 @@ class ChildTransport {
  public:
   // Spawns the child (posix_spawnp, no shell) and returns the client's end of the socket pair with
   // the transport that owns the child. Throws ConnectError when the child cannot be started.
-  static std::pair<shaper::UniqueFd, std::unique_ptr<ChildTransport>> start(const RemoteHost& remote,
-                                                                            ChildCommand command);
+  static std::pair<shaper::UniqueFd, std::unique_ptr<ChildTransport>> start(
+      const RemoteHost& remote, ChildCommand command);
   ChildTransport(const ChildTransport&) = delete;
   ChildTransport& operator=(const ChildTransport&) = delete;
   // The client's end is closed first (ControlClient's member order), so the child sees EOF and

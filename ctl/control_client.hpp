@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <functional>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -18,12 +18,12 @@
 
 #include <signal.h>
 
+#include "child_transport.hpp"
 #include "protocol/errors.hpp"
 #include "remote_host.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/quantities.hpp"
-#include "child_transport.hpp"
 
 namespace jitterctl {
 

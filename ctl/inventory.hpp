@@ -31,10 +31,10 @@ struct FleetTarget {
 };
 
 struct FleetHost {
-  std::string name;                  // for people and the tables; default: the address
+  std::string name;  // for people and the tables; default: the address
   // set: over ssh or kubectl exec ("host": "ssh://..." or "k8s://NODE")
   std::optional<RemoteHost> remote;
-  std::string socket;                // otherwise: the local socket ("socket": "/run/...")
+  std::string socket;  // otherwise: the local socket ("socket": "/run/...")
   std::string interface;
   std::optional<FleetTarget> target;
   std::string profile;  // "": the command line's

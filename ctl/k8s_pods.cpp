@@ -60,8 +60,10 @@ std::vector<JitterdPod> read_pod_list(const RemoteHost& remote, const std::strin
   const Json* items = member(&list, "items");
   if (list.is_discarded() || !items || !items->is_array()) {
     const std::string start = json_text.substr(0, std::min<std::size_t>(json_text.size(), 80));
-    throw lookup_error(remote, "kubectl get pods printed no pod list (expected JSON with \"items\"; "
-                               "it printed \"" + start + (json_text.size() > 80 ? "…" : "") + "\")");
+    throw lookup_error(remote,
+                       "kubectl get pods printed no pod list (expected JSON with \"items\"; "
+                       "it printed \"" +
+                           start + (json_text.size() > 80 ? "…" : "") + "\")");
   }
   std::vector<JitterdPod> pods;
   for (const Json& item : *items) {
@@ -76,8 +78,8 @@ std::vector<JitterdPod> read_pod_list(const RemoteHost& remote, const std::strin
     pod.ready = ready_condition(status);
     // The name goes into kubectl's argv: it must be what Kubernetes allows, never an option.
     if (!is_dns1123_subdomain(pod.name))
-      throw lookup_error(remote, "kubectl get pods listed a pod named \"" +
-                                     pod.name.substr(0, 80) + "\", not a Kubernetes name");
+      throw lookup_error(remote, "kubectl get pods listed a pod named \"" + pod.name.substr(0, 80) +
+                                     "\", not a Kubernetes name");
     pods.push_back(std::move(pod));
   }
   return pods;
@@ -109,8 +111,10 @@ PodChoice choose_pod(const RemoteHost& remote, const RemoteCommands& commands,
     for (const JitterdPod* p : running) {
       if (p == best) continue;
       others += (others.empty() ? "" : ", ") + p->name + " (" +
-                (p->terminating ? "terminating" : p->ready ? "Ready" : "not Ready") + ", created " +
-                p->created + ")";
+                (p->terminating ? "terminating"
+                 : p->ready     ? "Ready"
+                                : "not Ready") +
+                ", created " + p->created + ")";
     }
     choice.note = remote.url() + ": " + std::to_string(running.size()) +
                   " Running jitterd pods on node " + remote.host + " (a rolling update?): using " +
@@ -134,11 +138,10 @@ std::string find_jitterd_pod(const RemoteHost& remote, const RemoteCommands& com
                 limit, kMaxPodListBytes);
   const std::string check = "; check with: " + command_line_for_people(argv);
   if (!run.status) {
-    throw ConnectError("cannot reach jitterd on " + remote.url() +
-                           ": kubectl get pods did not answer within " +
-                           shaper::format_duration(limit) + " (is the API server reachable?)" +
-                           check,
-                       ETIMEDOUT);
+    throw ConnectError(
+        "cannot reach jitterd on " + remote.url() + ": kubectl get pods did not answer within " +
+            shaper::format_duration(limit) + " (is the API server reachable?)" + check,
+        ETIMEDOUT);
   }
   if (!WIFEXITED(*run.status) || WEXITSTATUS(*run.status) != 0) {
     const std::string how = WIFEXITED(*run.status)
@@ -149,8 +152,8 @@ std::string find_jitterd_pod(const RemoteHost& remote, const RemoteCommands& com
                                    check);
   }
   if (run.out_truncated)
-    throw lookup_error(remote, "kubectl get pods printed more than 4 MiB; not one node's pods" +
-                                   check);
+    throw lookup_error(remote,
+                       "kubectl get pods printed more than 4 MiB; not one node's pods" + check);
   const PodChoice choice = choose_pod(remote, commands, read_pod_list(remote, run.out));
   if (!choice.note.empty() && note) note(choice.note);
   return choice.pod;

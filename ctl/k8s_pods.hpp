@@ -1,9 +1,10 @@
 #pragma once
 // Which pod `jitterctl --host k8s://NODE` runs `jitterctl proxy` in: the Running jitterd pod of the
-// DaemonSet (deploy/kubernetes) on node NODE, found with `kubectl get pods ... -o json`, whose reply
-// is read here into typed structs (the only fields used: name, creation time, deletion mark, phase,
-// Ready condition). During a rolling update a node can have two Running pods for a moment (the old
-// one terminating, or a new one not yet Ready): the newest Ready one that is not being deleted wins.
+// DaemonSet (deploy/kubernetes) on node NODE, found with `kubectl get pods ... -o json`, whose
+// reply is read here into typed structs (the only fields used: name, creation time, deletion mark,
+// phase, Ready condition). During a rolling update a node can have two Running pods for a moment
+// (the old one terminating, or a new one not yet Ready): the newest Ready one that is not being
+// deleted wins.
 
 #include <functional>
 #include <optional>
@@ -18,8 +19,8 @@ namespace jitterctl {
 // One item of `kubectl get pods -o json`, as far as the choice needs it.
 struct JitterdPod {
   std::string name;
-  std::string created;  // metadata.creationTimestamp, RFC 3339 UTC ("2026-12-05T14:12:40Z")
-  bool ready = false;   // status.conditions[type=Ready].status == "True"
+  std::string created;       // metadata.creationTimestamp, RFC 3339 UTC ("2026-12-05T14:12:40Z")
+  bool ready = false;        // status.conditions[type=Ready].status == "True"
   bool terminating = false;  // metadata.deletionTimestamp is set
   std::string phase;         // status.phase
 };

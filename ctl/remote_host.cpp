@@ -215,10 +215,10 @@ std::string k8s_namespace_of(const char* environment_value) {
 std::vector<std::string> kubectl_get_pods_argv(const RemoteHost& remote,
                                                const RemoteCommands& commands) {
   std::vector<std::string> argv = commands.kubectl;
-  argv.insert(argv.end(), {"get", "pods", "--namespace", commands.k8s_namespace, "--selector",
-                           std::string(kJitterdPodSelector), "--field-selector",
-                           "spec.nodeName=" + remote.host + ",status.phase=Running", "--output",
-                           "json"});
+  argv.insert(argv.end(),
+              {"get", "pods", "--namespace", commands.k8s_namespace, "--selector",
+               std::string(kJitterdPodSelector), "--field-selector",
+               "spec.nodeName=" + remote.host + ",status.phase=Running", "--output", "json"});
   return argv;
 }
 

@@ -6,8 +6,8 @@
 //                                      line that sshd hands to the remote user's shell, so the
 //                                      socket path in it is single-quoted;
 //   k8s://NODE[/socket]                `kubectl exec --stdin ... POD -- jitterctl proxy ...` into
-//                                      the Running jitterd pod of Kubernetes node NODE (k8s_pods.hpp
-//                                      finds it); an argv, no shell anywhere.
+//                                      the Running jitterd pod of Kubernetes node NODE
+//                                      (k8s_pods.hpp finds it); an argv, no shell anywhere.
 // No shell is involved on this side either (posix_spawn).
 
 #include <cstdint>
@@ -24,7 +24,7 @@ enum class Transport { kSsh, kKubernetes };
 // ssh://[user@]host[:port][/remote/socket/path] or k8s://NODE[/socket/path in the pod]
 struct RemoteHost {
   Transport transport = Transport::kSsh;
-  std::string user;                   // empty: ssh's default (~/.ssh/config, then the local user)
+  std::string user;  // empty: ssh's default (~/.ssh/config, then the local user)
   // ssh: a name, an IPv4 address, or an IPv6 address without []; k8s: the node's name (a DNS-1123
   // subdomain, checked).
   std::string host;
@@ -54,8 +54,8 @@ inline constexpr std::string_view kJitterdContainer = "jitterd";
 // URL).
 RemoteHost parse_host_url(std::string_view url);
 
-// Whether `name` is a DNS-1123 subdomain as Kubernetes names nodes, pods and namespaces: at most 253
-// characters of [a-z0-9.-], dot-separated labels that start and end with [a-z0-9].
+// Whether `name` is a DNS-1123 subdomain as Kubernetes names nodes, pods and namespaces: at most
+// 253 characters of [a-z0-9.-], dot-separated labels that start and end with [a-z0-9].
 bool is_dns1123_subdomain(std::string_view name);
 
 // The remote command: "jitterctl proxy" plus " --socket 'PATH'" when the URL named a socket.

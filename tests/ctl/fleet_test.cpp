@@ -77,8 +77,8 @@ TEST(Inventory, ReadsKubernetesNodesLikeSshHosts) {
   EXPECT_EQ(inv.hosts[0].name, "k8s://node-a");
   EXPECT_EQ(inv.hosts[0].probe_address, "node-a") << "the node's name, as the ssh host is";
   EXPECT_EQ(inv.hosts[1].remote->socket_path, "/run/j.sock");
-  const auto bad = problems_of(
-      R"({"version": 1, "hosts": [{"host": "k8s://Node_A", "interface": "eth0"}]})");
+  const auto bad =
+      problems_of(R"({"version": 1, "hosts": [{"host": "k8s://Node_A", "interface": "eth0"}]})");
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_EQ(bad.front().where, "/hosts/0/host");
   EXPECT_NE(bad.front().message.find("not a Kubernetes node name"), std::string::npos);

@@ -89,17 +89,16 @@ TEST(K8sUrl, KubectlArgvHasNoShellAnywhere) {
   commands.k8s_namespace = "chaos";
   const RemoteHost r = parse_host_url("k8s://node-a/tmp/it's.sock");
   EXPECT_EQ(kubectl_get_pods_argv(r, commands),
-            (std::vector<std::string>{"kubectl", "--context", "lab", "get", "pods", "--namespace",
-                                      "chaos", "--selector", "app.kubernetes.io/name=jitterd",
-                                      "--field-selector",
-                                      "spec.nodeName=node-a,status.phase=Running", "--output",
-                                      "json"}));
+            (std::vector<std::string>{
+                "kubectl", "--context", "lab", "get", "pods", "--namespace", "chaos", "--selector",
+                "app.kubernetes.io/name=jitterd", "--field-selector",
+                "spec.nodeName=node-a,status.phase=Running", "--output", "json"}));
   // The path is one argv word: no quoting, since no shell reads it.
-  EXPECT_EQ(kubectl_exec_argv(r, commands, "jitterd-7xk2p"),
-            (std::vector<std::string>{"kubectl", "--context", "lab", "exec", "--stdin",
-                                      "--namespace", "chaos", "--container", "jitterd",
-                                      "jitterd-7xk2p", "--", "jitterctl", "proxy", "--socket",
-                                      "/tmp/it's.sock"}));
+  EXPECT_EQ(
+      kubectl_exec_argv(r, commands, "jitterd-7xk2p"),
+      (std::vector<std::string>{"kubectl", "--context", "lab", "exec", "--stdin", "--namespace",
+                                "chaos", "--container", "jitterd", "jitterd-7xk2p", "--",
+                                "jitterctl", "proxy", "--socket", "/tmp/it's.sock"}));
   EXPECT_EQ(kubectl_exec_argv(parse_host_url("k8s://n"), RemoteCommands{}, "p"),
             (std::vector<std::string>{"kubectl", "exec", "--stdin", "--namespace", "jitterd",
                                       "--container", "jitterd", "p", "--", "jitterctl", "proxy"}));
@@ -111,10 +110,11 @@ TEST(K8sUrl, KubectlArgvHasNoShellAnywhere) {
             "kubectl exec --socket '/tmp/it'\\''s.sock' 'a b'");
 }
 
-// ---- The pod list --------------------------------------------------------------------------------
+// ---- The pod list
+// --------------------------------------------------------------------------------
 
-// One item as `kubectl get pods -o json` prints it (kubectl 1.32 against a v1.30 API server, trimmed
-// to the fields read and a few beside them that must be ignored).
+// One item as `kubectl get pods -o json` prints it (kubectl 1.32 against a v1.30 API server,
+// trimmed to the fields read and a few beside them that must be ignored).
 Json pod_item(const std::string& name, const std::string& created, bool ready,
               bool terminating = false, const std::string& phase = "Running") {
   Json item = {
@@ -128,15 +128,15 @@ Json pod_item(const std::string& name, const std::string& created, bool ready,
       {"spec", {{"nodeName", "node-a"}}},
       {"status",
        {{"phase", phase},
-        {"conditions",
-         Json::array({{{"type", "Initialized"}, {"status", "True"}},
-                      {{"type", "Ready"}, {"status", ready ? "True" : "False"}}})}}}};
+        {"conditions", Json::array({{{"type", "Initialized"}, {"status", "True"}},
+                                    {{"type", "Ready"}, {"status", ready ? "True" : "False"}}})}}}};
   if (terminating) item["metadata"]["deletionTimestamp"] = "2026-12-05T14:00:30Z";
   return item;
 }
 
 std::string pod_list(const Json& items) {
-  return Json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}, {"metadata", Json::object()}}
+  return Json{
+      {"apiVersion", "v1"}, {"kind", "List"}, {"items", items}, {"metadata", Json::object()}}
       .dump(4);
 }
 
@@ -224,7 +224,8 @@ TEST(K8sPods, NoRunningPodNamesNodeNamespaceSelectorAndTheCommandToLook) {
   }
 }
 
-// ---- ControlClient over a fake kubectl -----------------------------------------------------------
+// ---- ControlClient over a fake kubectl
+// -----------------------------------------------------------
 
 // A script standing in for kubectl: every call's arguments go to <dir>/calls (one line each), then
 // a leading "--context NAME" is passed over;
@@ -348,9 +349,9 @@ TEST(K8sTransport, KubectlsOwnFailuresQuoteItsLastLine) {
                 "app.kubernetes.io/name=jitterd --field-selector "
                 "spec.nodeName=node-a,status.phase=Running --output json");
   const FakeKubectl garbled("echo jitterd-7xk2p");
-  EXPECT_NE(connect_failure(garbled.options("k8s://node-a"))
-                .find("kubectl get pods printed no pod list"),
-            std::string::npos);
+  EXPECT_NE(
+      connect_failure(garbled.options("k8s://node-a")).find("kubectl get pods printed no pod list"),
+      std::string::npos);
 }
 
 TEST(K8sTransport, TheProxysFailureInThePodIsQuotedNotKubectlsExitLine) {

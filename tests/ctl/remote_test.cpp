@@ -13,12 +13,12 @@
 #include <sstream>
 #include <thread>
 
+#include "child_transport.hpp"
 #include "control_client.hpp"
 #include "fake_jitterd.hpp"
 #include "options.hpp"
 #include "proxy.hpp"
 #include "remote_host.hpp"
-#include "child_transport.hpp"
 
 namespace jitterctl {
 namespace {
