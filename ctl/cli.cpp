@@ -30,10 +30,11 @@ constexpr Option kGlobalOptions[] = {
      .type = kText,
      .help = "jitterd's socket (default: $JITTERD_SOCKET, else /run/jitterd/jitterd.sock)"},
     {.name = "--host",
-     .value = "ssh://[USER@]HOST[:PORT][/SOCKET]",
+     .value = "ssh://[USER@]HOST[:PORT][/SOCKET]|k8s://NODE[/SOCKET]",
      .type = kText,
-     .help = "jitterd on another host, through ssh and `jitterctl proxy` there (default: "
-             "$JITTERD_HOST)"},
+     .help = "jitterd on another host, through ssh and `jitterctl proxy` there, or through "
+             "`kubectl exec` into the jitterd pod of Kubernetes node NODE ($JITTERD_KUBECTL, "
+             "$JITTERD_K8S_NAMESPACE) (default: $JITTERD_HOST)"},
     {.name = "--json",
      .help = "print the reply's result as JSON (subscribe: one compact event per line)"},
     {.name = "--timeout",
@@ -552,7 +553,7 @@ int run_command(const Command& command, const std::vector<std::string>& words,
     const ParsedArgs args = command.online ? parse_options(words, {command.options, kGlobalOptions})
                                            : parse_options(words, {command.options});
     return command.handler(
-        {command.name, args, env.socket, out, err, env.host, std::span(env.ssh_command)});
+        {command.name, args, env.socket, out, err, env.host, &env.remote_commands});
   } catch (const UsageError& e) {
     err << "jitterctl " << name << ": " << e.what() << "\nusage: " << usage_line(command) << '\n';
     return kExitUsage;
@@ -593,7 +594,8 @@ void print_command_usage(const Command& command, std::ostream& out) {
 }
 
 void print_usage(std::ostream& out) {
-  out << "usage: jitterctl [--socket PATH | --host ssh://HOST] [--json] [--timeout DURATION] "
+  out << "usage: jitterctl [--socket PATH | --host ssh://HOST|k8s://NODE] [--json] "
+         "[--timeout DURATION] "
          "COMMAND [ARGS]\n\n"
          "Talking to jitterd (global options may also follow the command):\n";
   print_command_lines(true, out);
@@ -606,7 +608,7 @@ void print_usage(std::ostream& out) {
 
 int run_jitterctl(const std::vector<std::string>& args, const std::string& default_socket,
                   std::ostream& out, std::ostream& err) {
-  return run_jitterctl(args, Environment{default_socket, "", {"ssh"}}, out, err);
+  return run_jitterctl(args, Environment{default_socket, "", {}}, out, err);
 }
 
 int run_jitterctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,

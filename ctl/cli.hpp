@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "remote_host.hpp"
 
 namespace jitterctl {
 
@@ -37,9 +38,9 @@ std::string usage_line(const Command& command);
 
 // What jitterctl reads from its environment, once, in main.
 struct Environment {
-  std::string socket;                    // $JITTERD_SOCKET, else the default path
-  std::string host;                      // $JITTERD_HOST; "": the local socket
-  std::vector<std::string> ssh_command;  // $JITTERD_SSH's words, else {"ssh"}
+  std::string socket;              // $JITTERD_SOCKET, else the default path
+  std::string host;                // $JITTERD_HOST; "": the local socket
+  RemoteCommands remote_commands;  // $JITTERD_SSH, $JITTERD_KUBECTL, $JITTERD_K8S_NAMESPACE
 };
 
 // Runs a command line (the words after "jitterctl") and returns the exit code (exit_codes.hpp).

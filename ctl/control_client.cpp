@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "k8s_pods.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/json_reader.hpp"
 
@@ -180,9 +181,16 @@ ControlClient ControlClient::connect(const ClientOptions& options) {
   if (!options.remote) {
     return ControlClient(connect_unix_socket(options.socket_path, options.timeout), options);
   }
-  // Over ssh nothing is known until the first reply: ssh's failures show as the stream's end,
-  // which explain_end turns into a message.
-  auto [fd, tunnel] = SshTunnel::start(*options.remote, options.ssh_command);
+  // Over ssh or kubectl exec nothing is known until the first reply: the child's failures show as
+  // the stream's end, which explain_end turns into a message. A k8s:// URL first needs its pod.
+  const RemoteHost& remote = *options.remote;
+  ChildCommand command =
+      remote.transport == Transport::kKubernetes
+          ? kubectl_child_command(
+                remote, options.commands,
+                find_jitterd_pod(remote, options.commands, options.timeout, options.note))
+          : ssh_child_command(remote, options.commands);
+  auto [fd, tunnel] = ChildTransport::start(remote, std::move(command));
   const timeval tv = to_timeval(options.timeout);
   check_syscall(::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv),
                 "setsockopt SO_SNDTIMEO", options.remote->url());

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,12 +18,12 @@
 
 #include <signal.h>
 
+#include "child_transport.hpp"
 #include "protocol/errors.hpp"
 #include "remote_host.hpp"
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
 #include "shaper/quantities.hpp"
-#include "ssh_tunnel.hpp"
 
 namespace jitterctl {
 
@@ -117,10 +118,15 @@ struct ClientOptions {
   std::string socket_path = kDefaultSocketPath;
   shaper::Nanoseconds timeout = kDefaultTimeout;  // for connecting, sending and each reply
   int interrupt_fd = -1;  // when >= 0 and readable, every wait throws Interrupted
-  // Set: jitterd on another host, through `ssh HOST jitterctl proxy` (socket_path is unused; the
-  // remote socket is the URL's path). ssh_command: $JITTERD_SSH's words, "ssh" by default.
+  // Set: jitterd on another host, through `ssh HOST jitterctl proxy` or `kubectl exec POD --
+  // jitterctl proxy` (socket_path is unused; the remote socket is the URL's path). commands: the
+  // ssh and kubectl command words and the Kubernetes namespace ($JITTERD_SSH, $JITTERD_KUBECTL,
+  // $JITTERD_K8S_NAMESPACE).
   std::optional<RemoteHost> remote;
-  std::vector<std::string> ssh_command{"ssh"};
+  RemoteCommands commands;
+  // Told what is worth knowing but no failure (which of several pods a k8s:// URL took); unset:
+  // nothing is said.
+  std::function<void(const std::string&)> note;
 };
 
 // A stream socket connected to jitterd's Unix socket at `path`, sends bounded by `timeout`
@@ -144,13 +150,15 @@ class ControlClient {
   // when the deadline passed. Throws ConnectionClosed when jitterd closes the connection.
   std::optional<nlohmann::json> next_event(std::optional<Clock::time_point> deadline);
 
-  // Where jitterd is, for people: the socket path, or the ssh:// URL.
+  // Where jitterd is, for people: the socket path, or the ssh:// or k8s:// URL.
   std::string endpoint() const;
 
  private:
-  ControlClient(UniqueFd fd, ClientOptions options, std::unique_ptr<SshTunnel> tunnel = nullptr)
+  ControlClient(UniqueFd fd, ClientOptions options,
+                std::unique_ptr<ChildTransport> tunnel = nullptr)
       : tunnel_(std::move(tunnel)), fd_(std::move(fd)), options_(std::move(options)) {}
-  // The stream ended: over ssh, says why when ssh or the remote proxy failed (ConnectError).
+  // The stream ended: over ssh or kubectl, says why when the child or the remote proxy failed
+  // (ConnectError).
   void explain_end();
 
   void send_line(const std::string& line);
@@ -160,8 +168,8 @@ class ControlClient {
   bool wait_readable(std::optional<Clock::time_point> deadline);
   void queue_event(nlohmann::json event);
 
-  // Declared before fd_ so that it is destroyed after it: ssh sees the stream's end first.
-  std::unique_ptr<SshTunnel> tunnel_;
+  // Declared before fd_ so that it is destroyed after it: the child sees the stream's end first.
+  std::unique_ptr<ChildTransport> tunnel_;
   UniqueFd fd_;
   ClientOptions options_;
   std::string buffer_;        // bytes read but not yet returned as lines

@@ -132,6 +132,18 @@ void read_result(Member& m, Read&& read) {
   }
 }
 
+// The ssh and kubectl commands for every host of `inventory`; a bad $JITTERD_K8S_NAMESPACE stops
+// the run before any host is contacted when the inventory has a k8s:// host. A note about a pod
+// choice (a rolling update on a node) goes to stderr, naming the host by its URL.
+void use_remote_commands(const Inventory& inventory, const Invocation& inv, ClientOptions& base) {
+  if (inv.remote_commands) base.commands = *inv.remote_commands;
+  const bool k8s = std::any_of(inventory.hosts.begin(), inventory.hosts.end(), [](const auto& h) {
+    return h.remote && h.remote->transport == Transport::kKubernetes;
+  });
+  if (k8s) check_k8s_namespace(base.commands.k8s_namespace);
+  base.note = [&err = inv.err](const std::string& line) { err << "jitterctl: " << line << '\n'; };
+}
+
 void connect_all(std::vector<Member>& members, const ClientOptions& base) {
   for (Member& m : members) {
     ClientOptions options = base;
@@ -674,8 +686,7 @@ int run_fleet(const Invocation& inv) {
   const Inventory inventory = load_inventory(*path);
   ClientOptions base;
   base.timeout = inv.args.duration("--timeout").value_or(kDefaultTimeout);
-  if (!inv.ssh_command.empty())
-    base.ssh_command.assign(inv.ssh_command.begin(), inv.ssh_command.end());
+  use_remote_commands(inventory, inv, base);
   std::vector<Member> members(inventory.hosts.size());
   for (std::size_t i = 0; i < members.size(); ++i) {
     members[i].host = &inventory.hosts[i];
@@ -946,8 +957,7 @@ FleetProbeRun probe_fleet(const Invocation& inv, const FleetProbeOptions& option
   ClientOptions base;
   const Nanoseconds probing = options.interval * options.count + kProbeWait + kProbeReplyMargin;
   base.timeout = std::max(inv.args.duration("--timeout").value_or(kDefaultTimeout), probing);
-  if (!inv.ssh_command.empty())
-    base.ssh_command.assign(inv.ssh_command.begin(), inv.ssh_command.end());
+  use_remote_commands(inventory, inv, base);
   std::vector<Member> members(inventory.hosts.size());
   for (std::size_t i = 0; i < members.size(); ++i) members[i].host = &inventory.hosts[i];
   connect_all(members, base);

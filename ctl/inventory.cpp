@@ -55,8 +55,8 @@ FleetHost read_host(JsonReader& r, const Json& host, const std::string& p) {
   out.socket = r.string(host, p, "socket", false, kMaxPath).value_or("");
   if (url.empty() == out.socket.empty()) {
     r.error(p,
-            "give \"host\": \"ssh://[user@]host[:port][/socket]\" or \"socket\": a local "
-            "jitterd's socket path, one of them");
+            "give \"host\": \"ssh://[user@]host[:port][/socket]\" or \"k8s://NODE[/socket]\", "
+            "or \"socket\": a local jitterd's socket path, one of them");
   } else if (!url.empty()) {
     try {
       out.remote = parse_host_url(url);

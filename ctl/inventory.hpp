@@ -18,7 +18,7 @@ namespace jitterctl {
 // An inventory larger than this is not one (16 hosts take 2 KiB; a thousand fit in 1 MiB).
 inline constexpr std::size_t kMaxInventoryBytes = 1024 * 1024;
 // A fleet of more hosts than this would hold more ssh connections open at once than a client
-// should (each is an ssh process and two pipes).
+// should (each is an ssh or kubectl process and two pipes).
 inline constexpr std::size_t kMaxFleetHosts = 256;
 
 // Where the interface is, beyond the jitterd's own namespace: the protocol's "target"
@@ -31,14 +31,16 @@ struct FleetTarget {
 };
 
 struct FleetHost {
-  std::string name;                  // for people and the tables; default: the address
-  std::optional<RemoteHost> remote;  // set: over ssh ("host": "ssh://...")
-  std::string socket;                // otherwise: the local socket ("socket": "/run/...")
+  std::string name;  // for people and the tables; default: the address
+  // set: over ssh or kubectl exec ("host": "ssh://..." or "k8s://NODE")
+  std::optional<RemoteHost> remote;
+  std::string socket;  // otherwise: the local socket ("socket": "/run/...")
   std::string interface;
   std::optional<FleetTarget> target;
   std::string profile;  // "": the command line's
   // Where the other hosts' probes reach this one (`fleet validate`): an IPv4 address or a name
-  // that resolves to one; default: the host part of `remote`'s URL, "" for a local socket.
+  // that resolves to one; default: the host part of `remote`'s URL (a k8s:// node's name), "" for
+  // a local socket.
   std::string probe_address;
 };
 

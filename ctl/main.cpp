@@ -12,9 +12,12 @@
 int main(int argc, char** argv) {
   // The environment is read here, once, so that the commands themselves depend only on arguments.
   const char* host = std::getenv("JITTERD_HOST");
-  const jitterctl::Environment env{jitterctl::default_socket_path(std::getenv("JITTERD_SOCKET")),
-                                   host ? host : "",
-                                   jitterctl::ssh_command_words(std::getenv("JITTERD_SSH"))};
+  const jitterctl::Environment env{
+      jitterctl::default_socket_path(std::getenv("JITTERD_SOCKET")),
+      host ? host : "",
+      {jitterctl::ssh_command_words(std::getenv("JITTERD_SSH")),
+       jitterctl::kubectl_command_words(std::getenv("JITTERD_KUBECTL")),
+       jitterctl::k8s_namespace_of(std::getenv("JITTERD_K8S_NAMESPACE"))}};
   return jitterctl::run_jitterctl(std::vector<std::string>(argv + 1, argv + argc), env, std::cout,
                                   std::cerr);
 }

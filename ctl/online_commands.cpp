@@ -84,10 +84,16 @@ Settings settings_of(const Invocation& inv) {
   const std::string host = inv.args.text("--host").value_or(std::string(inv.default_host));
   if (!host.empty()) {
     if (inv.args.has("--socket"))
-      throw UsageError("with --host, name the remote socket in the URL: ssh://HOST/run/x.sock");
+      throw UsageError(
+          "with --host, name the remote socket in the URL: ssh://HOST/run/x.sock, "
+          "k8s://NODE/run/x.sock");
     settings.client.remote = parse_host_url(host);
-    if (!inv.ssh_command.empty())
-      settings.client.ssh_command.assign(inv.ssh_command.begin(), inv.ssh_command.end());
+    if (inv.remote_commands) settings.client.commands = *inv.remote_commands;
+    if (settings.client.remote->transport == Transport::kKubernetes)
+      check_k8s_namespace(settings.client.commands.k8s_namespace);
+    settings.client.note = [&err = inv.err](const std::string& line) {
+      err << "jitterctl: " << line << '\n';
+    };
   }
   if (const auto timeout = inv.args.duration("--timeout")) settings.client.timeout = *timeout;
   settings.json = inv.args.has("--json");

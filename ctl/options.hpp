@@ -20,6 +20,8 @@
 
 namespace jitterctl {
 
+struct RemoteCommands;  // remote_host.hpp
+
 // A bad command line: jitterctl prints it with the command's usage and exits with kExitUsage.
 class UsageError : public std::runtime_error {
  public:
@@ -120,9 +122,10 @@ struct Invocation {
   const std::string& default_socket;
   std::ostream& out;
   std::ostream& err;
-  // $JITTERD_HOST ("": the local socket) and $JITTERD_SSH's words, read once by main.
+  // $JITTERD_HOST ("": the local socket) and the ssh and kubectl commands ($JITTERD_SSH,
+  // $JITTERD_KUBECTL, $JITTERD_K8S_NAMESPACE), read once by main; nullptr: the defaults.
   std::string_view default_host = {};
-  std::span<const std::string> ssh_command = {};
+  const RemoteCommands* remote_commands = nullptr;
 };
 
 }  // namespace jitterctl

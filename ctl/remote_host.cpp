@@ -10,6 +10,10 @@ namespace jitterctl {
 namespace {
 
 constexpr std::string_view kScheme = "ssh://";
+constexpr std::string_view kK8sScheme = "k8s://";
+// Kubernetes' own limits (apimachinery's validation): a DNS-1123 subdomain, a DNS-1123 label.
+constexpr std::size_t kMaxSubdomain = 253;
+constexpr std::size_t kMaxLabel = 63;
 
 // ssh reads a word that starts with '-' as an option, whatever comes after it on its command line;
 // "--" in ssh_argv stops that for the host, and this refuses such a user or host outright.
@@ -66,9 +70,76 @@ std::string shell_quote(std::string_view text) {
   return quoted + "'";
 }
 
+bool lower_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+// k8s://NODE[/socket]: no user, no port (kubectl exec has neither), NODE a node's name.
+RemoteHost parse_k8s_url(std::string_view url) {
+  const std::string_view rest = url.substr(kK8sScheme.size());
+  const auto slash = rest.find('/');
+  RemoteHost remote;
+  remote.transport = Transport::kKubernetes;
+  remote.host = std::string(rest.substr(0, slash));
+  if (slash != std::string_view::npos) remote.socket_path = std::string(rest.substr(slash));
+  const std::string quoted = "--host \"" + std::string(url) + "\": ";
+  if (remote.socket_path.find_first_of("?#") != std::string::npos ||
+      remote.host.find_first_of("?#") != std::string::npos)
+    throw UsageError(quoted + "no query or fragment is taken");
+  if (remote.host.find_first_of("@:") != std::string::npos)
+    throw UsageError(quoted +
+                     "a user or port means nothing to kubectl exec; give k8s://NODE[/socket]");
+  if (remote.host.empty()) throw UsageError(quoted + "which node? give k8s://NODE[/socket]");
+  if (!is_dns1123_subdomain(remote.host))
+    throw UsageError(quoted + "\"" + remote.host +
+                     "\" is not a Kubernetes node name (lower-case letters, digits, '-' and '.', "
+                     "at most 253; as `kubectl get nodes` lists them)");
+  refuse_option_like("socket path", remote.socket_path, url);
+  return remote;
+}
+
+std::vector<std::string> words_of(const char* environment_value, const char* fallback) {
+  std::vector<std::string> words;
+  const std::string_view text = environment_value ? environment_value : "";
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const auto start = text.find_first_not_of(" \t", at);
+    if (start == std::string_view::npos) break;
+    const auto end = std::min(text.find_first_of(" \t", start), text.size());
+    words.emplace_back(text.substr(start, end - start));
+    at = end;
+  }
+  if (words.empty()) words.emplace_back(fallback);
+  return words;
+}
+
 }  // namespace
 
+bool is_dns1123_subdomain(std::string_view name) {
+  if (name.empty() || name.size() > kMaxSubdomain) return false;
+  std::size_t start = 0;
+  for (;;) {
+    const auto dot = std::min(name.find('.', start), name.size());
+    const std::string_view label = name.substr(start, dot - start);
+    if (label.empty() || !lower_alnum(label.front()) || !lower_alnum(label.back())) return false;
+    if (!std::all_of(label.begin(), label.end(), [](char c) { return lower_alnum(c) || c == '-'; }))
+      return false;
+    if (dot == name.size()) return true;
+    start = dot + 1;
+  }
+}
+
+void check_k8s_namespace(std::string_view name) {
+  if (name.size() > kMaxLabel || name.find('.') != std::string_view::npos ||
+      !is_dns1123_subdomain(name)) {
+    throw UsageError("$JITTERD_K8S_NAMESPACE \"" + std::string(name) +
+                     "\" is not a Kubernetes namespace name (lower-case letters, digits and '-', "
+                     "at most 63)");
+  }
+}
+
 std::string RemoteHost::url() const {
+  if (transport == Transport::kKubernetes) return std::string(kK8sScheme) + host + socket_path;
   std::string text(kScheme);
   if (!user.empty()) text += user + "@";
   text += host.find(':') == std::string::npos ? host : "[" + host + "]";
@@ -77,6 +148,7 @@ std::string RemoteHost::url() const {
 }
 
 RemoteHost parse_host_url(std::string_view url) {
+  if (url.starts_with(kK8sScheme)) return parse_k8s_url(url);
   if (!url.starts_with(kScheme)) {
     const auto scheme_end = url.find("://");
     throw UsageError(
@@ -84,7 +156,7 @@ RemoteHost parse_host_url(std::string_view url) {
         (scheme_end == std::string_view::npos
              ? std::string("not a URL")
              : "unsupported scheme \"" + std::string(url.substr(0, scheme_end)) + "\"") +
-        "; give ssh://[user@]host[:port][/socket/path]");
+        "; give ssh://[user@]host[:port][/socket/path] or k8s://NODE[/socket/path]");
   }
   const std::string_view rest = url.substr(kScheme.size());
   const auto slash = rest.find('/');
@@ -128,18 +200,49 @@ std::vector<std::string> ssh_argv(const RemoteHost& remote,
 }
 
 std::vector<std::string> ssh_command_words(const char* environment_value) {
-  std::vector<std::string> words;
-  const std::string_view text = environment_value ? environment_value : "";
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const auto start = text.find_first_not_of(" \t", at);
-    if (start == std::string_view::npos) break;
-    const auto end = std::min(text.find_first_of(" \t", start), text.size());
-    words.emplace_back(text.substr(start, end - start));
-    at = end;
+  return words_of(environment_value, "ssh");
+}
+
+std::vector<std::string> kubectl_command_words(const char* environment_value) {
+  return words_of(environment_value, "kubectl");
+}
+
+std::string k8s_namespace_of(const char* environment_value) {
+  return environment_value && *environment_value ? std::string(environment_value)
+                                                 : std::string(kDefaultK8sNamespace);
+}
+
+std::vector<std::string> kubectl_get_pods_argv(const RemoteHost& remote,
+                                               const RemoteCommands& commands) {
+  std::vector<std::string> argv = commands.kubectl;
+  argv.insert(argv.end(),
+              {"get", "pods", "--namespace", commands.k8s_namespace, "--selector",
+               std::string(kJitterdPodSelector), "--field-selector",
+               "spec.nodeName=" + remote.host + ",status.phase=Running", "--output", "json"});
+  return argv;
+}
+
+std::vector<std::string> kubectl_exec_argv(const RemoteHost& remote, const RemoteCommands& commands,
+                                           const std::string& pod) {
+  std::vector<std::string> argv = commands.kubectl;
+  // --stdin: the protocol flows in; no --tty (bytes, not a session). The command is an argv that
+  // the container runtime execs: no shell in the pod either, so the path is not quoted.
+  argv.insert(argv.end(), {"exec", "--stdin", "--namespace", commands.k8s_namespace, "--container",
+                           std::string(kJitterdContainer), pod, "--", "jitterctl", "proxy"});
+  if (!remote.socket_path.empty()) argv.insert(argv.end(), {"--socket", remote.socket_path});
+  return argv;
+}
+
+std::string command_line_for_people(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& word : argv) {
+    if (!line.empty()) line += ' ';
+    const bool plain = !word.empty() && word.find_first_not_of(
+                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789-_./=,:@+%") == std::string::npos;
+    line += plain ? word : shell_quote(word);
   }
-  if (words.empty()) words.emplace_back("ssh");
-  return words;
+  return line;
 }
 
 }  // namespace jitterctl

@@ -215,7 +215,7 @@ _jitterctl() {
             ;;
         --host)
             compopt -o nospace 2>/dev/null
-            _jitterctl_add "ssh://" "$cur"
+            _jitterctl_add "ssh:// k8s://" "$cur"
             return 0
             ;;
         esac
@@ -268,7 +268,7 @@ _jitterctl() {
         compile:--host | validate:--host) ;;
         *:--host)
             compopt -o nospace 2>/dev/null
-            _jitterctl_add "ssh://" "$cur"
+            _jitterctl_add "ssh:// k8s://" "$cur"
             ;;
         *:--lease | *:--confirm) _jitterctl_add "10s 30s 60s 5m 1h" "$cur" ;;
         watch:--interval) _jitterctl_add "500ms 1s 5s" "$cur" ;;

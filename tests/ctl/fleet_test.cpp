@@ -63,6 +63,27 @@ TEST(Inventory, ReadsHostsOverSshAndLocalSockets) {
   EXPECT_EQ(inv.hosts[2].target->to_json(), (Json{{"pid", 42}}));
 }
 
+TEST(Inventory, ReadsKubernetesNodesLikeSshHosts) {
+  shaper::Diagnostics d;
+  const Inventory inv = read_inventory(R"({"version": 1, "hosts": [
+      {"host": "k8s://node-a", "interface": "eth0"},
+      {"name": "b", "host": "k8s://node-b/run/j.sock", "interface": "eth1",
+       "target": {"pod": "default/redis-0"}}]})",
+                                       d);
+  ASSERT_TRUE(d.empty()) << d.front().to_string();
+  ASSERT_EQ(inv.hosts.size(), 2u);
+  ASSERT_TRUE(inv.hosts[0].remote);
+  EXPECT_EQ(inv.hosts[0].remote->transport, Transport::kKubernetes);
+  EXPECT_EQ(inv.hosts[0].name, "k8s://node-a");
+  EXPECT_EQ(inv.hosts[0].probe_address, "node-a") << "the node's name, as the ssh host is";
+  EXPECT_EQ(inv.hosts[1].remote->socket_path, "/run/j.sock");
+  const auto bad =
+      problems_of(R"({"version": 1, "hosts": [{"host": "k8s://Node_A", "interface": "eth0"}]})");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad.front().where, "/hosts/0/host");
+  EXPECT_NE(bad.front().message.find("not a Kubernetes node name"), std::string::npos);
+}
+
 TEST(Inventory, EachProblemNamesItsPointer) {
   const struct {
     const char* text;

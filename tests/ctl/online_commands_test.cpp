@@ -398,10 +398,10 @@ TEST_F(OnlineCommands, HelpAfterACommandPrintsItsUsage) {
       "global options:\n"
       "  --socket PATH             jitterd's socket (default: $JITTERD_SOCKET, else "
       "/run/jitterd/jitterd.sock)\n"
-      "  --host ssh://[USER@]HOST[:PORT][/SOCKET]\n"
+      "  --host ssh://[USER@]HOST[:PORT][/SOCKET]|k8s://NODE[/SOCKET]\n"
       "                            jitterd on another host, through ssh and `jitterctl proxy` "
-      "there "
-      "(default: $JITTERD_HOST)\n"
+      "there, or through `kubectl exec` into the jitterd pod of Kubernetes node NODE "
+      "($JITTERD_KUBECTL, $JITTERD_K8S_NAMESPACE) (default: $JITTERD_HOST)\n"
       "  --json                    print the reply's result as JSON (subscribe: one compact event "
       "per line)\n"
       "  --timeout DURATION        how long to wait for jitterd (default 10s)\n");

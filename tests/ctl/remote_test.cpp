@@ -13,12 +13,12 @@
 #include <sstream>
 #include <thread>
 
+#include "child_transport.hpp"
 #include "control_client.hpp"
 #include "fake_jitterd.hpp"
 #include "options.hpp"
 #include "proxy.hpp"
 #include "remote_host.hpp"
-#include "ssh_tunnel.hpp"
 
 namespace jitterctl {
 namespace {
@@ -61,7 +61,7 @@ std::string url_error(const std::string& url) {
 TEST(HostUrl, RefusesBadUrlsSayingWhy) {
   EXPECT_EQ(url_error("tcp://lab:2375"),
             "--host \"tcp://lab:2375\": unsupported scheme \"tcp\"; give "
-            "ssh://[user@]host[:port][/socket/path]");
+            "ssh://[user@]host[:port][/socket/path] or k8s://NODE[/socket/path]");
   EXPECT_NE(url_error("lab").find("not a URL"), std::string::npos);
   EXPECT_EQ(url_error("ssh://lab:0"),
             "--host \"ssh://lab:0\": port \"0\" is not a port number (1 to 65535)");
@@ -213,7 +213,7 @@ class FakeSsh {
   ClientOptions options(const std::string& url) const {
     ClientOptions options;
     options.remote = parse_host_url(url);
-    options.ssh_command = {path()};
+    options.commands.ssh = {path()};
     options.timeout = 5s;
     return options;
   }
@@ -310,7 +310,7 @@ TEST(SshTransport, RemoteJitterctlMissingAndRemoteSocketMissingSaySo) {
 TEST(SshTransport, SshThatCannotRunIsAConnectError) {
   ClientOptions options;
   options.remote = parse_host_url("ssh://lab");
-  options.ssh_command = {"/nonexistent/ssh"};
+  options.commands.ssh = {"/nonexistent/ssh"};
   try {
     ControlClient::connect(options);
     FAIL() << "connected";
