@@ -270,9 +270,9 @@ shaper::Expected<std::vector<cri::Container>, Refusal> match_containers(
   if (!named.empty()) return named;
   if (prefixed.size() > 1) {
     return Refusal{ErrorCode::kConflict,
-                   "container ID prefix " + std::string(text) + " is ambiguous: " +
-                       std::to_string(prefixed.size()) + " containers' IDs start with it (" +
-                       short_ids(prefixed) + ")",
+                   "container ID prefix " + std::string(text) +
+                       " is ambiguous: " + std::to_string(prefixed.size()) +
+                       " containers' IDs start with it (" + short_ids(prefixed) + ")",
                    "/target/container", "give more of the ID (`crictl ps -a` shows them)"};
   }
   return prefixed;
@@ -333,7 +333,8 @@ std::optional<std::string> pod_container_problem(std::string_view text) {
   const auto last = text.rfind('/');
   const std::string_view pod = text.substr(0, last);
   if (last == std::string_view::npos || pod.find('/') == std::string_view::npos) {
-    return "a container of a pod is named \"NAMESPACE/POD/CONTAINER\" (e.g. default/redis-0/redis); \"" +
+    return "a container of a pod is named \"NAMESPACE/POD/CONTAINER\" (e.g. "
+           "default/redis-0/redis); \"" +
            shaper::text_excerpt(text) + "\" is not";
   }
   if (auto problem = pod_name_problem(pod)) return problem;
@@ -373,13 +374,14 @@ shaper::Expected<CriContainerFound, Refusal> find_cri_container(
   auto matched = match_containers(client.list_containers(), sandboxes, container);
   if (!matched) return std::move(matched.error());
   if (matched->empty()) {
-    return Refusal{ErrorCode::kNotFound,
-                   "no container " + std::string(container) + " (asked " +
-                       joined(engines.tried, runtime + " at " + client.socket_path()) + ")",
-                   "/target/container",
-                   "`docker ps -a`, `podman ps -a` or `crictl ps -a` lists the containers (a pod's "
-                   "are on the node it was scheduled to); containerd's own (`ctr`, nerdctl) are not "
-                   "CRI's: reach them with --pid or --netns-path"};
+    return Refusal{
+        ErrorCode::kNotFound,
+        "no container " + std::string(container) + " (asked " +
+            joined(engines.tried, runtime + " at " + client.socket_path()) + ")",
+        "/target/container",
+        "`docker ps -a`, `podman ps -a` or `crictl ps -a` lists the containers (a pod's "
+        "are on the node it was scheduled to); containerd's own (`ctr`, nerdctl) are not "
+        "CRI's: reach them with --pid or --netns-path"};
   }
   auto one = running_one(*matched, sandboxes, container);
   if (!one) return std::move(one.error());

@@ -1,10 +1,11 @@
 #pragma once
-// `--pod NAMESPACE/NAME` (issue 23), and `--container` of a CRI container (find_cri_container): a Kubernetes pod's sandbox network namespace, asked of the
-// node's container runtime through its CRI socket (containerd, CRI-O; cri/cri_client.hpp), never by
-// running crictl. The kubelet labels every sandbox with io.kubernetes.pod.namespace and
-// io.kubernetes.pod.name; ListPodSandbox filtered by them gives the pod's sandboxes (a pod deleted
-// and created again, or a sandbox re-created by the kubelet, may leave an old NOTREADY one beside
-// the new one); the READY one is the pod's now. PodSandboxStatus (verbose) then gives:
+// `--pod NAMESPACE/NAME` (issue 23), and `--container` of a CRI container (find_cri_container): a
+// Kubernetes pod's sandbox network namespace, asked of the node's container runtime through its CRI
+// socket (containerd, CRI-O; cri/cri_client.hpp), never by running crictl. The kubelet labels every
+// sandbox with io.kubernetes.pod.namespace and io.kubernetes.pod.name; ListPodSandbox filtered by
+// them gives the pod's sandboxes (a pod deleted and created again, or a sandbox re-created by the
+// kubelet, may leave an old NOTREADY one beside the new one); the READY one is the pod's now.
+// PodSandboxStatus (verbose) then gives:
 //  - whether the pod uses the node's own namespace (hostNetwork: namespace mode NODE): refused,
 //    since shaping it would shape the node;
 //  - the runtime's "info" JSON: the sandbox's process ("pid", the pause process that holds the

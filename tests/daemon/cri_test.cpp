@@ -534,8 +534,8 @@ TEST(FakeCriContainer, ANameIsTriedBeforeAnIdPrefix) {
   FakeCri cri;
   cri.runtime.add("a1", "default", "redis-0", true, 100, own_info());
   cri.runtime.add("b1", "default", "cafe-0", true, 100, recorded_info(1, "/x"));
-  cri.runtime.add_container("cafe" + std::string(60, '0'), "a1", "redis", 0,
-                            v1::CONTAINER_RUNNING, 100);
+  cri.runtime.add_container("cafe" + std::string(60, '0'), "a1", "redis", 0, v1::CONTAINER_RUNNING,
+                            100);
   cri.runtime.add_container(kOtherId, "b1", "cafe", 0, v1::CONTAINER_RUNNING, 100);
   // "cafe" is the name of one and a prefix of the other's ID: the name wins, as in Docker.
   const auto found = find_cri_container({cri.socket}, "cafe", {}, kShort);
@@ -721,7 +721,8 @@ TEST(FakeCriContainer, NoRuntimeAtAnySocketNamesEverySocketTried) {
       << resolved.error().message;
   EXPECT_NE(resolved.error().hint.find("targets.cri_sockets"), std::string::npos);
   // A pod path is refused before any socket is asked when it breaks Kubernetes' rules.
-  const auto bad = resolver->resolve({"container", "default/Redis-0/x", "host-veth", false}, "eth0");
+  const auto bad =
+      resolver->resolve({"container", "default/Redis-0/x", "host-veth", false}, "eth0");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidParams);
   EXPECT_EQ(bad.error().where, "/target/container");
