@@ -21,7 +21,7 @@
 // that replaced them without "follow". Follows are not written to the ledger: a jitterd killed
 // while one waits has nothing installed for it, and the restarted jitterd does not follow it.
 //
-// Why a poll and not the runtime's event stream: one path for containers (Docker, Podman) and
+// Why a poll and not the runtime's event stream: one path for containers (Docker, Podman, CRI) and
 // `ip netns` names (no event stream at all), nothing held open to a runtime that may restart, and
 // a return noticed within a second at the cost of one API request (or one failed open) a second
 // per waiting follow.

@@ -130,6 +130,45 @@ shaper::Expected<cri::PodSandbox, Refusal> ready_sandbox(std::vector<cri::PodSan
   return std::move(*newest);
 }
 
+std::string runtime_of(const cri::RuntimeVersion& version) {
+  return version.runtime_name + " " + version.runtime_version;
+}
+
+// Where the ready sandbox `sandbox_id` keeps its namespace, from its verbose PodSandboxStatus: the
+// part `--pod` and a CRI `--container` share. `what` names the target in refusals ("pod
+// default/redis-0", "container redis (pod default/redis-0)"), `where` is its JSON pointer.
+shaper::Expected<PodSandboxFound, Refusal> sandbox_namespace(const cri::Client& client,
+                                                             const std::string& runtime,
+                                                             const std::string& sandbox_id,
+                                                             const std::string& what,
+                                                             const std::string& where) {
+  const cri::PodSandboxStatus status = client.pod_sandbox_status(sandbox_id);
+  if (status.network == cri::NetworkMode::kNode) {
+    return Refusal{ErrorCode::kInvalidParams,
+                   what + " uses the node's network namespace (hostNetwork)", where,
+                   "shaping it would shape the node itself: name the node's interface instead "
+                   "(interfaces.allow), or give the pod a network of its own"};
+  }
+  if (status.state != cri::SandboxState::kReady) {
+    return Refusal{ErrorCode::kConflict, what + ": sandbox " + sandbox_id + " stopped while asked",
+                   where, "apply again once the pod runs"};
+  }
+  const auto info_json = status.info.find("info");
+  shaper::Diagnostics diagnostics;
+  std::optional<SandboxInfo> info;
+  if (info_json != status.info.end()) info = read_sandbox_info(info_json->second, diagnostics);
+  if (!info || (info->pid <= 0 && info->netns_path.empty())) {
+    const std::string why = info_json == status.info.end() ? "its verbose status has no \"info\""
+                            : diagnostics.empty()          ? "its info has neither \"pid\" nor the "
+                                                             "runtime spec's network namespace path"
+                                                           : shaper::to_string(diagnostics);
+    throw shaper::SystemError("CRI PodSandboxStatus",
+                              client.socket_path() + " sandbox " + sandbox_id, EPROTO,
+                              "the runtime does not say where the pod's namespace is: " + why);
+  }
+  return PodSandboxFound{client.socket_path(), runtime, sandbox_id, status.ip, *info};
+}
+
 }  // namespace
 
 std::vector<std::string> default_cri_sockets() {
@@ -179,41 +218,179 @@ shaper::Expected<PodSandboxFound, Refusal> find_pod_sandbox(const std::vector<st
                    "targets.cri_sockets in the config (and, in a pod, mount it)"};
   }
   const cri::Client& client = answering->first;
-  const std::string runtime =
-      answering->second.runtime_name + " " + answering->second.runtime_version;
+  const std::string runtime = runtime_of(answering->second);
   const std::string asked = runtime + " at " + client.socket_path();
   const auto [pod_namespace, name] = split_pod(pod);
   auto sandbox = ready_sandbox(
       client.list_pod_sandboxes({{kNamespaceLabel, pod_namespace}, {kNameLabel, name}}), pod,
       asked);
   if (!sandbox) return std::move(sandbox.error());
-  const cri::PodSandboxStatus status = client.pod_sandbox_status(sandbox->id);
-  if (status.network == cri::NetworkMode::kNode) {
-    return Refusal{ErrorCode::kInvalidParams,
-                   "pod " + std::string(pod) + " uses the node's network namespace (hostNetwork)",
-                   "/target/pod",
-                   "shaping it would shape the node itself: name the node's interface instead "
-                   "(interfaces.allow), or give the pod a network of its own"};
+  return sandbox_namespace(client, runtime, sandbox->id, "pod " + std::string(pod), "/target/pod");
+}
+
+namespace {
+
+// The sandboxes by ID, for the pods the containers are in.
+using Sandboxes = std::map<std::string, cri::PodSandbox>;
+
+std::string pod_of(const Sandboxes& sandboxes, const std::string& sandbox_id) {
+  const auto it = sandboxes.find(sandbox_id);
+  if (it == sandboxes.end()) return "sandbox " + sandbox_id.substr(0, 12);
+  return it->second.pod_namespace + "/" + it->second.name;
+}
+
+std::string short_ids(const std::vector<cri::Container>& containers) {
+  std::string out;
+  for (const cri::Container& c : containers) out += (out.empty() ? "" : ", ") + c.id.substr(0, 12);
+  return out;
+}
+
+// The containers `text` names (any state), in Docker's order: the full ID, the name (of the pod
+// "NAMESPACE/POD/NAME" names), a unique ID prefix. An ambiguous prefix is refused.
+shaper::Expected<std::vector<cri::Container>, Refusal> match_containers(
+    std::vector<cri::Container> all, const Sandboxes& sandboxes, std::string_view text) {
+  if (text.find('/') != std::string_view::npos) {
+    const auto last = text.rfind('/');
+    const std::string pod(text.substr(0, last));
+    const std::string name(text.substr(last + 1));
+    std::erase_if(all, [&](const cri::Container& c) {
+      return c.name != name || pod_of(sandboxes, c.sandbox_id) != pod;
+    });
+    return all;
   }
-  if (status.state != cri::SandboxState::kReady) {
+  for (const cri::Container& c : all) {
+    if (c.id == text) return std::vector<cri::Container>{c};
+  }
+  std::vector<cri::Container> named;
+  std::vector<cri::Container> prefixed;
+  for (const cri::Container& c : all) {
+    if (c.name == text) named.push_back(c);
+    if (c.id.starts_with(text)) prefixed.push_back(c);
+  }
+  if (!named.empty()) return named;
+  if (prefixed.size() > 1) {
     return Refusal{ErrorCode::kConflict,
-                   "pod " + std::string(pod) + "'s sandbox " + sandbox->id + " stopped while asked",
-                   "/target/pod", "apply again once the pod runs"};
+                   "container ID prefix " + std::string(text) +
+                       " is ambiguous: " + std::to_string(prefixed.size()) +
+                       " containers' IDs start with it (" + short_ids(prefixed) + ")",
+                   "/target/container", "give more of the ID (`crictl ps -a` shows them)"};
   }
-  const auto info_json = status.info.find("info");
-  shaper::Diagnostics diagnostics;
-  std::optional<SandboxInfo> info;
-  if (info_json != status.info.end()) info = read_sandbox_info(info_json->second, diagnostics);
-  if (!info || (info->pid <= 0 && info->netns_path.empty())) {
-    const std::string why = info_json == status.info.end() ? "its verbose status has no \"info\""
-                            : diagnostics.empty()          ? "its info has neither \"pid\" nor the "
-                                                             "runtime spec's network namespace path"
-                                                           : shaper::to_string(diagnostics);
-    throw shaper::SystemError("CRI PodSandboxStatus",
-                              client.socket_path() + " sandbox " + sandbox->id, EPROTO,
-                              "the runtime does not say where the pod's namespace is: " + why);
+  return prefixed;
+}
+
+// The one running container of `matched` (or the sandbox all the running ones share), or why not.
+shaper::Expected<cri::Container, Refusal> running_one(const std::vector<cri::Container>& matched,
+                                                      const Sandboxes& sandboxes,
+                                                      std::string_view text) {
+  std::vector<cri::Container> running;
+  for (const cri::Container& c : matched) {
+    if (c.state == cri::ContainerState::kRunning) running.push_back(c);
   }
-  return PodSandboxFound{client.socket_path(), runtime, sandbox->id, status.ip, *info};
+  if (running.empty()) {
+    std::string pods;
+    for (const cri::Container& c : matched) {
+      const std::string pod = pod_of(sandboxes, c.sandbox_id);
+      if (pods.find(pod) == std::string::npos) pods += (pods.empty() ? "" : ", ") + pod;
+    }
+    return Refusal{ErrorCode::kConflict,
+                   "container " + std::string(text) + " is not running: only " +
+                       std::to_string(matched.size()) + " exited or created one(s) match (" +
+                       short_ids(matched) + " in " + pods + ")",
+                   "/target/container",
+                   "apply again once it runs (`crictl ps` lists the running ones): its namespace "
+                   "is its pod's, shaped while a container of that name runs in it"};
+  }
+  std::vector<std::string> pods;
+  for (const cri::Container& c : running) {
+    const std::string pod = pod_of(sandboxes, c.sandbox_id);
+    if (std::find(pods.begin(), pods.end(), pod) == pods.end()) pods.push_back(pod);
+  }
+  if (pods.size() > 1) {
+    std::string list;
+    for (const std::string& pod : pods) list += (list.empty() ? "" : ", ") + pod;
+    return Refusal{ErrorCode::kConflict,
+                   "container name " + std::string(text) + " runs in " +
+                       std::to_string(pods.size()) + " pods (" + list + ")",
+                   "/target/container",
+                   "pick one: --pod NAMESPACE/NAME (the pod's namespace is its containers'), "
+                   "--container NAMESPACE/POD/" +
+                       std::string(text) + ", or the container's ID (`crictl ps --name " +
+                       std::string(text) + "`)"};
+  }
+  // The newest, should one sandbox run two of the name (a runtime mid-restart).
+  return *std::max_element(running.begin(), running.end(), [](const auto& a, const auto& b) {
+    return a.created_at_ns < b.created_at_ns;
+  });
+}
+
+std::string joined(const std::string& a, const std::string& b) {
+  return a.empty() ? b : b.empty() ? a : a + "; " + b;
+}
+
+}  // namespace
+
+std::optional<std::string> pod_container_problem(std::string_view text) {
+  const auto last = text.rfind('/');
+  const std::string_view pod = text.substr(0, last);
+  if (last == std::string_view::npos || pod.find('/') == std::string_view::npos) {
+    return "a container of a pod is named \"NAMESPACE/POD/CONTAINER\" (e.g. "
+           "default/redis-0/redis); \"" +
+           shaper::text_excerpt(text) + "\" is not";
+  }
+  if (auto problem = pod_name_problem(pod)) return problem;
+  if (auto problem = dns_problem(text.substr(last + 1), "container's name", kMaxLabel, false))
+    return problem;
+  return std::nullopt;
+}
+
+shaper::Expected<CriContainerFound, Refusal> find_cri_container(
+    const std::vector<std::string>& sockets, std::string_view container,
+    const EnginesAsked& engines, std::chrono::milliseconds timeout) {
+  std::string tried;
+  auto answering = first_answering(sockets, timeout, tried);
+  if (!answering) {
+    const bool denied = engines.denied && !engines.answered;
+    return Refusal{
+        denied ? ErrorCode::kPermissionDenied : ErrorCode::kNotFound,
+        engines.answered ? "no container " + std::string(container) + " (asked " + engines.tried +
+                               "; no CRI runtime answers: " + tried + ")"
+                         : "no container runtime answers at any socket (tried " +
+                               joined(engines.tried, tried) + ")",
+        "/target/container",
+        std::string(denied ? "jitterd may not use the runtime's socket: give its user the "
+                             "socket's group (Docker's is `docker`); or "
+                           : "") +
+            "start Docker or Podman's API service (`systemctl start podman.socket`), or containerd "
+            "or CRI-O, and list their sockets in targets.engine_sockets or targets.cri_sockets in "
+            "the config"};
+  }
+  const cri::Client& client = answering->first;
+  const std::string runtime = runtime_of(answering->second);
+  Sandboxes sandboxes;
+  for (cri::PodSandbox& s : client.list_pod_sandboxes({})) {
+    std::string id = s.id;
+    sandboxes.emplace(std::move(id), std::move(s));
+  }
+  auto matched = match_containers(client.list_containers(), sandboxes, container);
+  if (!matched) return std::move(matched.error());
+  if (matched->empty()) {
+    return Refusal{
+        ErrorCode::kNotFound,
+        "no container " + std::string(container) + " (asked " +
+            joined(engines.tried, runtime + " at " + client.socket_path()) + ")",
+        "/target/container",
+        "`docker ps -a`, `podman ps -a` or `crictl ps -a` lists the containers (a pod's "
+        "are on the node it was scheduled to); containerd's own (`ctr`, nerdctl) are not "
+        "CRI's: reach them with --pid or --netns-path"};
+  }
+  auto one = running_one(*matched, sandboxes, container);
+  if (!one) return std::move(one.error());
+  const std::string pod = pod_of(sandboxes, one->sandbox_id);
+  auto sandbox = sandbox_namespace(client, runtime, one->sandbox_id,
+                                   "container " + std::string(container) + " (pod " + pod + ")",
+                                   "/target/container");
+  if (!sandbox) return std::move(sandbox.error());
+  return CriContainerFound{one->id, one->name, pod, std::move(*sandbox)};
 }
 
 }  // namespace jitterd

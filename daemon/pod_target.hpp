@@ -1,10 +1,11 @@
 #pragma once
-// `--pod NAMESPACE/NAME` (issue 23): a Kubernetes pod's sandbox network namespace, asked of the
-// node's container runtime through its CRI socket (containerd, CRI-O; cri/cri_client.hpp), never by
-// running crictl. The kubelet labels every sandbox with io.kubernetes.pod.namespace and
-// io.kubernetes.pod.name; ListPodSandbox filtered by them gives the pod's sandboxes (a pod deleted
-// and created again, or a sandbox re-created by the kubelet, may leave an old NOTREADY one beside
-// the new one); the READY one is the pod's now. PodSandboxStatus (verbose) then gives:
+// `--pod NAMESPACE/NAME` (issue 23), and `--container` of a CRI container (find_cri_container): a
+// Kubernetes pod's sandbox network namespace, asked of the node's container runtime through its CRI
+// socket (containerd, CRI-O; cri/cri_client.hpp), never by running crictl. The kubelet labels every
+// sandbox with io.kubernetes.pod.namespace and io.kubernetes.pod.name; ListPodSandbox filtered by
+// them gives the pod's sandboxes (a pod deleted and created again, or a sandbox re-created by the
+// kubelet, may leave an old NOTREADY one beside the new one); the READY one is the pod's now.
+// PodSandboxStatus (verbose) then gives:
 //  - whether the pod uses the node's own namespace (hostNetwork: namespace mode NODE): refused,
 //    since shaping it would shape the node;
 //  - the runtime's "info" JSON: the sandbox's process ("pid", the pause process that holds the
@@ -69,5 +70,40 @@ struct PodSandboxFound {
 shaper::Expected<PodSandboxFound, protocol::Error> find_pod_sandbox(
     const std::vector<std::string>& sockets, std::string_view pod,
     std::chrono::milliseconds timeout = std::chrono::seconds{5});
+
+// `--container ID|NAME` of a container that no Docker or Podman socket knows, asked of the CRI
+// runtime (issue 23): its namespace is its pod sandbox's, found as for `--pod` (the sandbox's pid,
+// the path cross-check, hostNetwork refused), so that a restart of the container inside its pod
+// (a new container, the same sandbox) changes nothing, and a pod created again (a new sandbox) is
+// a new namespace, which `--follow` re-applies to. What is matched, in Docker's order: a full
+// container ID, else the container's CRI metadata name (the kubelet's io.kubernetes.container.name;
+// "NAMESPACE/POD/NAME" picks the pod), else a unique ID prefix. The name is tried before the prefix
+// because a container name such as "db" or "cafe" is also a hexadecimal prefix. Only running
+// containers count; a name running in more than one pod is refused, naming the pods.
+//
+// containerd's own containers (`ctr`, nerdctl: its "default" namespace, another gRPC service) are
+// not CRI's and are not found here: `--pid` or `--netns-path` reach them.
+
+// Why "NAMESPACE/POD/CONTAINER" is not one, or nullopt (Kubernetes' rules: pod_name_problem, and
+// a container's name is a DNS-1123 label).
+std::optional<std::string> pod_container_problem(std::string_view text);
+
+// What the Docker/Podman sockets said before the CRI ones are asked, for the refusals.
+struct EnginesAsked {
+  std::string tried;      // "/run/docker.sock: no such socket; ..."
+  bool answered = false;  // one answered (404: no such container)
+  bool denied = false;    // one refused jitterd (EACCES/EPERM)
+};
+
+struct CriContainerFound {
+  std::string container_id;  // the full ID
+  std::string name;          // the CRI metadata name
+  std::string pod;           // its sandbox's "NAMESPACE/NAME"
+  PodSandboxFound sandbox;
+};
+
+shaper::Expected<CriContainerFound, protocol::Error> find_cri_container(
+    const std::vector<std::string>& sockets, std::string_view container,
+    const EnginesAsked& engines, std::chrono::milliseconds timeout = std::chrono::seconds{5});
 
 }  // namespace jitterd

@@ -212,10 +212,11 @@ std::optional<TargetRequest> read_target_request(JsonReader& r, const json& para
     }
   }
   if (given != 1) {
-    r.error(tp,
-            "give exactly one of \"netns\" (an `ip netns` name), \"netns_path\" (a namespace "
-            "file), \"pid\" (a process), \"container\" (a Docker or Podman container) and \"pod\" "
-            "(a Kubernetes pod's sandbox, \"NAMESPACE/NAME\")");
+    r.error(
+        tp,
+        "give exactly one of \"netns\" (an `ip netns` name), \"netns_path\" (a namespace "
+        "file), \"pid\" (a process), \"container\" (a Docker, Podman or CRI container) and \"pod\" "
+        "(a Kubernetes pod's sandbox, \"NAMESPACE/NAME\")");
     return std::nullopt;
   }
   const auto via = r.string(*t, tp, "via", false, 32).value_or("");

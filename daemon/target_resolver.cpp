@@ -159,44 +159,70 @@ class NamespaceResolver final : public TargetResolver {
   }
 
   // The container's namespace: the one its first process is in now (Docker keeps a SandboxKey of
-  // a stopped container's old namespace, so the PID is what is trusted).
+  // a stopped container's old namespace, so the PID is what is trusted). When no Docker or Podman
+  // socket knows it (none answers, or every one that answers says 404), the CRI runtime is asked
+  // (pod_target.hpp: find_cri_container): a CRI container's namespace is its pod sandbox's.
   Result<Opened> open_container(const std::string& name) const {
+    EnginesAsked engines;
+    if (name.find('/') != std::string::npos) {  // NAMESPACE/POD/CONTAINER: only CRI knows pods
+      if (auto problem = pod_container_problem(name)) {
+        return Refusal{ErrorCode::kInvalidParams, *problem, "/target/container",
+                       "give a name or ID `docker ps`, `podman ps` or `crictl ps` shows, or "
+                       "NAMESPACE/POD/CONTAINER"};
+      }
+      return open_cri_container(name, engines);
+    }
     if (auto problem = container_name_problem(name)) {
       return Refusal{ErrorCode::kInvalidParams, *problem, "/target/container",
-                     "give the name or ID `docker ps` or `podman ps` shows"};
+                     "give the name or ID `docker ps`, `podman ps` or `crictl ps` shows"};
     }
-    std::string asked;
     for (const std::string& socket : sockets_) {
       struct stat st {};
-      if (::stat(socket.c_str(), &st) != 0) continue;  // no runtime there
-      asked += (asked.empty() ? "" : ", ") + socket;
-      const EngineClient engine(socket);
-      const auto info = engine.inspect(name);
-      if (!info) continue;
+      if (::stat(socket.c_str(), &st) != 0) {
+        engines.tried = joined(engines.tried, socket + ": no such socket");
+        continue;
+      }
+      std::optional<ContainerInfo> info;
+      try {
+        info = EngineClient(socket).inspect(name);
+      } catch (const shaper::SystemError& e) {  // no runtime answering there: the next one
+        engines.tried = joined(engines.tried, e.what());
+        engines.denied = engines.denied || e.error_number() == EACCES || e.error_number() == EPERM;
+        continue;
+      }
+      engines.answered = true;
+      if (!info) {
+        engines.tried = joined(engines.tried, socket + ": no such container (404)");
+        continue;
+      }
       if (!info->running || info->pid <= 0) {
         return Refusal{ErrorCode::kConflict, "container " + name + " is not running",
                        "/target/container", "start it first (its namespace exists only then)"};
       }
       return Opened{shaper::NetworkNamespace::of_process(info->pid), info->pid};
     }
-    if (asked.empty()) {
-      std::string tried;
-      for (const auto& s : sockets_) tried += (tried.empty() ? "" : ", ") + s;
-      return Refusal{ErrorCode::kNotFound,
-                     "no container runtime socket found (tried " + tried + ")", "/target/container",
-                     "start Docker or Podman's API service (`systemctl start podman.socket`), "
-                     "or list its socket in targets.engine_sockets in the config"};
-    }
-    return Refusal{ErrorCode::kNotFound, "no container " + name + " (asked " + asked + ")",
-                   "/target/container", "`docker ps -a` or `podman ps -a` lists the containers"};
+    return open_cri_container(name, engines);
   }
 
-  // The pod's sandbox namespace: through its pid (the sandbox's process, watched for its end),
-  // cross-checked with the path the runtime's spec names (pod_target.hpp says why).
+  Result<Opened> open_cri_container(const std::string& name, const EnginesAsked& engines) const {
+    auto found = find_cri_container(cri_sockets_, name, engines, cri_timeout_);
+    if (!found) return std::move(found.error());
+    return open_sandbox(found->sandbox, "container " + name + " (pod " + found->pod + ")",
+                        "/target/container");
+  }
+
   Result<Opened> open_pod(const std::string& pod) const {
     auto found = find_pod_sandbox(cri_sockets_, pod, cri_timeout_);
     if (!found) return std::move(found.error());
-    const SandboxInfo& info = found->info;
+    return open_sandbox(*found, "pod " + pod, "/target/pod");
+  }
+
+  // A pod sandbox's namespace: through its pid (the sandbox's process, watched for its end),
+  // cross-checked with the path the runtime's spec names (pod_target.hpp says why). `what` names
+  // the target in the refusal, `where` is its pointer.
+  static Result<Opened> open_sandbox(const PodSandboxFound& found, const std::string& what,
+                                     const std::string& where) {
+    const SandboxInfo& info = found.info;
     if (info.pid <= 0) return Opened{shaper::NetworkNamespace::at_path(info.netns_path), 0};
     shaper::NetworkNamespace ns = shaper::NetworkNamespace::of_process(info.pid);
     if (!info.netns_path.empty()) {
@@ -208,16 +234,20 @@ class NamespaceResolver final : public TargetResolver {
       }
       if (named && named->identity() != ns.identity()) {
         return Refusal{ErrorCode::kConflict,
-                       "pod " + pod + "'s sandbox process " + std::to_string(info.pid) +
+                       what + "'s sandbox process " + std::to_string(info.pid) +
                            " is not in the namespace its runtime names (" + info.netns_path + ", " +
                            named->identity().to_string() + "; the process is in " +
                            ns.identity().to_string() + ")",
-                       "/target/pod",
+                       where,
                        "jitterd must see the node's processes: run it in the node's PID namespace "
                        "(hostPID: true, as deploy/kubernetes/targets does)"};
       }
     }
     return Opened{std::move(ns), info.pid};
+  }
+
+  static std::string joined(const std::string& a, const std::string& b) {
+    return a.empty() ? b : a + "; " + b;
   }
 
   std::vector<std::string> sockets_;

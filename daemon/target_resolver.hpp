@@ -75,8 +75,9 @@ class TargetResolver {
 };
 
 // The real one: ip netns names, nsfs paths, /proc/PID/ns/net, containers through the Docker
-// Engine API sockets of `config.engine_sockets` (or default_engine_sockets()), and pods through the
-// CRI sockets of `config.cri_sockets` (or default_cri_sockets(); pod_target.hpp).
+// Engine API sockets of `config.engine_sockets` (or default_engine_sockets()), else through the CRI
+// sockets (a CRI container: its pod sandbox's namespace), and pods through the CRI sockets of
+// `config.cri_sockets` (or default_cri_sockets(); pod_target.hpp).
 std::unique_ptr<TargetResolver> make_namespace_resolver(const TargetsConfig& config);
 
 }  // namespace jitterd

@@ -83,6 +83,19 @@ SandboxState state_of(v1::PodSandboxState state) {
   return state == v1::SANDBOX_READY ? SandboxState::kReady : SandboxState::kNotReady;
 }
 
+ContainerState state_of(v1::ContainerState state) {
+  switch (state) {
+    case v1::CONTAINER_CREATED:
+      return ContainerState::kCreated;
+    case v1::CONTAINER_RUNNING:
+      return ContainerState::kRunning;
+    case v1::CONTAINER_EXITED:
+      return ContainerState::kExited;
+    default:
+      return ContainerState::kUnknown;
+  }
+}
+
 NetworkMode mode_of(v1::NamespaceMode mode) {
   switch (mode) {
     case v1::CONTAINER:
@@ -179,6 +192,27 @@ PodSandboxStatus Client::pod_sandbox_status(const std::string& id) const {
   out.network = mode_of(reply.status().linux().namespaces().options().network());
   out.ip = reply.status().network().ip();
   out.info.insert(reply.info().begin(), reply.info().end());
+  return out;
+}
+
+std::vector<Container> Client::list_containers() const {
+  grpc::ClientContext context;
+  set_deadline(context, timeout_);
+  const v1::ListContainersRequest request;
+  v1::ListContainersResponse reply;
+  check(channel_->stub->ListContainers(&context, request, &reply), "ListContainers", socket_path_);
+  std::vector<Container> out;
+  out.reserve(static_cast<std::size_t>(reply.containers_size()));
+  for (const v1::Container& item : reply.containers()) {
+    Container c;
+    c.id = item.id();
+    c.sandbox_id = item.pod_sandbox_id();
+    c.name = item.metadata().name();
+    c.attempt = item.metadata().attempt();
+    c.state = state_of(item.state());
+    c.created_at_ns = item.created_at();
+    out.push_back(std::move(c));
+  }
   return out;
 }
 

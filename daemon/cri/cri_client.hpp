@@ -50,6 +50,18 @@ struct PodSandboxStatus {
   std::map<std::string, std::string> info;
 };
 
+enum class ContainerState { kCreated, kRunning, kExited, kUnknown };
+
+// One entry of ListContainers.
+struct Container {
+  std::string id;
+  std::string sandbox_id;
+  std::string name;  // metadata: the kubelet's container name
+  std::uint32_t attempt = 0;
+  ContainerState state = ContainerState::kUnknown;
+  std::int64_t created_at_ns = 0;
+};
+
 class Client {
  public:
   // Talks to the CRI socket at `socket_path`; each call must be answered within `timeout`.
@@ -68,6 +80,8 @@ class Client {
   std::vector<PodSandbox> list_pod_sandboxes(
       const std::map<std::string, std::string>& labels) const;
   PodSandboxStatus pod_sandbox_status(const std::string& id) const;
+  // Every container the runtime knows (any state, any sandbox).
+  std::vector<Container> list_containers() const;
 
  private:
   struct Channel;

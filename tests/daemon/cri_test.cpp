@@ -13,6 +13,7 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -103,6 +104,27 @@ class FakeRuntime final : public v1::RuntimeService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ListContainers(grpc::ServerContext*, const v1::ListContainersRequest*,
+                              v1::ListContainersResponse* reply) override {
+    const std::lock_guard lock(mutex_);
+    ++list_containers_calls;
+    for (const v1::Container& c : containers) *reply->add_containers() = c;
+    return grpc::Status::OK;
+  }
+
+  // A container of sandbox `sandbox_id`, named as the kubelet names it.
+  void add_container(const std::string& id, const std::string& sandbox_id, const std::string& name,
+                     std::uint32_t attempt, v1::ContainerState state, std::int64_t created_at) {
+    v1::Container c;
+    c.set_id(id);
+    c.set_pod_sandbox_id(sandbox_id);
+    c.mutable_metadata()->set_name(name);
+    c.mutable_metadata()->set_attempt(attempt);
+    c.set_state(state);
+    c.set_created_at(created_at);
+    containers.push_back(c);
+  }
+
   // A sandbox of pod `ns`/`name`, labelled as the kubelet labels it, with its status.
   void add(const std::string& id, const std::string& ns, const std::string& name, bool ready,
            std::int64_t created_at, const std::string& info, v1::NamespaceMode network = v1::POD) {
@@ -127,6 +149,8 @@ class FakeRuntime final : public v1::RuntimeService::Service {
   }
 
   std::vector<v1::PodSandbox> sandboxes;
+  std::vector<v1::Container> containers;
+  int list_containers_calls = 0;
   std::map<std::string, v1::PodSandboxStatusResponse> statuses;
   std::map<std::string, std::string> selector;  // the last ListPodSandbox's
   bool verbose_asked = false;
@@ -469,6 +493,239 @@ TEST(FakeCri, AnAbsentRuntimeIsNotFoundThroughTheResolverAtTargetPod) {
   EXPECT_NE(resolved.error().message.find(dir.file("containerd.sock") + ": no such socket"),
             std::string::npos)
       << resolved.error().message;
+}
+
+// --- `--container` of a CRI container ---------------------------------------------------------
+
+// Container IDs as containerd makes them (64 hex digits).
+const std::string kRedisId = "c0ffee01" + std::string(56, '1');
+const std::string kOtherId = "c0ffee02" + std::string(56, '2');
+
+TEST(FakeCriContainer, FoundByFullIdUniquePrefixNameAndPodPath) {
+  FakeCri cri;
+  cri.runtime.add("a1", "default", "redis-0", true, 100, own_info());
+  cri.runtime.add("b1", "default", "web-0", true, 100, recorded_info(1, "/x"));
+  cri.runtime.add_container(kRedisId, "a1", "redis", 0, v1::CONTAINER_RUNNING, 100);
+  cri.runtime.add_container(kOtherId, "b1", "web", 0, v1::CONTAINER_RUNNING, 100);
+  for (const std::string& text : {kRedisId, std::string("c0ffee01"), std::string("redis"),
+                                  std::string("default/redis-0/redis")}) {
+    SCOPED_TRACE(text);
+    const auto found = find_cri_container({cri.socket}, text, {}, kShort);
+    ASSERT_TRUE(found) << found.error().message;
+    EXPECT_EQ(found->container_id, kRedisId);
+    EXPECT_EQ(found->name, "redis");
+    EXPECT_EQ(found->pod, "default/redis-0");
+    EXPECT_EQ(found->sandbox.sandbox_id, "a1");
+    EXPECT_EQ(found->sandbox.runtime, "containerd 1.6.20~ds1");
+    EXPECT_EQ(found->sandbox.info.pid, ::getpid());
+  }
+  // "c0ffee0" starts both IDs: refused, naming them.
+  const auto ambiguous = find_cri_container({cri.socket}, "c0ffee0", {}, kShort);
+  ASSERT_FALSE(ambiguous);
+  EXPECT_EQ(ambiguous.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(ambiguous.error().where, "/target/container");
+  EXPECT_NE(ambiguous.error().message.find("ambiguous: 2 containers"), std::string::npos)
+      << ambiguous.error().message;
+  // A pod path of another pod does not find it.
+  EXPECT_FALSE(find_cri_container({cri.socket}, "default/web-0/redis", {}, kShort));
+}
+
+TEST(FakeCriContainer, ANameIsTriedBeforeAnIdPrefix) {
+  FakeCri cri;
+  cri.runtime.add("a1", "default", "redis-0", true, 100, own_info());
+  cri.runtime.add("b1", "default", "cafe-0", true, 100, recorded_info(1, "/x"));
+  cri.runtime.add_container("cafe" + std::string(60, '0'), "a1", "redis", 0, v1::CONTAINER_RUNNING,
+                            100);
+  cri.runtime.add_container(kOtherId, "b1", "cafe", 0, v1::CONTAINER_RUNNING, 100);
+  // "cafe" is the name of one and a prefix of the other's ID: the name wins, as in Docker.
+  const auto found = find_cri_container({cri.socket}, "cafe", {}, kShort);
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->container_id, kOtherId);
+  EXPECT_EQ(found->pod, "default/cafe-0");
+  const auto by_prefix = find_cri_container({cri.socket}, "cafe0", {}, kShort);
+  ASSERT_TRUE(by_prefix) << by_prefix.error().message;
+  EXPECT_EQ(by_prefix->pod, "default/redis-0");
+}
+
+TEST(FakeCriContainer, ANameRunningInTwoPodsIsRefusedNamingThePods) {
+  FakeCri cri;
+  cri.runtime.add("a1", "default", "redis-0", true, 100, own_info());
+  cri.runtime.add("b1", "shop", "redis-0", true, 100, own_info());
+  cri.runtime.add_container(kRedisId, "a1", "redis", 0, v1::CONTAINER_RUNNING, 100);
+  cri.runtime.add_container(kOtherId, "b1", "redis", 0, v1::CONTAINER_RUNNING, 100);
+  const auto found = find_cri_container({cri.socket}, "redis", {}, kShort);
+  ASSERT_FALSE(found);
+  EXPECT_EQ(found.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(found.error().where, "/target/container");
+  EXPECT_NE(found.error().message.find("runs in 2 pods (default/redis-0, shop/redis-0)"),
+            std::string::npos)
+      << found.error().message;
+  EXPECT_NE(found.error().hint.find("--pod NAMESPACE/NAME"), std::string::npos);
+  EXPECT_NE(found.error().hint.find("NAMESPACE/POD/redis"), std::string::npos);
+  // Either way of picking works.
+  const auto picked = find_cri_container({cri.socket}, "shop/redis-0/redis", {}, kShort);
+  ASSERT_TRUE(picked) << picked.error().message;
+  EXPECT_EQ(picked->sandbox.sandbox_id, "b1");
+  const auto by_id = find_cri_container({cri.socket}, kOtherId.substr(0, 8), {}, kShort);
+  ASSERT_TRUE(by_id) << by_id.error().message;
+  EXPECT_EQ(by_id->pod, "shop/redis-0");
+}
+
+TEST(FakeCriContainer, OnlyExitedOnesMatchingIsNotRunningSayingSo) {
+  FakeCri cri;
+  cri.runtime.add("a1", "default", "redis-0", true, 100, own_info());
+  cri.runtime.add_container(kRedisId, "a1", "redis", 0, v1::CONTAINER_EXITED, 100);
+  for (const std::string& text : {std::string("redis"), kRedisId}) {
+    const auto found = find_cri_container({cri.socket}, text, {}, kShort);
+    ASSERT_FALSE(found);
+    EXPECT_EQ(found.error().code, ErrorCode::kConflict);
+    EXPECT_NE(found.error().message.find("is not running: only 1 exited"), std::string::npos)
+        << found.error().message;
+    EXPECT_NE(found.error().message.find("default/redis-0"), std::string::npos);
+  }
+  // A restart in the pod: attempt 0 exited, attempt 1 running, one sandbox: attempt 1.
+  cri.runtime.add_container(kOtherId, "a1", "redis", 1, v1::CONTAINER_RUNNING, 200);
+  const auto found = find_cri_container({cri.socket}, "redis", {}, kShort);
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->container_id, kOtherId);
+  EXPECT_EQ(found->sandbox.sandbox_id, "a1");
+}
+
+TEST(FakeCriContainer, NoSuchContainerNamesTheRuntimesAskedAndHostNetworkIsRefused) {
+  FakeCri cri;
+  cri.runtime.add("a1", "default", "redis-0", true, 100, own_info(), v1::NODE);
+  cri.runtime.add_container(kRedisId, "a1", "redis", 0, v1::CONTAINER_RUNNING, 100);
+  EnginesAsked engines{"/run/docker.sock: no such container (404)", true, false};
+  const auto none = find_cri_container({cri.socket}, "web", engines, kShort);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(none.error().message.find("no container web (asked /run/docker.sock: no such container "
+                                      "(404); containerd 1.6.20~ds1 at " +
+                                      cri.socket + ")"),
+            std::string::npos)
+      << none.error().message;
+  EXPECT_NE(none.error().hint.find("--pid or --netns-path"), std::string::npos);
+  const auto host = find_cri_container({cri.socket}, "redis", {}, kShort);
+  ASSERT_FALSE(host);
+  EXPECT_EQ(host.error().code, ErrorCode::kInvalidParams);
+  EXPECT_EQ(host.error().where, "/target/container");
+  EXPECT_NE(host.error().message.find("container redis (pod default/redis-0) uses the node's"),
+            std::string::npos)
+      << host.error().message;
+}
+
+TEST(FakeCriContainer, PodContainerPathsFollowKubernetesRules) {
+  EXPECT_FALSE(pod_container_problem("default/redis-0/redis"));
+  EXPECT_TRUE(pod_container_problem("default/redis-0"));
+  EXPECT_TRUE(pod_container_problem("a/b/c/d"));
+  EXPECT_TRUE(pod_container_problem("default/redis-0/"));
+  EXPECT_TRUE(pod_container_problem("default/redis-0/re.dis"));
+}
+
+// An engine API socket that answers 404 to everything (a Docker with no such container).
+class NotFoundEngine {
+ public:
+  explicit NotFoundEngine(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    path.copy(address.sun_path, sizeof(address.sun_path) - 1);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::listen(fd_, 8) != 0) {
+      throw std::runtime_error("cannot listen on " + path);
+    }
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~NotFoundEngine() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  NotFoundEngine(const NotFoundEngine&) = delete;
+  NotFoundEngine& operator=(const NotFoundEngine&) = delete;
+  int requests() const { return requests_; }
+
+ private:
+  void serve() {
+    for (;;) {
+      const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) return;
+      std::string request;
+      char buffer[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = ::read(client, buffer, sizeof buffer);
+        if (n <= 0) break;
+        request.append(buffer, static_cast<std::size_t>(n));
+      }
+      ++requests_;
+      const std::string body = R"({"message":"No such container: x"})";
+      const std::string reply =
+          "HTTP/1.1 404 Not Found\r\nServer: Docker/20.10.24+dfsg1 (linux)\r\nContent-Type: "
+          "application/json\r\nContent-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body;
+      [[maybe_unused]] const ssize_t written = ::write(client, reply.data(), reply.size());
+      ::close(client);
+    }
+  }
+  int fd_ = -1;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+TEST(FakeCriContainer, ADockerThatSays404ThenTheCriRuntimeFindsIt) {
+  if (!can_enter_namespaces()) GTEST_SKIP() << "needs CAP_SYS_ADMIN (run as root)";
+  FakeCri cri;
+  cri.runtime.add("a1", "default", "redis-0", true, 100, own_info());
+  cri.runtime.add_container(kRedisId, "a1", "redis", 0, v1::CONTAINER_RUNNING, 100);
+  TempDir dir("jitterd-cri-engine-");
+  const NotFoundEngine docker(dir.file("docker.sock"));
+  TargetsConfig config;
+  config.engine_sockets = {dir.file("absent.sock"), dir.file("docker.sock")};
+  config.cri_sockets = {cri.socket};
+  config.cri_timeout = kShort;
+  const auto resolver = make_namespace_resolver(config);
+  const auto resolved = resolver->resolve({"container", "redis", "inside", false}, "eth0");
+  ASSERT_TRUE(resolved) << resolved.error().message;
+  EXPECT_EQ(docker.requests(), 1);
+  EXPECT_EQ(resolved->info.kind, "container");
+  EXPECT_EQ(resolved->info.name, "redis");
+  EXPECT_EQ(resolved->pid, ::getpid());  // the sandbox's process: its exit ends the target
+  ASSERT_TRUE(resolved->inside.has_value());
+  EXPECT_EQ(resolved->inside->identity(), shaper::NetworkNamespace::own().identity());
+  // Not a CRI container either: the error names every socket asked.
+  const auto none = resolver->resolve({"container", "web", "inside", false}, "eth0");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(none.error().where, "/target/container");
+  const std::string& m = none.error().message;
+  EXPECT_NE(m.find(dir.file("absent.sock") + ": no such socket"), std::string::npos) << m;
+  EXPECT_NE(m.find(dir.file("docker.sock") + ": no such container (404)"), std::string::npos) << m;
+  EXPECT_NE(m.find("containerd 1.6.20~ds1 at " + cri.socket), std::string::npos) << m;
+}
+
+TEST(FakeCriContainer, NoRuntimeAtAnySocketNamesEverySocketTried) {
+  TempDir dir("jitterd-cri-none-");
+  TargetsConfig config;
+  config.engine_sockets = {dir.file("docker.sock")};
+  config.cri_sockets = {dir.file("containerd.sock")};
+  config.cri_timeout = kShort;
+  const auto resolver = make_namespace_resolver(config);
+  const auto resolved = resolver->resolve({"container", "redis", "host-veth", false}, "eth0");
+  ASSERT_FALSE(resolved);
+  EXPECT_EQ(resolved.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(resolved.error().where, "/target/container");
+  EXPECT_NE(resolved.error().message.find("no container runtime answers at any socket (tried " +
+                                          dir.file("docker.sock") + ": no such socket; " +
+                                          dir.file("containerd.sock") + ": no such socket)"),
+            std::string::npos)
+      << resolved.error().message;
+  EXPECT_NE(resolved.error().hint.find("targets.cri_sockets"), std::string::npos);
+  // A pod path is refused before any socket is asked when it breaks Kubernetes' rules.
+  const auto bad =
+      resolver->resolve({"container", "default/Redis-0/x", "host-veth", false}, "eth0");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidParams);
+  EXPECT_EQ(bad.error().where, "/target/container");
 }
 
 TEST(CriSockets, TheDefaultProbeOrderIsContainerdK3sCrio) {
