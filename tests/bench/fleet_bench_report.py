@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""The table of tests/bench/fleet_bench.sh: reads the reports one run left in OUT/RUN/.
+"""The tables of tests/bench/fleet_bench.sh: reads the reports one run left in OUT/RUN/.
 
-fleet_bench_report.py --lead DURATION OUT RUN...   (RUN: LABEL-HOSTS, as fleet_bench.sh names them)
+fleet_bench_report.py --lead DURATION OUT RUN...   (RUN: as fleet_bench.sh names them)
 
 Per run: lateness (every host of every switch), skew (one per switch), the lateness split into the
 time before the netlink send and the send itself (the status' apply_ns of the same transition,
 matched by its acknowledgement time), the client's wall time per switch and the wall time beyond
 the lead, and the jitterds' CPU time per switch (all hosts together). Percentiles are nearest-rank:
 with 100 switches the skew's p99 is the second largest of 100.
+
+The second table, per run: the `fleet apply`'s wall time; the clock offsets and round trips the
+switches reported (every host of every switch); and the `fleet --json subscribe` stream of the
+run: its events, the fewest and most of one host, how many of the switches' transitions (host and
+switch, matched by the acknowledgement time the switch reported against the event's `at`) are not
+in it, how many times its at_client_ns went backwards, how many events it marked late, and the
+subscriber's exit status.
 """
 import argparse
 import glob
@@ -87,6 +94,104 @@ def read_run(folder):
     }
 
 
+def read_stream(folder, hosts):
+    """The subscription of a run against its switches' reports: see the module's doc."""
+    events, per_host, backwards, late, last = 0, {}, 0, 0, None
+    seen = set()  # (host, at realtime_ns) of every phase-changed event
+    try:
+        with open(os.path.join(folder, "subscribe.jsonl")) as f:
+            for line in f:
+                event = json.loads(line)
+                events += 1
+                per_host[event["host"]] = per_host.get(event["host"], 0) + 1
+                if last is not None and event["at_client_ns"] < last:
+                    backwards += 1
+                last = event["at_client_ns"]
+                late += 1 if event.get("late") else 0
+                if event.get("event") == "phase-changed":
+                    seen.add((event["host"], event["at"]["realtime_ns"]))
+    except (OSError, ValueError, KeyError):
+        return None
+    missing = 0
+    for path in glob.glob(os.path.join(folder, "switch-*.json")):
+        try:
+            with open(path) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for h in report.get("hosts", []):
+            if "accepted_realtime_ns" in h and (h["name"], h["accepted_realtime_ns"]) not in seen:
+                missing += 1
+    counts = [per_host.get(f"h{i}", 0) for i in range(hosts)]
+    try:
+        with open(os.path.join(folder, "subscribe_status")) as f:
+            exit_status = f.read().strip()
+    except OSError:
+        exit_status = "?"
+    return {"events": events, "fewest": min(counts, default=0), "most": max(counts, default=0),
+            "missing": missing, "backwards": backwards, "late": late, "status": exit_status}
+
+
+def read_clocks(folder):
+    """Every host's |offset| and round trip of every switch, and the apply's wall time."""
+    offsets, trips = [], []
+    for path in glob.glob(os.path.join(folder, "switch-*.json")):
+        try:
+            with open(path) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for h in report.get("hosts", []):
+            if "offset_ns" in h:
+                offsets.append(abs(h["offset_ns"]))
+                trips.append(h["round_trip_ns"])
+    try:
+        with open(os.path.join(folder, "apply_wall_ns")) as f:
+            apply_wall = int(f.read())
+    except (OSError, ValueError):
+        apply_wall = math.nan
+    return offsets, trips, apply_wall
+
+
+def print_table(header, rows):
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+
+
+def second_table(out, runs):
+    """The apply, the clocks and the stream per run; true when every stream was whole."""
+    header = ("run", "apply wall", "|offset| p50", "|offset| max", "rtt p50", "rtt max", "events",
+              "per host", "missing", "backwards", "late", "exit")
+    rows, whole = [], True
+    for run in runs:
+        folder = os.path.join(out, run)
+        hosts = int(run.rsplit("-", 1)[1])
+        offsets, trips, apply_wall = read_clocks(folder)
+        stream = read_stream(folder, hosts)
+        if stream is None:
+            whole = False
+            rows.append((run, ms(apply_wall), *(["-"] * 10)))
+            continue
+        whole = whole and stream["missing"] == 0 and stream["backwards"] == 0 and \
+            stream["late"] == 0 and stream["status"] == "0" and stream["fewest"] > 0
+        rows.append((
+            run, ms(apply_wall),
+            ms(percentile(offsets, 50)), ms(max(offsets, default=math.nan)),
+            ms(percentile(trips, 50)), ms(max(trips, default=math.nan)),
+            str(stream["events"]), f"{stream['fewest']}-{stream['most']}", str(stream["missing"]),
+            str(stream["backwards"]), str(stream["late"]), stream["status"]))
+    print_table(header, rows)
+    print("times in ms; apply wall = the `fleet apply`'s wall time; |offset|, rtt = every host's"
+          " clock offset (absolute) and its round trip as the switches reported them; events = the"
+          " run's `fleet subscribe` stream (warm-up switches included), per host = fewest-most of"
+          " one host; missing = switch transitions (host, switch) not in it; backwards ="
+          " at_client_ns smaller than the line before; late = marked late; exit = the subscriber's"
+          " exit status after SIGTERM")
+    return whole
+
+
 def ms(ns):
     return f"{ns / 1e6:.2f}"
 
@@ -116,17 +221,16 @@ def main():
             ms(percentile(r["wall"], 50) - lead), ms(percentile(r["wall"], 99) - lead),
             ms(sum(r["cpu"]) / len(r["cpu"])) if r["cpu"] else "-",
             str(r["failed"]) + (f" ({r['unmatched']} unmatched)" if r["unmatched"] else "")))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-    for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    print_table(header, rows)
     print("times in ms; late = acknowledgement - deadline per host and switch (host's monotonic clock);"
           " skew = last - first acknowledgement per switch; pre-send = late - send (timer wake-up,"
           " planning, ledger); send = the netlink batch (status apply_ns); within 1ms = share of"
           " host changes with late <= 1 ms; wall-lead = the client's wall time per switch minus the"
           " lead; CPU/switch = all jitterds' CPU time per switch (clock, stage, commit, status"
           " included)")
-    return 1 if any(row[-1] != "0" for row in rows) else 0
+    print()
+    whole = second_table(args.out, args.runs)
+    return 1 if any(row[-1] != "0" for row in rows) or not whole else 0
 
 
 if __name__ == "__main__":
