@@ -41,15 +41,20 @@ def duration_ns(text):
     return float(m.group(1)) * scale
 
 
+def json_files(folder, pattern):
+    """The parsed JSON of every file of `folder` matching `pattern`; unreadable ones are skipped."""
+    for path in glob.glob(os.path.join(folder, pattern)):
+        try:
+            with open(path) as f:
+                yield json.load(f)
+        except (OSError, ValueError):
+            continue
+
+
 def read_run(folder):
     """Every switch of a run: its hosts' lateness, skew, and the apply_ns of each host's record."""
     applies = {}  # acknowledgement realtime -> apply_ns, from the status files
-    for path in glob.glob(os.path.join(folder, "status-h*-*.json")):
-        try:
-            with open(path) as f:
-                status = json.load(f)
-        except (OSError, ValueError):
-            continue
+    for status in json_files(folder, "status-h*-*.json"):
         for session in status.get("sessions", []):
             for record in (session.get("transitions") or {}).get("recent", []):
                 applies[record["applied"]["realtime_ns"]] = record["apply_ns"]
@@ -113,12 +118,7 @@ def read_stream(folder, hosts):
     except (OSError, ValueError, KeyError):
         return None
     missing = 0
-    for path in glob.glob(os.path.join(folder, "switch-*.json")):
-        try:
-            with open(path) as f:
-                report = json.load(f)
-        except (OSError, ValueError):
-            continue
+    for report in json_files(folder, "switch-*.json"):
         for h in report.get("hosts", []):
             if "accepted_realtime_ns" in h and (h["name"], h["accepted_realtime_ns"]) not in seen:
                 missing += 1
@@ -135,12 +135,7 @@ def read_stream(folder, hosts):
 def read_clocks(folder):
     """Every host's |offset| and round trip of every switch, and the apply's wall time."""
     offsets, trips = [], []
-    for path in glob.glob(os.path.join(folder, "switch-*.json")):
-        try:
-            with open(path) as f:
-                report = json.load(f)
-        except (OSError, ValueError):
-            continue
+    for report in json_files(folder, "switch-*.json"):
         for h in report.get("hosts", []):
             if "offset_ns" in h:
                 offsets.append(abs(h["offset_ns"]))
