@@ -13,6 +13,7 @@
 #include "child_transport.hpp"
 #include "control_client.hpp"
 #include "fake_jitterd.hpp"
+#include "host_url_error.hpp"
 #include "k8s_pods.hpp"
 #include "options.hpp"
 #include "remote_host.hpp"
@@ -23,15 +24,6 @@ namespace {
 using testing::FakeJitterd;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string url_error(const std::string& url) {
-  try {
-    parse_host_url(url);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
 
 // ---- URLs and command lines ---------------------------------------------------------------------
 
@@ -51,21 +43,26 @@ TEST(K8sUrl, ReadsNodeAndSocket) {
 }
 
 TEST(K8sUrl, RefusesWhatIsNotANodeNameSayingWhy) {
-  EXPECT_EQ(url_error("k8s://"), "--host \"k8s://\": which node? give k8s://NODE[/socket]");
-  EXPECT_EQ(url_error("k8s://root@node-a"),
+  EXPECT_EQ(testing::host_url_error("k8s://"),
+            "--host \"k8s://\": which node? give k8s://NODE[/socket]");
+  EXPECT_EQ(testing::host_url_error("k8s://root@node-a"),
             "--host \"k8s://root@node-a\": a user or port means nothing to kubectl exec; give "
             "k8s://NODE[/socket]");
-  EXPECT_NE(url_error("k8s://node-a:10250").find("a user or port"), std::string::npos);
-  EXPECT_EQ(url_error("k8s://Node_A"),
+  EXPECT_NE(testing::host_url_error("k8s://node-a:10250").find("a user or port"),
+            std::string::npos);
+  EXPECT_EQ(testing::host_url_error("k8s://Node_A"),
             "--host \"k8s://Node_A\": \"Node_A\" is not a Kubernetes node name (lower-case "
             "letters, digits, '-' and '.', at most 253; as `kubectl get nodes` lists them)");
   for (const char* bad : {"k8s://-node", "k8s://node-", "k8s://a..b", "k8s://.a", "k8s://a b",
                           "k8s://a;rm", "k8s://a$(x)"}) {
-    EXPECT_NE(url_error(bad).find("not a Kubernetes node name"), std::string::npos) << bad;
+    EXPECT_NE(testing::host_url_error(bad).find("not a Kubernetes node name"), std::string::npos)
+        << bad;
   }
-  EXPECT_NE(url_error("k8s://node-a/x.sock?namespace=a").find("no query"), std::string::npos);
-  EXPECT_NE(url_error("k8s://node-a#x").find("no query"), std::string::npos);
-  EXPECT_NE(url_error("tcp://x").find("or k8s://NODE[/socket/path]"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("k8s://node-a/x.sock?namespace=a").find("no query"),
+            std::string::npos);
+  EXPECT_NE(testing::host_url_error("k8s://node-a#x").find("no query"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("tcp://x").find("or k8s://NODE[/socket/path]"),
+            std::string::npos);
 }
 
 TEST(K8sUrl, Dns1123Subdomain) {

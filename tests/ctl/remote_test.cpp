@@ -16,6 +16,7 @@
 #include "child_transport.hpp"
 #include "control_client.hpp"
 #include "fake_jitterd.hpp"
+#include "host_url_error.hpp"
 #include "options.hpp"
 #include "proxy.hpp"
 #include "remote_host.hpp"
@@ -49,33 +50,27 @@ TEST(HostUrl, ReadsUserHostPortAndSocket) {
   EXPECT_EQ(v6.url(), "ssh://root@[2001:db8::1]:22");
 }
 
-std::string url_error(const std::string& url) {
-  try {
-    parse_host_url(url);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
-
 TEST(HostUrl, RefusesBadUrlsSayingWhy) {
-  EXPECT_EQ(url_error("tcp://lab:2375"),
+  EXPECT_EQ(testing::host_url_error("tcp://lab:2375"),
             "--host \"tcp://lab:2375\": unsupported scheme \"tcp\"; give "
             "ssh://[user@]host[:port][/socket/path] or k8s://NODE[/socket/path]");
-  EXPECT_NE(url_error("lab").find("not a URL"), std::string::npos);
-  EXPECT_EQ(url_error("ssh://lab:0"),
+  EXPECT_NE(testing::host_url_error("lab").find("not a URL"), std::string::npos);
+  EXPECT_EQ(testing::host_url_error("ssh://lab:0"),
             "--host \"ssh://lab:0\": port \"0\" is not a port number (1 to 65535)");
-  EXPECT_NE(url_error("ssh://lab:65536").find("not a port number"), std::string::npos);
-  EXPECT_NE(url_error("ssh://lab:22x").find("not a port number"), std::string::npos);
-  EXPECT_NE(url_error("ssh://lab:").find("not a port number"), std::string::npos);
-  EXPECT_NE(url_error("ssh://").find("which host?"), std::string::npos);
-  EXPECT_NE(url_error("ssh://@lab").find("empty user"), std::string::npos);
-  EXPECT_NE(url_error("ssh://2001:db8::1").find("in brackets"), std::string::npos);
-  EXPECT_NE(url_error("ssh://[2001:db8::1").find("without ']'"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://lab:65536").find("not a port number"),
+            std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://lab:22x").find("not a port number"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://lab:").find("not a port number"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://").find("which host?"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://@lab").find("empty user"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://2001:db8::1").find("in brackets"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://[2001:db8::1").find("without ']'"), std::string::npos);
   // Words ssh would take for options.
-  EXPECT_NE(url_error("ssh://-oProxyCommand=x").find("may not start with '-'"), std::string::npos);
-  EXPECT_NE(url_error("ssh://-l@lab").find("may not start with '-'"), std::string::npos);
-  EXPECT_NE(url_error("ssh://lab/x.sock?a=b").find("no query"), std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://-oProxyCommand=x").find("may not start with '-'"),
+            std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://-l@lab").find("may not start with '-'"),
+            std::string::npos);
+  EXPECT_NE(testing::host_url_error("ssh://lab/x.sock?a=b").find("no query"), std::string::npos);
 }
 
 TEST(HostUrl, SshArgvHasNoShellOnThisSideAndQuotesTheRemoteSocket) {
