@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/bench/fleet_bench.sh [--hosts "4 16"] [--switches N] [--lead DURATION]
 #                            [--transport "socket ssh"] [--jitterd [LABEL=]PATH]...
-#                            [--jitterctl [LABEL=]PATH]... [--out DIR]
+#                            [--jitterctl [LABEL=]PATH]... [--kernels "one per-host"] [--out DIR]
 #
 # The fleet's switch skew (issue 24; docs/benchmarks.md, "Fleet switch skew"), in the VM test bed
 # (netem is only there). For each host count of --hosts (default "4 16"), each transport of
@@ -31,6 +31,18 @@
 # the switches reported, and the subscription's stream: events per host, whether every host's
 # transition of every switch arrived (matched by its acknowledgement time), whether the stream is
 # in non-decreasing client-clock order (at_client_ns), and how many were marked late.
+# --kernels (default "one"): `one` runs every host in ONE UML guest as above (one kernel, one CPU
+# for all the jitterds: docs/benchmarks.md says why that cannot meet 1 ms); `per-host` boots one UML
+# guest per fleet host instead (each a host process of its own: its own kernel, scheduler and
+# timers), each with a vec0 device on a tap (198.18.0.I+1/24 for host I) of a bridge (198.18.0.254)
+# in a network namespace this script makes, its jitterd and sshd (tests/bench/bed_sshd.sh) as above,
+# and drives the fleet over ssh from this machine's side of the bridge (a plain host process: the
+# cheapest client, and one kernel fewer competing for the CPUs). Its runs are named per-host-ssh-N
+# and ignore --transport. The namespace is unshare(1)'s, with its own pid and mount namespaces and a
+# tmpfs /tmp: when the script ends, even killed, the kernel removes the taps, the bridge, every
+# guest and every temporary file. With both, the modes alternate per host count. Each guest is a
+# host process: more than the machine's CPUs of them contend for its CPUs. Per-host runs' CPU/switch
+# is the guests' host CPU time (each UML kernel and its processes, reaped ones tick-counted).
 # Prints two tables; keeps every report under --out (default $JITTERD_BUILD_DIR/fleet_bench).
 #
 # Builds nothing: build jitterd and jitterctl first (any build type; figures are for an optimised
@@ -52,8 +64,12 @@ daemons=()
 clients=()
 out=""
 in_bed=false
+kernels=one
+per_host_bed=false
+guest_host="" # --guest-host I: this is fleet host I's guest (per-host)
+runout=""
 usage() {
-  sed -n '2,40p' "$self" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,52p' "$self" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while (($#)); do
@@ -86,9 +102,22 @@ while (($#)); do
     out=${2:?--out needs a folder}
     shift 2
     ;;
+  --kernels)
+    kernels=${2:?--kernels needs one, per-host or both}
+    shift 2
+    ;;
   --in-bed)
     in_bed=true
     shift
+    ;;
+  --per-host-bed)
+    per_host_bed=true
+    shift
+    ;;
+  --guest-host)
+    guest_host=${2:?}
+    runout=${3:?}
+    shift 3
     ;;
   *) usage ;;
   esac
@@ -98,6 +127,12 @@ for n in $hosts; do bench_whole_number fleet_bench.sh "each of --hosts" "$n" 64;
 for t in $transports; do
   [[ $t == socket || $t == ssh ]] || {
     echo "fleet_bench.sh: --transport takes socket and ssh, not '$t'" >&2
+    exit 2
+  }
+done
+for k in $kernels; do
+  [[ $k == one || $k == per-host ]] || {
+    echo "fleet_bench.sh: --kernels takes one and per-host, not '$k'" >&2
     exit 2
   }
 done
@@ -122,24 +157,39 @@ split_labels labels paths "${daemons[@]}"
 split_labels ctl_labels ctl_paths "${clients[@]}"
 bench_executables fleet_bench.sh 2 "$build" "${paths[@]}" "${ctl_paths[@]}"
 
-if ! $in_bed; then
-  # On this machine: say what state it is in, then run the rest in the bed.
+if ! $in_bed && ! $per_host_bed && [[ -z $guest_host ]]; then
+  # On this machine: say what state it is in, then run each host count in the bed(s); the tables
+  # cover every run the beds listed in $out/runs.list.
   out=$(bench_visible_dir fleet_bench.sh "$out" "use --out")
-  echo "# fleet switch skew, $(bench_revision): hosts $hosts, transports $transports," \
-    "$switches switches each, lead $lead"
+  echo "# fleet switch skew, $(bench_revision): hosts $hosts, kernels $kernels, transports" \
+    "$transports, $switches switches each, lead $lead"
   for i in "${!labels[@]}"; do echo "#   ${labels[$i]}: ${paths[$i]}"; done
   for i in "${!ctl_labels[@]}"; do echo "#   ${ctl_labels[$i]}: ${ctl_paths[$i]}"; done
   echo "# machine: $(bench_machine); uptime: $(uptime)"
-  args=(--in-bed --hosts "$hosts" --switches "$switches" --lead "$lead" --transport "$transports" --out "$out")
+  args=(--switches "$switches" --lead "$lead" --transport "$transports" --out "$out")
   for i in "${!labels[@]}"; do args+=(--jitterd "${labels[$i]}=${paths[$i]}"); done
   for i in "${!ctl_labels[@]}"; do args+=(--jitterctl "${ctl_labels[$i]}=${ctl_paths[$i]}"); done
   status=0
-  JITTERD_VM_TIMEOUT=${JITTERD_VM_TIMEOUT:-3600} "$repo/tests/vm/run" "$self" "${args[@]}" || status=$?
+  : >"$out/runs.list"
+  for n in $hosts; do
+    for k in $kernels; do
+      if [[ $k == one ]]; then
+        JITTERD_VM_TIMEOUT=${JITTERD_VM_TIMEOUT:-3600} "$repo/tests/vm/run" "$self" --in-bed \
+          --hosts "$n" "${args[@]}" || status=1
+      else
+        # --kill-child: when this script ends, its namespace's pid 1 and with it every guest end.
+        unshare --net --pid --mount --fork --kill-child --mount-proc --propagation private \
+          "$self" --per-host-bed --hosts "$n" "${args[@]}" || status=1
+      fi
+    done
+  done
+  mapfile -t runs <"$out/runs.list"
+  python3 "$repo/tests/bench/fleet_bench_report.py" --lead "$lead" "$out" "${runs[@]}" || status=1
   echo "# machine after: load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ); uptime: $(uptime)"
   exit "$status"
 fi
 
-# ---- In the bed --------------------------------------------------------------------------------
+# ---- In the bed (one guest, or one per host), or in the per-host bed's namespace ----------------
 [[ $(id -u) == 0 ]] || {
   echo "fleet_bench.sh: the bed runs this as root; run it through tests/vm/run" >&2
   exit 2
@@ -151,12 +201,19 @@ ssh_port=2222 # as the kernel tests': never mistaken for a real sshd
 pids=()       # the jitterds (their CPU time is measured)
 others=()     # sshds and the subscriber
 namespaces=()
+guests=()     # per-host: the tests/vm/run of each host's guest
+stop_file=""  # per-host: the file whose creation tells the guests to copy their logs and stop
 stop_all() {
-  local pid ns
+  local pid ns tries=0
+  if ((${#guests[@]})); then
+    : >"$stop_file"
+    while kill -0 "${guests[@]}" 2>/dev/null && ((++tries < 600)); do sleep 0.1; done
+    kill -TERM "${guests[@]}" 2>/dev/null || true
+  fi
   for pid in "${others[@]}" "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${others[@]}" "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for pid in "${others[@]}" "${pids[@]}" "${guests[@]}"; do wait "$pid" 2>/dev/null || true; done
   for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  pids=() others=() namespaces=()
+  pids=() others=() namespaces=() guests=()
 }
 trap stop_all EXIT
 
@@ -172,8 +229,18 @@ cpu_ns() {
   fi
 }
 cpu_all() {
-  local pid sum=0
+  local pid sum=0 comm
   for pid in "${pids[@]}"; do sum=$((sum + $(cpu_ns "$pid"))); done
+  if ((${#guests[@]})); then
+    # Per-host: every UML process of the pid namespace (each kernel and the host processes of its
+    # guest's address spaces), plus what each has reaped (the stat's cutime and cstime, in ticks).
+    local -a f
+    for pid in /proc/[0-9]*; do
+      { read -r comm <"$pid/comm" && [[ $comm == linux.uml ]] && read -r -a f <"$pid/stat"; } 2>/dev/null ||
+        continue # not UML, or gone
+      sum=$((sum + $(cpu_ns "${pid#/proc/}") + (f[15] + f[16]) * 1000000000 / $(getconf CLK_TCK)))
+    done
+  fi
   echo "$sum"
 }
 
@@ -183,10 +250,11 @@ profile='{"version": 1, "name": "fleetbench", "description": "fleet_bench.sh: tw
                "loop": true}}'
 
 # Host I's namespace fb$I, its jitterd (shaping fba, a veth of its own) and, over ssh, its sshd on
-# fbs (198.18.I.1) with its peer fbc$I (198.18.I.2) in the client's namespace fbc. Sets `entry` to
-# the inventory's entry for it (not printed: it adds to pids, others and namespaces).
+# fbs (198.18.I.1) with its peer fbc$I (198.18.I.2) in the client's namespace fbc; per-host (in host
+# I's guest), its sshd on the guest's vec0 (198.18.0.I+1), moved into fb$I. Sets `entry` to the
+# inventory's entry for it (not printed: it adds to pids, others and namespaces).
 start_host() {
-  local transport=$1 jitterd=$2 jitterctl=$3 i=$4
+  local transport=$1 jitterd=$2 jitterctl=$3 i=$4 client_pub=$5
   local ns=fb$i dir=$work/h$i
   mkdir -p "$dir/profiles" "$dir/state"
   printf '%s\n' "$profile" >"$dir/profiles/fleetbench.json"
@@ -204,14 +272,59 @@ start_host() {
     entry="{\"name\": \"h$i\", \"socket\": \"$dir/jitterd.sock\", \"interface\": \"fba\"}"
     return
   fi
-  ip -n "$ns" link add fbs type veth peer name "fbc$i" netns fbc
-  ip -n "$ns" addr add "198.18.$i.1/24" dev fbs
-  ip -n "$ns" link set fbs up
-  ip -n fbc addr add "198.18.$i.2/24" dev "fbc$i"
-  ip -n fbc link set "fbc$i" up
-  bed_sshd_start "$dir" "$ns" "198.18.$i.1" "$ssh_port" "$work/client_key.pub" "$jitterctl" >&2
+  local address=198.18.$i.1 link=fbs
+  if [[ $transport == per-host ]]; then
+    address=198.18.0.$((i + 1)) link=vec0
+    ip link set vec0 netns "$ns"
+    ip -n "$ns" addr add "$address/24" dev vec0
+  else
+    ip -n "$ns" link add fbs type veth peer name "fbc$i" netns fbc
+    ip -n "$ns" addr add "$address/24" dev fbs
+    ip -n fbc addr add "198.18.$i.2/24" dev "fbc$i"
+    ip -n fbc link set "fbc$i" up
+  fi
+  ip -n "$ns" link set "$link" up
+  bed_sshd_start "$dir" "$ns" "$address" "$ssh_port" "$client_pub" "$jitterctl" >&2
   others+=("$BED_SSHD_PID")
-  entry="{\"name\": \"h$i\", \"host\": \"ssh://root@198.18.$i.1:$ssh_port$dir/jitterd.sock\", \"interface\": \"fba\"}"
+  entry="{\"name\": \"h$i\", \"host\": \"ssh://root@$address:$ssh_port$dir/jitterd.sock\", \"interface\": \"fba\"}"
+}
+
+# Per-host, in the namespace: host I's guest, booted on tap fbt$I of the bridge fbbr, runs this
+# script with --guest-host (its start_host, then it waits for $stop_file). Sets `entry`.
+start_guest() {
+  local jitterd=$1 jitterctl=$2 i=$3 runout=$4
+  ip tuntap add "fbt$i" mode tap
+  ip link set "fbt$i" master fbbr
+  ip link set "fbt$i" up
+  # 512M: jitterd, sshd and the proxies need far less; UML's memory file is sparse anyway.
+  JITTERD_VM_MEM=512M JITTERD_VM_UML_ARGS="vec0:transport=tap,ifname=fbt$i" \
+    "$repo/tests/vm/run" "$self" --guest-host "$i" "$runout" --jitterd "$jitterd" \
+    --jitterctl "$jitterctl" >"$runout/guest-h$i.log" 2>&1 &
+  guests+=($!)
+  entry="{\"name\": \"h$i\", \"host\": \"ssh://root@198.18.0.$((i + 1)):$ssh_port$work/h$i/jitterd.sock\", \"interface\": \"fba\"}"
+}
+
+# jitterctl ARGS for host I: over its socket, or per-host over ssh.
+ctl_host() {
+  local jitterctl=$1 transport=$2 i=$3
+  if [[ $transport == per-host ]]; then
+    "$jitterctl" --host "ssh://root@198.18.0.$((i + 1)):$ssh_port$work/h$i/jitterd.sock" "${@:4}"
+  else
+    "$jitterctl" --socket "$work/h$i/jitterd.sock" "${@:4}"
+  fi
+}
+
+# Waits until host I's jitterd answers (in its own kernel: before the guest says it is ready).
+wait_jitterd() {
+  local jitterctl=$1 i=$2 tries=0
+  until "$jitterctl" --socket "$work/h$i/jitterd.sock" version >/dev/null 2>&1; do
+    ((++tries < 300)) || {
+      echo "fleet_bench.sh: jitterd h$i did not answer within 30 s:" >&2
+      cat "$work/h$i/jitterd.log" >&2
+      return 1
+    }
+    sleep 0.1
+  done
 }
 
 # Lines in a file (0 when it is not there yet).
@@ -223,8 +336,15 @@ run_one() {
   local runout=$out/$name entry
   rm -rf "$work" "$runout"
   mkdir -p "$work" "$runout"
+  echo "$name" >>"$out/runs.list"
   local fleet=("$jitterctl" fleet --inventory "$work/inventory.json" --timeout 60s)
-  if [[ $transport == ssh ]]; then
+  if [[ $transport == per-host ]]; then
+    bed_ssh_key "$work/client_key"
+    cp "$work/client_key.pub" "$runout/client_key.pub"
+    export JITTERD_SSH
+    JITTERD_SSH=$(bed_ssh_command "$work/client_key" "$work/known_hosts")
+    stop_file=$runout/stop
+  elif [[ $transport == ssh ]]; then
     ip netns add fbc
     namespaces+=(fbc)
     ip -n fbc link set lo up
@@ -235,18 +355,26 @@ run_one() {
   local inventory='{"version": 1, "hosts": ['
   for ((i = 0; i < n; ++i)); do
     ((i)) && inventory+=', '
-    start_host "$transport" "$jitterd" "$jitterctl" "$i"
+    if [[ $transport == per-host ]]; then
+      start_guest "$jitterd" "$jitterctl" "$i" "$runout"
+    else
+      start_host "$transport" "$jitterd" "$jitterctl" "$i" "$work/client_key.pub"
+    fi
     inventory+=$entry
   done
   printf '%s]}\n' "$inventory" >"$work/inventory.json"
   for ((i = 0; i < n; ++i)); do
+    if [[ $transport != per-host ]]; then
+      wait_jitterd "$jitterctl" "$i" || return 1
+      continue
+    fi
     local tries=0
-    until "$jitterctl" --socket "$work/h$i/jitterd.sock" version >/dev/null 2>&1; do
-      ((++tries < 300)) || {
-        echo "fleet_bench.sh: jitterd h$i did not answer within 30 s:" >&2
-        cat "$work/h$i/jitterd.log" >&2
+    until [[ -e $runout/ready-h$i ]]; do
+      if ! kill -0 "${guests[$i]}" 2>/dev/null || ((++tries >= 1800)); then
+        echo "fleet_bench.sh: the guest of h$i was not ready within 180 s:" >&2
+        cat "$runout/guest-h$i.log" >&2
         return 1
-      }
+      fi
       sleep 0.1
     done
   done
@@ -296,8 +424,7 @@ run_one() {
     # Each status keeps the last 32 transitions: read them every 25 switches and at the end.
     if ((k % 25 == 0 || k == switches)); then
       for ((i = 0; i < n; ++i)); do
-        "$jitterctl" --socket "$work/h$i/jitterd.sock" --json status \
-          >"$runout/status-h$i-$k.json" || true
+        ctl_host "$jitterctl" "$transport" "$i" --json status >"$runout/status-h$i-$k.json" || true
       done
     fi
   done
@@ -311,6 +438,7 @@ run_one() {
   kill -TERM "$subscriber"
   wait "$subscriber" && echo 0 >"$runout/subscribe_status" || echo $? >"$runout/subscribe_status"
   for ((i = 0; i < n; ++i)); do
+    [[ $transport != per-host ]] || break # each guest copies its own when it stops
     cp "$work/h$i/jitterd.log" "$runout/jitterd-h$i.log"
     [[ $transport == socket ]] || cp "$work/h$i/sshd.log" "$runout/sshd-h$i.log"
   done
@@ -318,17 +446,36 @@ run_one() {
   echo "$failed" >"$runout/failed"
 }
 
+if [[ -n $guest_host ]]; then
+  # Host I's guest: its jitterd and sshd until the driver creates $runout/stop, then its logs.
+  start_host per-host "${paths[0]}" "${ctl_paths[0]}" "$guest_host" "$runout/client_key.pub"
+  wait_jitterd "${ctl_paths[0]}" "$guest_host"
+  : >"$runout/ready-h$guest_host"
+  until [[ -e $runout/stop ]]; do sleep 1; done # a stat a second: far from the switches' cost
+  cp "$work/h$guest_host/jitterd.log" "$runout/jitterd-h$guest_host.log"
+  cp "$work/h$guest_host/sshd.log" "$runout/sshd-h$guest_host.log"
+  exit 0
+fi
+if $per_host_bed; then
+  # unshare's namespaces: pid 1 here; a private /tmp (tests/vm/run's folders and the client's key go
+  # with the namespace); the bridge the guests' taps join.
+  mount -t tmpfs -o mode=1777 tmpfs /tmp
+  ip link set lo up
+  ip link add fbbr type bridge
+  ip addr add 198.18.0.254/24 dev fbbr
+  ip link set fbbr up
+  transports=per-host
+fi
 status=0
-runs=()
 for n in $hosts; do
   for transport in $transports; do
     for i in "${!labels[@]}"; do
       for c in "${!ctl_labels[@]}"; do
         name=$transport
+        [[ $transport != per-host ]] || name=per-host-ssh
         ((${#labels[@]} == 1)) || name+=-${labels[$i]}
         ((${#ctl_labels[@]} == 1)) || name+=-${ctl_labels[$c]}
         name+=-$n
-        runs+=("$name")
         echo "# $(date -u +%T) $name: $n hosts over $transport, ${labels[$i]}, ${ctl_labels[$c]}," \
           "$switches switches, guest load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
         run_one "$name" "$transport" "${paths[$i]}" "${ctl_paths[$c]}" "$n" || status=1
@@ -336,5 +483,4 @@ for n in $hosts; do
     done
   done
 done
-python3 "$repo/tests/bench/fleet_bench_report.py" --lead "$lead" "$out" "${runs[@]}" || status=1
 exit "$status"
