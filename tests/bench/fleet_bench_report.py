@@ -58,7 +58,7 @@ def read_run(folder):
         for session in status.get("sessions", []):
             for record in (session.get("transitions") or {}).get("recent", []):
                 applies[record["applied"]["realtime_ns"]] = record["apply_ns"]
-    late, skew, before_send, send, unmatched, failed = [], [], [], [], 0, 0
+    late, skew, skew_by_offsets, before_send, send, unmatched, failed = [], [], [], [], [], 0, 0
     paths = glob.glob(os.path.join(folder, "switch-*.json"))
     for path in sorted(paths, key=lambda p: int(re.search(r"switch-(\d+)", p).group(1))):
         try:
@@ -72,6 +72,8 @@ def read_run(folder):
             failed += 1
             continue
         skew.append(report["skew_ns"])
+        if "skew_by_offsets_ns" in report:
+            skew_by_offsets.append(report["skew_by_offsets_ns"])
         for h in hosts:
             late.append(h["late_ns"])
             apply = applies.get(h["accepted_realtime_ns"])
@@ -89,6 +91,7 @@ def read_run(folder):
     return {
         "late": late,
         "skew": skew,
+        "skew_by_offsets": skew_by_offsets,
         "before_send": before_send,
         "send": send,
         "unmatched": unmatched,
@@ -200,6 +203,7 @@ def main():
     lead = duration_ns(args.lead)
     header = (
         "run", "switches", "late p50", "late p99", "late max", "skew p50", "skew p99", "skew max",
+        "skew-off p50", "skew-off p99",
         "pre-send p50", "pre-send p99", "send p50", "send p99", "within 1ms", "wall-lead p50",
         "wall-lead p99", "CPU/switch", "failed")
     rows = []
@@ -210,6 +214,7 @@ def main():
             run, str(r["switches"]),
             ms(percentile(r["late"], 50)), ms(percentile(r["late"], 99)), ms(max(r["late"], default=math.nan)),
             ms(percentile(r["skew"], 50)), ms(percentile(r["skew"], 99)), ms(max(r["skew"], default=math.nan)),
+            ms(percentile(r["skew_by_offsets"], 50)), ms(percentile(r["skew_by_offsets"], 99)),
             ms(percentile(r["before_send"], 50)), ms(percentile(r["before_send"], 99)),
             ms(percentile(r["send"], 50)), ms(percentile(r["send"], 99)),
             f"{100 * within / len(r['late']):.1f}%" if r["late"] else "-",
@@ -218,11 +223,13 @@ def main():
             str(r["failed"]) + (f" ({r['unmatched']} unmatched)" if r["unmatched"] else "")))
     print_table(header, rows)
     print("times in ms; late = acknowledgement - deadline per host and switch (host's monotonic clock);"
-          " skew = last - first acknowledgement per switch; pre-send = late - send (timer wake-up,"
+          " skew = last - first acknowledgement per switch (each host's realtime clock); skew-off = the same"
+          " with each host's time moved by its estimated clock offset to the client's clock"
+          " (skew_by_offsets_ns); pre-send = late - send (timer wake-up,"
           " planning, ledger); send = the netlink batch (status apply_ns); within 1ms = share of"
           " host changes with late <= 1 ms; wall-lead = the client's wall time per switch minus the"
           " lead; CPU/switch = all jitterds' CPU time per switch (clock, stage, commit, status"
-          " included)")
+          " included; per-host runs: the UML guests' whole host CPU time, kernels and sshds too)")
     print()
     whole = second_table(args.out, args.runs)
     return 1 if any(row[-1] != "0" for row in rows) or not whole else 0
