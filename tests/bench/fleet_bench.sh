@@ -223,9 +223,9 @@ cpu_ns() {
   if read -r first rest <"/proc/$1/schedstat" 2>/dev/null; then
     echo "$first"
   else
-    local -a f
-    read -r -a f <"/proc/$1/stat"
-    echo $(((f[13] + f[14]) * 1000000000 / $(getconf CLK_TCK)))
+    local -a f=()
+    read -r -a f <"/proc/$1/stat" 2>/dev/null || true # 0 when it has gone meanwhile
+    echo $(((${f[13]:-0} + ${f[14]:-0}) * 1000000000 / $(getconf CLK_TCK)))
   fi
 }
 cpu_all() {
