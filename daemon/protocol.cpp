@@ -772,7 +772,7 @@ void Dispatcher::read_apply_lane(Call& c, ApplyRequest& a) {
                                  "\" is not an offload setting; give \"off\" (TSO, GSO and GRO off "
                                  "until the interface is clear) or \"keep\"");
   }
-  a.start = read_start(r, params, p, "start", now_stamp()).value_or(MonotonicTime{});
+  a.start = read_start(r, params, p, "start", c.received).value_or(MonotonicTime{});
   a.lease = read_duration(r, params, p, "lease");
   a.force = r.boolean(params, p, "force", false).value_or(false);
 }
@@ -869,7 +869,7 @@ Outcome<json> Dispatcher::switch_phase(Call& c) {
   Target target = c.read_target(true);
   if (auto refused = retarget(c, target)) return *refused;
   const auto phase = c.r.string(c.params, c.p, "phase", true, shaper::kMaxNameLength);
-  const auto at = read_start(c.r, c.params, c.p, "at", now_stamp());
+  const auto at = read_start(c.r, c.params, c.p, "at", c.received);
   if (!c.ok()) return json::object();
   if (c.check_only) return checked_only(lanes(c).check_switch(target, *phase));
   std::optional<MonotonicTime> when;
@@ -1090,7 +1090,11 @@ Outcome<json> Dispatcher::stage(Call& c) {
 Outcome<json> Dispatcher::commit(Call& c) {
   c.r.object(c.params, c.p, {"token", "at"});
   const auto token = c.r.string(c.params, c.p, "token", true, 64).value_or("");
-  const Stamp now = now_stamp();
+  // One reading of the clocks for the commit and the change it runs: a wall-clock deadline becomes
+  // one CLOCK_MONOTONIC time, the one the reply and the change's transition record carry (two
+  // readings would differ by whatever passed between reading CLOCK_MONOTONIC and CLOCK_REALTIME in
+  // each, milliseconds on a loaded host, and a fleet client would miss the acknowledgement).
+  const Stamp& now = c.received;
   const auto at = read_start(c.r, c.params, c.p, "at", now);
   if (!c.ok()) return json::object();
   auto change = staged_.take(token, c.peer.uid, MonotonicTime(now.monotonic));
@@ -1106,6 +1110,7 @@ Outcome<json> Dispatcher::commit(Call& c) {
                         c.p + "/at", "commit a staged clear with \"at\": \"now\""};
   }
   Call run(c.peer, params);
+  run.received = c.received;
   Outcome<json> done = (this->*handler_of(change->method).handler)(run);
   if (!run.ok()) return invalid(run.diagnostics);
   if (!done) return done.error();
@@ -1117,11 +1122,6 @@ Outcome<json> Dispatcher::commit(Call& c) {
     out.cleared = done->get<protocol::Cleared>().cleared;
   } else {
     out.sessions = protocol::read_lanes_result(*done, "/result", protocol::throw_wire_error);
-    // The deadline exactly as the method converted "at" to its timer (a moment later than here,
-    // so its CLOCK_MONOTONIC differs by the clocks' drift in between): the one its transition
-    // record will carry.
-    if (!out.sessions.empty() && out.sessions.front().next_transition)
-      out.at = out.sessions.front().next_transition->deadline;
   }
   return json(out);
 }
