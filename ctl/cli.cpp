@@ -348,6 +348,12 @@ constexpr Option kFleetOptions[] = {
      .type = kPositiveDuration,
      .help = "apply, switch: the deadline this far after every host is ready (default 2s; "
              "validate's switches: 1s)"},
+    {.name = "--ack-wait",
+     .value = "DURATION",
+     .type = kPositiveDuration,
+     .help = "apply, switch, validate's switches: how long after the deadline to wait for every "
+             "host to report its transition before the change counts as not taken and every host "
+             "is put back (default 10s)"},
     {.name = "--count",
      .value = "N",
      .type = kWholeNumber,

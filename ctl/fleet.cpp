@@ -39,8 +39,9 @@ constexpr int kClockSamples = 5;
 // host after another, each a round trip (milliseconds over ssh on a LAN); a host that gets its
 // commit after the deadline changes at once (jitterd takes a start up to 1 s in the past), late.
 constexpr Nanoseconds kDefaultLead = 2s;
-// How long after the deadline to look for every host's acknowledgement before saying it is missing.
-constexpr Nanoseconds kAckTimeout = 10s;
+// How long after the deadline to look for every host's acknowledgement before saying it is
+// missing, unless --ack-wait says.
+constexpr Nanoseconds kDefaultAckWait = 10s;
 constexpr auto kAckPoll = 100ms;
 
 enum class Action { kApply, kSwitch, kClear, kStatus, kSubscribe };
@@ -250,9 +251,12 @@ std::optional<Stamp> acknowledgement(const std::vector<SessionStatus>& sessions,
   return last;
 }
 
-void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline) {
+// Polls every host that committed until each reported the transition of its change, or `wait`
+// after the deadline; a host that did not is marked failed, saying what was awaited.
+void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline,
+                              Nanoseconds wait) {
   std::this_thread::sleep_for(std::max(Nanoseconds(0), deadline - realtime_now()));
-  const auto give_up = std::chrono::steady_clock::now() + kAckTimeout;
+  const auto give_up = std::chrono::steady_clock::now() + wait;
   for (;;) {
     bool missing = false;
     for (Member& m : members) {
@@ -264,8 +268,17 @@ void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline
         read_result(m, [&] { m.accepted = acknowledgement(read_status_result(result), *m.at); });
       missing = missing || (!m.accepted && usable(m));
     }
-    if (!missing || std::chrono::steady_clock::now() > give_up) return;
+    if (!missing) return;
+    if (std::chrono::steady_clock::now() > give_up) break;
     std::this_thread::sleep_for(kAckPoll);
+  }
+  for (Member& m : members) {
+    if (m.accepted || !m.at || !usable(m)) continue;
+    m.failure = "its commit was answered, but within " + format_human_duration(wait) +
+                " of the deadline " + shaper::format_utc_timestamp(m.at->realtime) +
+                " its status reported no transition due at or after it (the kernel may not have "
+                "taken the change; check its log, or `jitterctl --host ... status --interface " +
+                m.host->interface + "`; on a loaded host, a longer --ack-wait)";
   }
 }
 
@@ -712,7 +725,8 @@ int run_fleet(const Invocation& inv) {
     // A clear is done when its commit is read: the commit reply's time is the acknowledgement.
     for (Member& m : members) m.accepted = m.at;
   } else {
-    collect_acknowledgements(members, deadline);
+    collect_acknowledgements(members, deadline,
+                             inv.args.duration("--ack-wait").value_or(kDefaultAckWait));
   }
   // "If any host refuses, no host commits": a host that failed at its commit (or whose kernel did
   // not take the change) means every host that committed is put back.
@@ -863,7 +877,8 @@ void probe_round(std::vector<Member>& members,
 
 // Every host to `phase` at one deadline, as `fleet switch` does; throws when a host refuses or
 // does not take it (the hosts that staged are aborted).
-void switch_every_host(std::vector<Member>& members, const std::string& phase, Nanoseconds lead) {
+void switch_every_host(std::vector<Member>& members, const std::string& phase,
+                       const FleetProbeOptions& options) {
   for (Member& m : members) {
     m.params = {{"interface", m.host->interface}, {"phase", phase}};
     if (m.host->target) m.params["target"] = m.host->target->to_json();
@@ -876,9 +891,9 @@ void switch_every_host(std::vector<Member>& members, const std::string& phase, N
     abort_all(members);
     why = "refused";
   } else {
-    const Nanoseconds deadline = realtime_now() + lead;
+    const Nanoseconds deadline = realtime_now() + options.lead;
     commit_all(members, shaper::format_utc_timestamp(deadline));
-    collect_acknowledgements(members, deadline);
+    collect_acknowledgements(members, deadline, options.ack_wait);
     for (const Member& m : members) {
       if (!m.accepted && why.empty()) why = "not taken";
     }
@@ -911,9 +926,9 @@ void probe_interleaved(std::vector<Member>& members,
   FleetProbeOptions block = options;
   block.count = std::max<std::uint32_t>(1, options.count / options.blocks);
   for (std::uint32_t b = 0; b < options.blocks; ++b) {
-    switch_every_host(members, options.calibration_phase, options.lead);
+    switch_every_host(members, options.calibration_phase, options);
     probe_round(members, pair_list, run.calibration, block);
-    switch_every_host(members, held, options.lead);
+    switch_every_host(members, held, options);
     probe_round(members, pair_list, run.pairs, block);
   }
 }

@@ -99,6 +99,8 @@ struct FleetProbeOptions {
   std::string calibration_phase;
   std::uint32_t blocks = 4;
   Nanoseconds lead = std::chrono::seconds(1);  // each switch's deadline after every host is ready
+  // How long after each switch's deadline to wait for every host to report its transition.
+  Nanoseconds ack_wait = std::chrono::seconds(10);
 };
 
 // Connects to every host of the inventory (--inventory), reads each one's lane, then has every

@@ -186,6 +186,7 @@ int fleet_validate_command(const Invocation& inv) {
     options.calibration_phase = inv.args.text("--calibration-phase").value_or("");
     options.blocks = static_cast<std::uint32_t>(inv.args.whole_number("--blocks").value_or(4));
     options.lead = inv.args.duration("--lead").value_or(options.lead);
+    options.ack_wait = inv.args.duration("--ack-wait").value_or(options.ack_wait);
     if (calibration && !options.calibration_phase.empty())
       throw UsageError("give --calibration FILE or --calibration-phase C, not both");
 

@@ -138,7 +138,7 @@ _jitterctl_options_of() {
     renew) echo "--lease $_jitterctl_lane_options --help" ;;
     subscribe | events) echo "--interface --event --count --help" ;;
     watch) echo "--interval --once --help" ;;
-    fleet) echo "--inventory --phase --lead --reorder-window --count --profiles --pairs --interval --alpha --seed --save --calibration --calibration-phase --blocks --probes --help" ;;
+    fleet) echo "--inventory --phase --lead --ack-wait --reorder-window --count --profiles --pairs --interval --alpha --seed --save --calibration --calibration-phase --blocks --probes --help" ;;
     list-commands | version | interfaces | profiles | metrics) echo "--help" ;;
     compile) echo "-o --output --format --interval --host --name --description --baseline --halves --regimes --window" \
         "--step --spike --no-reorder --packet-rate --entries --replay --replay-window --once --help" ;;
@@ -162,7 +162,7 @@ _jitterctl_takes_value() {
     renew) [[ $2 == @(--lease|$_jitterctl_lane_values) ]] ;;
     subscribe | events) [[ $2 == @(--interface|--event|--count) ]] ;;
     watch) [[ $2 == --interval ]] ;;
-    fleet) [[ $2 == @(--inventory|--phase|--lead|--reorder-window|--count|--profiles|--pairs|--interval|--alpha|--seed|--save|--calibration|--calibration-phase|--blocks|--probes) ]] ;;
+    fleet) [[ $2 == @(--inventory|--phase|--lead|--ack-wait|--reorder-window|--count|--profiles|--pairs|--interval|--alpha|--seed|--save|--calibration|--calibration-phase|--blocks|--probes) ]] ;;
     compile) [[ $2 == @(-o|--output|--format|--interval|--host|--name|--description|--baseline|--regimes|--window|--step|--spike|--packet-rate|--entries|--replay-window) ]] ;;
     validate) [[ $2 == @(--shaped|--link-calibration|--calibration-delay|--phase|--plot|--timeline|--seed|--probes|--alpha|--format|--interval|--host) ]] ;;
     *) return 1 ;;
@@ -274,6 +274,7 @@ _jitterctl() {
         watch:--interval) _jitterctl_add "500ms 1s 5s" "$cur" ;;
         apply:--file | fleet:--inventory) _jitterctl_files "$cur" "*.json" ;;
         fleet:--lead) _jitterctl_add "500ms 1s 2s 5s" "$cur" ;;
+        fleet:--ack-wait) _jitterctl_add "2s 10s 30s" "$cur" ;;
         fleet:--reorder-window) _jitterctl_add "0 100ms 500ms 1s" "$cur" ;;
         fleet:--pairs) _jitterctl_add "all ring" "$cur" ;;
         fleet:--save | fleet:--calibration | fleet:--probes) _jitterctl_files "$cur" "*.json" ;;

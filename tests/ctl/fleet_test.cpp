@@ -179,6 +179,8 @@ class FakeHost {
   }
   // A stage after the first (a rollback's) is refused.
   void refuse_restore() { refuse_restore_ = true; }
+  // Its status never shows a transition at the commit's deadline: a kernel that did not take it.
+  void never_acknowledge() { never_acknowledge_ = true; }
   // When each commit arrived, by this process's CLOCK_REALTIME.
   std::vector<Nanoseconds> commit_times() const {
     const std::lock_guard lock(mutex_);
@@ -262,11 +264,13 @@ class FakeHost {
                                     {"cleared", Json::array()}});
     }
     // status: an older transition, then the one at the deadline.
-    const Json recent = {
-        {{"phase", "low"},
-         {"deadline", stamp(deadline_ - 10s)},
-         {"applied", stamp(deadline_ - 9s)}},
-        {{"phase", "high"}, {"deadline", stamp(deadline_)}, {"applied", stamp(deadline_ + late_)}}};
+    Json recent = {{{"phase", "low"},
+                    {"deadline", stamp(deadline_ - 10s)},
+                    {"applied", stamp(deadline_ - 9s)}}};
+    if (!never_acknowledge_)
+      recent.push_back({{"phase", "high"},
+                        {"deadline", stamp(deadline_)},
+                        {"applied", stamp(deadline_ + late_)}});
     // Before any commit: the phase it held, "low".
     return FakeJitterd::reply(r, {{"sessions",
                                    {{{"interface", "veth0"},
@@ -282,6 +286,7 @@ class FakeHost {
   Nanoseconds deadline_{0};
   bool die_at_commit_ = false;
   bool refuse_restore_ = false;
+  bool never_acknowledge_ = false;
   Nanoseconds ahead_{0};
   std::optional<std::vector<Nanoseconds>> event_times_;
   std::chrono::milliseconds event_pause_{0};
@@ -441,6 +446,34 @@ TEST(Fleet, AHostLostAtCommitHasEveryHostThatCommittedRolledBackAfterTheDeadline
   // The skew is of the hosts that took the change.
   EXPECT_EQ(report["skew_ns"], 0);
   for (const auto& h : hosts) EXPECT_TRUE(h->requests_of("abort").empty());
+}
+
+TEST(Fleet, AHostThatNeverReportsTheTransitionIsNamedWithWhatWasAwaitedAndAllAreRolledBack) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
+  hosts[1]->never_acknowledge();
+  const auto started = std::chrono::steady_clock::now();
+  const FleetRun r =
+      run_fleet(hosts, {"--json", "switch", "high", "--lead", "200ms", "--ack-wait", "300ms"});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s) << "--ack-wait, not the 10 s default";
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  const std::string said =
+      "jitterctl fleet: h1: its commit was answered, but within 300 ms of the "
+      "deadline ";
+  EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("status --interface veth0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--ack-wait"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("jitterctl fleet: h0"), std::string::npos) << r.err;
+  const Json report = Json::parse(r.out);
+  EXPECT_EQ(report["rolled_back"], true) << report.dump();
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    // It committed, so it is put back as well: it may have changed without saying so.
+    EXPECT_EQ(report["hosts"][i]["rollback"], "done") << report["hosts"][i].dump();
+    EXPECT_EQ(hosts[i]->requests_of("commit").size(), 2u) << "h" << i;
+  }
+  EXPECT_FALSE(report["hosts"][1].contains("accepted_realtime_ns"));
+  EXPECT_TRUE(report["hosts"][0].contains("accepted_realtime_ns"));
 }
 
 TEST(Fleet, AHostThatCannotBeRolledBackIsNamedAndTheRunExits7) {
