@@ -43,6 +43,12 @@ function(jitterd_precompile_headers target set)
     message(FATAL_ERROR "jitterd_precompile_headers(${target} ${set}): no header set '${set}' "
                         "(cmake/precompiled_headers.cmake lists json, asio, test and asio_test)")
   endif()
+  # GCC 12 at -O1 reports a false -Warray-bounds inside std::string's operator+ (char_traits.h,
+  # inlined into tests/calibration/validation_calibration_test.cpp) when the test sets' PCH is in
+  # front; without it, quiet. -Werror makes that a failed build, so GCC builds the tests without.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND set MATCHES "test$")
+    return()
+  endif()
   set(holder jitterd_pch_${set})
   if(NOT TARGET ${holder})
     add_library(${holder} OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_holder.cpp)
