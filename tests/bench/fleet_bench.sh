@@ -161,6 +161,17 @@ if ! $in_bed && ! $per_host_bed && [[ -z $guest_host ]]; then
   # On this machine: say what state it is in, then run each host count in the bed(s); the tables
   # cover every run the beds listed in $out/runs.list.
   out=$(bench_visible_dir fleet_bench.sh "$out" "use --out")
+  if [[ " $kernels " == *" per-host "* ]]; then
+    # The per-host bed mounts a private tmpfs on /tmp: the checkout, the binaries and --out must be
+    # elsewhere, or its guests would not find them.
+    for p in "$repo" "$out" "${paths[@]}" "${ctl_paths[@]}"; do
+      [[ $(realpath -m "$p")/ != /tmp/* ]] || {
+        echo "fleet_bench.sh: --kernels per-host: $p is under /tmp, which the per-host bed replaces with" \
+          "a tmpfs of its own; use a checkout, build tree and --out outside /tmp" >&2
+        exit 2
+      }
+    done
+  fi
   echo "# fleet switch skew, $(bench_revision): hosts $hosts, kernels $kernels, transports" \
     "$transports, $switches switches each, lead $lead"
   for i in "${!labels[@]}"; do echo "#   ${labels[$i]}: ${paths[$i]}"; done
@@ -370,7 +381,12 @@ run_one() {
     fi
     local tries=0
     until [[ -e $runout/ready-h$i ]]; do
-      if ! kill -0 "${guests[$i]}" 2>/dev/null || ((++tries >= 1800)); then
+      if ! kill -0 "${guests[$i]}" 2>/dev/null; then
+        echo "fleet_bench.sh: the guest of h$i ended before it was ready:" >&2
+        cat "$runout/guest-h$i.log" >&2
+        return 1
+      fi
+      if ((++tries >= 1800)); then
         echo "fleet_bench.sh: the guest of h$i was not ready within 180 s:" >&2
         cat "$runout/guest-h$i.log" >&2
         return 1
