@@ -231,11 +231,11 @@ trap stop_all EXIT
 # CPU time of a process so far, in ns: schedstat's first field (on-CPU time), else utime + stime.
 cpu_ns() {
   local first rest
-  if read -r first rest <"/proc/$1/schedstat" 2>/dev/null; then
+  if read -r first rest 2>/dev/null <"/proc/$1/schedstat"; then
     echo "$first"
   else
     local -a f=()
-    read -r -a f <"/proc/$1/stat" 2>/dev/null || true # 0 when it has gone meanwhile
+    read -r -a f 2>/dev/null <"/proc/$1/stat" || true # 0 when it has gone meanwhile
     echo $(((${f[13]:-0} + ${f[14]:-0}) * 1000000000 / $(getconf CLK_TCK)))
   fi
 }
