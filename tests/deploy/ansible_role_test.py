@@ -288,11 +288,19 @@ class Test:
         # Output to files, not pipes: ssh's ControlPersist masters outlive ansible-playbook and would
         # hold a pipe open.
         with open(out_path, "w") as out, open(err_path, "w") as err:
-            rc = subprocess.run(
-                ["ip", "netns", "exec", self.bed.client, "/usr/bin/ansible-playbook", "-i", inventory,
-                 *extra, os.path.join(self.playbook_dir, "playbook.yml")],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=self.work,
-                timeout=PLAYBOOK_TIMEOUT_S).returncode
+            try:
+                rc = subprocess.run(
+                    ["ip", "netns", "exec", self.bed.client, "/usr/bin/ansible-playbook", "-i", inventory,
+                     *extra, os.path.join(self.playbook_dir, "playbook.yml")],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=self.work,
+                    timeout=PLAYBOOK_TIMEOUT_S).returncode
+            except subprocess.TimeoutExpired:
+                rc = None
+        if rc is None:
+            with open(err_path) as f:
+                fail(f"{label}: ansible-playbook did not finish within {PLAYBOOK_TIMEOUT_S} s and was killed "
+                     f"(a slow or loaded host: docs/testing.md, \"Slower hosts\"); its stderr's end: "
+                     f"{f.read()[-2000:]}")
         took = time.monotonic() - start
         with open(out_path) as f:
             text = f.read()
