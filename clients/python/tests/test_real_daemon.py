@@ -29,13 +29,15 @@ pytestmark = pytest.mark.skipif(
 
 
 def connect_ms():
-    """The median of 9 TCP connects to redis-server: one round trip each, through the shaped link."""
+    """The fastest of 9 TCP connects to redis-server: one round trip each, through the shaped link.
+    The minimum, not the median: the guest's own delays only add (on a slow host the median of the
+    2 ms phase came out 6.8 ms, the 12 ms phase 13.4 ms)."""
     times = []
     for _ in range(9):
         start = time.monotonic_ns()
         with socket.create_connection(REDIS, timeout=5):
             times.append((time.monotonic_ns() - start) / 1e6)
-    return sorted(times)[4]
+    return min(times)
 
 
 @pytest.fixture
