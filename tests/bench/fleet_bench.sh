@@ -379,15 +379,15 @@ run_one() {
       wait_jitterd "$jitterctl" "$i" || return 1
       continue
     fi
-    local tries=0
+    local tries=0 why=""
     until [[ -e $runout/ready-h$i ]]; do
       if ! kill -0 "${guests[$i]}" 2>/dev/null; then
-        echo "fleet_bench.sh: the guest of h$i ended before it was ready:" >&2
-        cat "$runout/guest-h$i.log" >&2
-        return 1
+        why="ended before it was ready"
+      elif ((++tries >= 1800)); then
+        why="was not ready within 180 s"
       fi
-      if ((++tries >= 1800)); then
-        echo "fleet_bench.sh: the guest of h$i was not ready within 180 s:" >&2
+      if [[ -n $why ]]; then
+        echo "fleet_bench.sh: the guest of h$i $why:" >&2
         cat "$runout/guest-h$i.log" >&2
         return 1
       fi

@@ -295,12 +295,10 @@ class Test:
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=self.work,
                     timeout=PLAYBOOK_TIMEOUT_S).returncode
             except subprocess.TimeoutExpired:
-                rc = None
-        if rc is None:
-            with open(err_path) as f:
-                fail(f"{label}: ansible-playbook did not finish within {PLAYBOOK_TIMEOUT_S} s and was killed "
-                     f"(a slow or loaded host: docs/testing.md, \"Slower hosts\"); its stderr's end: "
-                     f"{f.read()[-2000:]}")
+                with open(err_path) as f:
+                    fail(f"{label}: ansible-playbook did not finish within {PLAYBOOK_TIMEOUT_S} s and was killed "
+                         f"(a slow or loaded host: docs/testing.md, \"Slower hosts\"); its stderr's end: "
+                         f"{f.read()[-2000:]}")
         took = time.monotonic() - start
         with open(out_path) as f:
             text = f.read()
