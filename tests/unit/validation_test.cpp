@@ -128,26 +128,33 @@ TEST(LinkCalibration, TooFewRepliesIsAProblemNotANoiseModel) {
   EXPECT_NE(problem.find("99 replies"), std::string::npos) << problem;
 }
 
-TEST(CalibrationInverseSize, CountsTheCalibrationOnlyWhereTheNoiseShapesTheSeries) {
+TEST(CalibrationSampling, CountsTheCalibrationOnlyWhereTheNoiseShapesTheSeries) {
   std::vector<Nanoseconds> noise;
   for (int k = 0; k < 1000; ++k) noise.push_back(std::chrono::microseconds((k * 7919) % 100));
   // A constant delay: the noised series is the noise itself, known only to the calibration's own
   // precision (ratio 1 at every percentile).
   const DelaySeries constant =
       series("profile", 10000, [](std::size_t) { return Nanoseconds(5ms); });
-  EXPECT_NEAR(calibration_inverse_size(constant, noise, false, 1000), 1.0 / 1000, 0.02 / 1000);
+  const CalibrationSampling at_constant = calibration_sampling(constant, noise, false, 1000);
+  EXPECT_NEAR(at_constant.ks, 1.0 / 1000, 0.02 / 1000);
+  EXPECT_NEAR(at_constant.p99, 1.0 / 1000, 0.02 / 1000);
   // Delays spread over 100 ms: 100 µs of noise hardly moves its CDF, nor an error in that noise.
   const DelaySeries wide = series("profile", 10000, [](std::size_t i) {
     return Nanoseconds(std::chrono::microseconds(10) *
                        static_cast<std::int64_t>((i * 7919) % 10000));
   });
-  EXPECT_LT(calibration_inverse_size(wide, noise, false, 1000), 0.01 / 1000);
+  const CalibrationSampling at_wide = calibration_sampling(wide, noise, false, 1000);
+  EXPECT_LT(at_wide.ks, 0.01 / 1000);
+  EXPECT_LT(at_wide.p99, 0.01 / 1000);
+  EXPECT_LT(at_wide.p999, 0.01 / 1000);
   // A noise of one value is known exactly, and a calibration worth nothing adds nothing.
-  EXPECT_EQ(calibration_inverse_size(constant, std::vector<Nanoseconds>(1000, 50us), false, 1000),
-            0);
-  EXPECT_EQ(calibration_inverse_size(constant, noise, false, 0), 0);
+  const CalibrationSampling exact =
+      calibration_sampling(constant, std::vector<Nanoseconds>(1000, 50us), false, 1000);
+  EXPECT_EQ(exact.ks, 0);
+  EXPECT_EQ(exact.p99, 0);
+  EXPECT_EQ(calibration_sampling(constant, noise, false, 0).p99, 0);
   // Halved: the mean of two draws varies less than one, and the ratio stays near 1.
-  const double halved = calibration_inverse_size(constant, noise, true, 1000);
+  const double halved = calibration_sampling(constant, noise, true, 1000).ks;
   EXPECT_GT(halved, 0.5 / 1000);
   EXPECT_LT(halved, 2.0 / 1000);
 }

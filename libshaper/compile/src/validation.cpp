@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 // (with_link_noise): the two expectations must not share their draws.
 constexpr std::uint64_t kCaptureNoiseSeed = 1;
 constexpr std::uint64_t kProfileNoiseSeed = 2;
-// The seed of the half draws calibration_inverse_size adds to a halved series.
+// The seed of the half draws calibration_sampling adds to a halved series.
 constexpr std::uint64_t kShareSeed = 3;
 
 // Thresholds (docs/validation.md), all of them here. Each figure passes within the larger of a
@@ -454,8 +454,8 @@ CompareInputs compare_inputs(const PreparedSeries& pa, const PreparedSeries& pb,
 
   in.neff_a = effective_sample_size(da.size(), sa.lag1_autocorr);
   in.neff_b = effective_sample_size(db.size(), sb.lag1_autocorr);
-  in.ks_a = 1 / (1 / in.neff_a + pa.extra_inverse_size);
-  in.ks_b = 1 / (1 / in.neff_b + pb.extra_inverse_size);
+  in.ks_a = 1 / (1 / in.neff_a + pa.calibration.ks);
+  in.ks_b = 1 / (1 / in.neff_b + pb.calibration.ks);
   in.ks = ks_distance(da, db).value_or(1.0);
   in.slack_ms = static_cast<double>(t.quantile_slack.count()) / 1e6;
   const double n_a = static_cast<double>(pa.lost.size()), n_b = static_cast<double>(pb.lost.size());
@@ -534,17 +534,37 @@ Figure ks_figure(const CompareInputs& in, Level& lv, double& ks_limit) {
       number(t.ks_floor).c_str(), lv.pct.c_str(), number(critical).c_str(), in.ks_a, in.ks_b,
       number(in.pa.stats.lag1_autocorr.value_or(0)).c_str(),
       number(in.pb.stats.lag1_autocorr.value_or(0)).c_str(),
-      calibrated(in.pa.series.label.c_str(), in.pa.extra_inverse_size, in.neff_a, in.ks_a).c_str(),
-      calibrated(in.pb.series.label.c_str(), in.pb.extra_inverse_size, in.neff_b, in.ks_b).c_str());
+      calibrated(in.pa.series.label.c_str(), in.pa.calibration.ks, in.neff_a, in.ks_a).c_str(),
+      calibrated(in.pb.series.label.c_str(), in.pb.calibration.ks, in.neff_b, in.ks_b).c_str());
   f.judged = true;
   return f;
+}
+
+// The root of the sum of the squares, infinite when one is (libstdc++ 12's three-argument
+// std::hypot gives NaN there).
+double quadrature(double x, double y, double z) {
+  return std::hypot(std::hypot(x, y), z);
+}
+
+// How far below and above a series' value its population's p-quantile may lie for the calibration's
+// sampling alone, `extra` (CalibrationSampling): its order statistics at that quantile for the size
+// 1 / extra. Both 0 for a series built from no calibration.
+std::pair<double, double> calibration_spread(const SortedSamples& sorted, double p, double z,
+                                             double extra, double value_ms) {
+  if (extra <= 0) return {0, 0};
+  const auto [lo, hi] = quantile_interval_ms(sorted, p, z, 1 / extra);
+  return {value_ms - lo, hi - value_ms};
 }
 
 // p99 and p99.9: within the tolerance, or the steadier series' value inside the noisier one's
 // interval for that quantile. Either suffices; the interval is not widened by the tolerance, which
 // would make the figure all but unable to fail by chance and spend none of the level it is given.
+// A series built with the link's noise owes its quantile to the calibration's sampling too
+// (`cal_a`, `cal_b`: each series' CalibrationSampling at this quantile); that error is independent
+// of the probes' own, and widens the interval in quadrature.
 Figure quantile_figure(const CompareInputs& in, Level& lv, double p, const char* name,
-                       const char* quantile, double a_ms, double b_ms, bool judge) {
+                       const char* quantile, double a_ms, double b_ms, bool judge, double cal_a,
+                       double cal_b) {
   const std::string &label_a = in.pa.series.label, &label_b = in.pb.series.label;
   const SortedSamples &da = in.pa.delivered, &db = in.pb.delivered;
   Figure f;
@@ -556,19 +576,31 @@ Figure quantile_figure(const CompareInputs& in, Level& lv, double p, const char*
   const bool b_noisier = in.neff_b <= in.neff_a;
   const auto [lo, hi] =
       quantile_interval_ms(b_noisier ? db : da, p, lv.z, b_noisier ? in.neff_b : in.neff_a);
-  // The steadier value inside [lo, hi], as a range of b - a.
-  const double interval_low = b_noisier ? b_ms - hi : lo - a_ms;
-  const double interval_high = b_noisier ? b_ms - lo : hi - a_ms;
+  // The steadier value inside [lo, hi], as a range of b - a; then each calibration's share: b - a
+  // reads low when a's quantile came out high or b's low, and high the other way round.
+  const auto [a_below, a_above] = calibration_spread(da, p, lv.z, cal_a, a_ms);
+  const auto [b_below, b_above] = calibration_spread(db, p, lv.z, cal_b, b_ms);
+  const double interval_low = -quadrature(b_noisier ? hi - b_ms : a_ms - lo, a_below, b_above);
+  const double interval_high = quadrature(b_noisier ? b_ms - lo : hi - a_ms, a_above, b_below);
   f.low = std::min(-tolerance, interval_low);
   f.high = std::max(tolerance, interval_high);
   lv.spending += judge && (interval_low < -tolerance || interval_high > tolerance);
+  auto calibrated = [&](const std::string& label, double extra, double below, double above) {
+    return extra > 0 ? format(
+                           "; the %s's %s counts the link calibration's sampling too (size "
+                           "%.0f: %s below to %s above, in quadrature)",
+                           label.c_str(), quantile, 1 / extra, number(below).c_str(),
+                           number(above).c_str())
+                     : std::string();
+  };
   f.basis = format(
       "within %s %% or %s ms, or the %s value inside the %s %s's %s interval (%zu probes, "
-      "effective %.0f: %s to %s ms)",
+      "effective %.0f: %s to %s ms%s%s)",
       number(100 * in.t.quantile_error).c_str(), number(in.slack_ms).c_str(),
       (b_noisier ? label_a : label_b).c_str(), (b_noisier ? label_b : label_a).c_str(), quantile,
       lv.pct.c_str(), (b_noisier ? db : da).size(), b_noisier ? in.neff_b : in.neff_a,
-      number(lo).c_str(), number(hi).c_str());
+      number(lo).c_str(), number(hi).c_str(), calibrated(label_a, cal_a, a_below, a_above).c_str(),
+      calibrated(label_b, cal_b, b_below, b_above).c_str());
   f.judged = judge;
   return f;
 }
@@ -673,9 +705,11 @@ int build_figures(Comparison& c, const CompareInputs& in, double level) {
   Level lv{level, normal_quantile(1 - level / 2).value_or(HUGE_VAL),
            format("%.3g %%", 100 * (1 - level))};
   c.figures.push_back(ks_figure(in, lv, c.ks_limit));
-  c.figures.push_back(quantile_figure(in, lv, 0.99, "p99_ms", "p99", sa.p99_ms, sb.p99_ms, true));
-  c.figures.push_back(
-      quantile_figure(in, lv, 0.999, "p999_ms", "p99.9", sa.p999_ms, sb.p999_ms, in.judge_p999));
+  c.figures.push_back(quantile_figure(in, lv, 0.99, "p99_ms", "p99", sa.p99_ms, sb.p99_ms, true,
+                                      in.pa.calibration.p99, in.pb.calibration.p99));
+  c.figures.push_back(quantile_figure(in, lv, 0.999, "p999_ms", "p99.9", sa.p999_ms, sb.p999_ms,
+                                      in.judge_p999, in.pa.calibration.p999,
+                                      in.pb.calibration.p999));
   c.figures.push_back(loss_rate_figure(in, lv));
   c.figures.push_back(mean_burst_figure(in, lv));
   c.figures.push_back(lag1_figure(in, lv));
@@ -767,11 +801,12 @@ Expected<LinkCalibration> link_calibration(const Trace& calibration,
   return out;
 }
 
-double calibration_inverse_size(const DelaySeries& series, const std::vector<Nanoseconds>& noise,
-                                bool halved, double effective_probes) {
-  if (effective_probes <= 0 || noise.empty()) return 0;
+CalibrationSampling calibration_sampling(const DelaySeries& series,
+                                         const std::vector<Nanoseconds>& noise, bool halved,
+                                         double effective_probes) {
+  if (effective_probes <= 0 || noise.empty()) return {};
   std::vector<Nanoseconds> g = series.delivered();
-  if (g.empty()) return 0;
+  if (g.empty()) return {};
   // G: the series itself, or for a halved one with one half draw added (the other draw is the
   // variable below).
   if (halved) {
@@ -797,15 +832,12 @@ double calibration_inverse_size(const DelaySeries& series, const std::vector<Nan
   }
   for (auto& [v, w] : values) w /= static_cast<double>(sorted_noise.size());
   const double k = halved ? 0.5 : 1.0, m = halved ? 4.0 : 1.0;
-  const double median_noise = static_cast<double>(sorted_noise[sorted_noise.size() / 2].count());
-  // Over the noised series' percentiles (G's, moved by the typical draw), where its F (1 - F) is
-  // at least that of the 1st percentile: further out both are too small to move KS.
-  double worst = 0;
-  constexpr int kGrid = 200;
-  for (int j = 1; j < kGrid; ++j) {
-    const double x =
-        static_cast<double>(at[at.size() * static_cast<std::size_t>(j) / kGrid].count()) +
-        k * median_noise;
+  // The noised series' CDF at x (the mean over the draws), and the variance of that mean's terms
+  // over its own F (1 - F): 0 where F (1 - F) is below `floor`.
+  struct AtPoint {
+    double cdf, ratio;
+  };
+  auto at_point = [&](double x, double floor) {
     double mean = 0, square = 0;
     for (const auto& [v, w] : values) {
       const double f = cdf(x - k * v);
@@ -813,10 +845,37 @@ double calibration_inverse_size(const DelaySeries& series, const std::vector<Nan
       square += w * f * f;
     }
     const double bridge = mean * (1 - mean);
-    if (bridge < 0.01 * 0.99) continue;
-    worst = std::max(worst, m * std::max(square - mean * mean, 0.0) / bridge);
+    return AtPoint{mean, bridge < floor || bridge <= 0
+                             ? 0.0
+                             : m * std::max(square - mean * mean, 0.0) / bridge};
+  };
+  CalibrationSampling out;
+  const double median_noise = static_cast<double>(sorted_noise[sorted_noise.size() / 2].count());
+  // KS: over the noised series' percentiles (G's, moved by the typical draw), where its F (1 - F)
+  // is at least that of the 1st percentile: further out both are too small to move KS.
+  constexpr int kGrid = 200;
+  for (int j = 1; j < kGrid; ++j) {
+    const double x =
+        static_cast<double>(at[at.size() * static_cast<std::size_t>(j) / kGrid].count()) +
+        k * median_noise;
+    out.ks = std::max(out.ks, at_point(x, 0.01 * 0.99).ratio);
   }
-  return worst / effective_probes;
+  // p99 and p99.9: at the noised series' own quantile, found by bisection on its CDF.
+  auto at_quantile = [&](double p) {
+    double lo = static_cast<double>(at.front().count()) - 1,
+           hi = static_cast<double>(at.back().count()) + k * values.back().first + 1;
+    for (int i = 0; i < 64 && hi - lo > 1; ++i) {
+      const double mid = (lo + hi) / 2;
+      (at_point(mid, 0).cdf < p ? lo : hi) = mid;
+    }
+    return at_point(hi, 0).ratio;
+  };
+  out.p99 = at_quantile(0.99);
+  out.p999 = at_quantile(0.999);
+  out.ks /= effective_probes;
+  out.p99 /= effective_probes;
+  out.p999 /= effective_probes;
+  return out;
 }
 
 DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseconds>& noise,
@@ -835,8 +894,8 @@ DelaySeries add_link_noise(const DelaySeries& series, const std::vector<Nanoseco
 LinkNoise with_link_noise(LinkCalibration calibration, const DelaySeries& profile, bool halved) {
   LinkNoise out;
   out.profile = add_link_noise(profile, calibration.noise, halved, kProfileNoiseSeed);
-  out.profile_extra_inverse_size =
-      calibration_inverse_size(profile, calibration.noise, halved, calibration.effective_probes);
+  out.profile_sampling =
+      calibration_sampling(profile, calibration.noise, halved, calibration.effective_probes);
   out.samples = std::move(calibration.noise);
   out.halved = halved;
   out.base = calibration.base;
@@ -875,10 +934,10 @@ ValidationReport validate_series(const DelaySeries& capture, const DelaySeries& 
     if (noise && !noise->samples.empty()) {
       PreparedSeries capture_n(
           add_link_noise(capture, noise->samples, noise->halved, kCaptureNoiseSeed));
-      capture_n.extra_inverse_size =
-          calibration_inverse_size(capture, noise->samples, noise->halved, noise->effective_probes);
+      capture_n.calibration =
+          calibration_sampling(capture, noise->samples, noise->halved, noise->effective_probes);
       PreparedSeries profile_n(noise->profile);
-      profile_n.extra_inverse_size = noise->profile_extra_inverse_size;
+      profile_n.calibration = noise->profile_sampling;
       r.comparisons.push_back(compare(capture_n, shaped_p, kShapedThresholds, options));
       r.comparisons.push_back(compare(profile_n, shaped_p, kShapedThresholds, options));
       r.notes.push_back(noise_note(noise->samples, "the capture and the profile"));
@@ -914,7 +973,7 @@ ValidationReport validate_shaped_only(const DelaySeries& shaped, const DelaySeri
   if (!noise || noise->samples.empty())
     return validate_shaped_only(shaped, PreparedSeries(profile), options);
   PreparedSeries profile_n(noise->profile);
-  profile_n.extra_inverse_size = noise->profile_extra_inverse_size;
+  profile_n.calibration = noise->profile_sampling;
   ValidationReport r = validate_shaped_only(shaped, profile_n, options);
   r.profile = series_stats(profile);
   r.notes.insert(r.notes.begin(), noise_note(noise->samples, "the profile"));

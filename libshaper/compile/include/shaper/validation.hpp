@@ -124,6 +124,15 @@ std::size_t simulation_copies(std::size_t probes, std::size_t at_least = kValida
 // percentile.
 inline constexpr double kLinkAnchor = 0.01;
 
+// How much a series built with the link's noise added owes to the calibration the noise was drawn
+// from (calibration_sampling), as additions to 1 / (effective size) where a figure counts that
+// series' sampling noise: KS's, and the p99's and p99.9's. All 0 for a series built from no sample.
+struct CalibrationSampling {
+  double ks = 0;
+  double p99 = 0;
+  double p999 = 0;
+};
+
 // A series with what every comparison reads from it computed once: sorting and scanning a million
 // simulated probes is most of a comparison's cost, and one profile may be judged against many
 // traces (each phase's, or a calibration's thousand trials).
@@ -140,9 +149,8 @@ struct PreparedSeries {
   Nanoseconds stall_threshold{0};
   LossStatistics stalls;
   // What the series' distribution owes, besides its own probes, to a sample it was built from: for
-  // a profile or capture with the link's noise added, the calibration's (calibration_inverse_size).
-  // Added to 1 / (effective size) where KS counts this series' sampling noise.
-  double extra_inverse_size = 0;
+  // a profile or capture with the link's noise added, the calibration's (calibration_sampling).
+  CalibrationSampling calibration;
 };
 
 // The test link measured by probing it through a netem with a constant delay (link_calibration).
@@ -176,8 +184,8 @@ struct LinkNoise {
   DelaySeries profile;
   std::optional<Nanoseconds> base;  // LinkCalibration::base
   double effective_probes = 0;      // LinkCalibration::effective_probes (0: not counted)
-  // calibration_inverse_size for `profile` (PreparedSeries::extra_inverse_size).
-  double profile_extra_inverse_size = 0;
+  // calibration_sampling for `profile` (PreparedSeries::calibration).
+  CalibrationSampling profile_sampling;
 };
 
 // A trace taken through the shaped link, as added delay: its RTTs minus the test link's own base
@@ -193,12 +201,13 @@ SeriesStats series_stats(const DelaySeries& series);
 // How much the calibration's sampling error reaches `series` with the link's noise added: the
 // noised CDF at x is the mean over the calibration's draws z of F(x - z), which has the variance
 // Var_z[F(x - z)] / n over calibrations of n independent probes (for a halved series, a mean of
-// two draws: 4 Var_z[G(x - z / 2)] / n, G the series with one half draw added). Returned: the
-// largest, over the noised series' percentiles, of that variance over F (1 - F) (the variance of a
-// sample of n's CDF), divided by `effective_probes`: what KS adds to 1 / size for this series.
-// 0 when effective_probes is 0. docs/validation.md derives it.
-double calibration_inverse_size(const DelaySeries& series, const std::vector<Nanoseconds>& noise,
-                                bool halved, double effective_probes);
+// two draws: 4 Var_z[G(x - z / 2)] / n, G the series with one half draw added). That variance over
+// F (1 - F) (the variance of a sample of n's CDF), divided by `effective_probes`: for KS the
+// largest over the noised series' percentiles, for p99 and p99.9 its value at the noised series'
+// quantile. All 0 when effective_probes is 0. docs/validation.md derives it.
+CalibrationSampling calibration_sampling(const DelaySeries& series,
+                                         const std::vector<Nanoseconds>& noise, bool halved,
+                                         double effective_probes);
 
 // `series` with a noise sample (drawn with replacement, seeded) added to every delivered probe; for
 // a halved profile the link is crossed twice, so two draws are averaged as the shaped series
