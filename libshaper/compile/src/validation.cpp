@@ -556,6 +556,19 @@ std::pair<double, double> calibration_spread(const SortedSamples& sorted, double
   return {value_ms - lo, hi - value_ms};
 }
 
+// The effective size of a series' quantile at `value_ms`: its `neff` (its values' lag-1
+// autocorrelation), or fewer where the probes above that value cluster in send order more than the
+// values do: one stall delays consecutive probes together, and the tail then holds fewer
+// independent draws than its count.
+double quantile_effective_size(const PreparedSeries& s, double neff, double value_ms) {
+  std::vector<bool> above;
+  above.reserve(s.delivered.size());
+  for (const auto& d : s.series.delay) {
+    if (d) above.push_back(ms(FractionalNanoseconds(*d)) > value_ms);
+  }
+  return std::min(neff, effective_sample_size(above.size(), autocorrelation(above, 1)));
+}
+
 // p99 and p99.9: within the tolerance, or the steadier series' value inside the noisier one's
 // interval for that quantile. Either suffices; the interval is not widened by the tolerance, which
 // would make the figure all but unable to fail by chance and spend none of the level it is given.
@@ -574,8 +587,9 @@ Figure quantile_figure(const CompareInputs& in, Level& lv, double p, const char*
   f.difference = b_ms - a_ms;
   const double tolerance = std::max(std::fabs(a_ms) * in.t.quantile_error, in.slack_ms);
   const bool b_noisier = in.neff_b <= in.neff_a;
-  const auto [lo, hi] =
-      quantile_interval_ms(b_noisier ? db : da, p, lv.z, b_noisier ? in.neff_b : in.neff_a);
+  const double size = b_noisier ? quantile_effective_size(in.pb, in.neff_b, b_ms)
+                                : quantile_effective_size(in.pa, in.neff_a, a_ms);
+  const auto [lo, hi] = quantile_interval_ms(b_noisier ? db : da, p, lv.z, size);
   // The steadier value inside [lo, hi], as a range of b - a; then each calibration's share: b - a
   // reads low when a's quantile came out high or b's low, and high the other way round.
   const auto [a_below, a_above] = calibration_spread(da, p, lv.z, cal_a, a_ms);
@@ -598,8 +612,8 @@ Figure quantile_figure(const CompareInputs& in, Level& lv, double p, const char*
       "effective %.0f: %s to %s ms%s%s)",
       number(100 * in.t.quantile_error).c_str(), number(in.slack_ms).c_str(),
       (b_noisier ? label_a : label_b).c_str(), (b_noisier ? label_b : label_a).c_str(), quantile,
-      lv.pct.c_str(), (b_noisier ? db : da).size(), b_noisier ? in.neff_b : in.neff_a,
-      number(lo).c_str(), number(hi).c_str(), calibrated(label_a, cal_a, a_below, a_above).c_str(),
+      lv.pct.c_str(), (b_noisier ? db : da).size(), size, number(lo).c_str(), number(hi).c_str(),
+      calibrated(label_a, cal_a, a_below, a_above).c_str(),
       calibrated(label_b, cal_b, b_below, b_above).c_str());
   f.judged = judge;
   return f;
