@@ -70,6 +70,14 @@ struct Outcome {
   std::size_t trials = 0;
   std::size_t passed = 0;
   std::map<std::string, std::size_t> failed_by;  // figure name -> trials it failed
+  // One trial's verdict, and the figures it failed by.
+  void add(const ValidationReport& report) {
+    ++trials;
+    passed += report.pass;
+    for (const auto& f : report.comparisons.front().figures) {
+      if (!f.pass) ++failed_by[f.name];
+    }
+  }
   double pass_rate() const { return static_cast<double>(passed) / static_cast<double>(trials); }
   std::string text() const {
     std::string out =
@@ -91,11 +99,7 @@ Outcome calibrate(const Profile& claimed, const Profile& link, std::size_t count
     DelaySeries shaped = simulate_profile(link, like, kInterval, 1000 + t);
     shaped.label = "shaped";
     const ValidationReport report = validate_shaped_only(shaped, profile);
-    ++out.trials;
-    out.passed += report.pass;
-    for (const auto& f : report.comparisons.front().figures) {
-      if (!f.pass) ++out.failed_by[f.name];
-    }
+    out.add(report);
   }
   std::printf("%zu probes against %zu: %s\n", count, profile.series.delay.size(),
               out.text().c_str());
@@ -237,11 +241,7 @@ Outcome calibrate_through_link(const Profile& profile, Nanoseconds calibration_d
         link.ping(simulate_profile(profile, like, kInterval, 1000 + t).delay);
     const DelaySeries shaped = shaped_series(shaped_trace, reference, false, &noise);
     const ValidationReport report = validate_shaped_only(shaped, reference, &noise);
-    ++out.trials;
-    out.passed += report.pass;
-    for (const auto& f : report.comparisons.front().figures) {
-      if (!f.pass) ++out.failed_by[f.name];
-    }
+    out.add(report);
   }
   std::printf("%s through a noisy link, calibrated at %.1f ms, %zu probes: %s\n",
               profile.phases.front().name.c_str(),
@@ -315,11 +315,7 @@ Outcome calibrate_through_stalls(const Profile& profile, Nanoseconds calibration
         through_link(simulate_profile(profile, like, kInterval, 1000 + t).delay);
     const DelaySeries shaped = shaped_series(shaped_trace, reference, false, &noise);
     const ValidationReport report = validate_shaped_only(shaped, reference, &noise);
-    ++out.trials;
-    out.passed += report.pass;
-    for (const auto& f : report.comparisons.front().figures) {
-      if (!f.pass) ++out.failed_by[f.name];
-    }
+    out.add(report);
   }
   std::printf("a pair of lanes through a stalling link, %zu probes: %s\n", count,
               out.text().c_str());
