@@ -430,12 +430,27 @@ struct CompareInputs {
   double neff_a = 0, neff_b = 0;  // effective sizes under each series' lag-1 autocorrelation
   double ks_a = 0, ks_b = 0;      // the sizes KS counts: the effective ones, and the calibration's
   double ks = 0;
+  bool b_noisier = false;  // b has the smaller effective size: p99 and p99.9 read its interval
+  double p99_size = 0, p999_size = 0;  // the noisier series' effective size at those quantiles
   double slack_ms = 0;
   double loss_se = 0, loss_tolerance = 0;
   double burst_se = 0, burst_tolerance = 0;
   double lag1_se = 0;
   double stall_ks = 0;
 };
+
+// The effective size of a series' quantile at `value_ms`: its `neff` (its values' lag-1
+// autocorrelation), or fewer where the probes above that value cluster in send order more than the
+// values do: one stall delays consecutive probes together, and the tail then holds fewer
+// independent draws than its count.
+double quantile_effective_size(const PreparedSeries& s, double neff, double value_ms) {
+  std::vector<bool> above;
+  above.reserve(s.delivered.size());
+  for (const auto& d : s.series.delay) {
+    if (d) above.push_back(ms(FractionalNanoseconds(*d)) > value_ms);
+  }
+  return std::min(neff, effective_sample_size(above.size(), autocorrelation(above, 1)));
+}
 
 CompareInputs compare_inputs(const PreparedSeries& pa, const PreparedSeries& pb,
                              const Thresholds& t, const ValidationOptions& options) {
@@ -457,6 +472,11 @@ CompareInputs compare_inputs(const PreparedSeries& pa, const PreparedSeries& pb,
   in.ks_a = 1 / (1 / in.neff_a + pa.calibration.ks);
   in.ks_b = 1 / (1 / in.neff_b + pb.calibration.ks);
   in.ks = ks_distance(da, db).value_or(1.0);
+  in.b_noisier = in.neff_b <= in.neff_a;
+  const PreparedSeries& noisier = in.b_noisier ? pb : pa;
+  const double neff_noisier = in.b_noisier ? in.neff_b : in.neff_a;
+  in.p99_size = quantile_effective_size(noisier, neff_noisier, noisier.stats.p99_ms);
+  in.p999_size = quantile_effective_size(noisier, neff_noisier, noisier.stats.p999_ms);
   in.slack_ms = static_cast<double>(t.quantile_slack.count()) / 1e6;
   const double n_a = static_cast<double>(pa.lost.size()), n_b = static_cast<double>(pb.lost.size());
   const double bernoulli = sa.loss_rate * (1 - sa.loss_rate);
@@ -556,19 +576,6 @@ std::pair<double, double> calibration_spread(const SortedSamples& sorted, double
   return {value_ms - lo, hi - value_ms};
 }
 
-// The effective size of a series' quantile at `value_ms`: its `neff` (its values' lag-1
-// autocorrelation), or fewer where the probes above that value cluster in send order more than the
-// values do: one stall delays consecutive probes together, and the tail then holds fewer
-// independent draws than its count.
-double quantile_effective_size(const PreparedSeries& s, double neff, double value_ms) {
-  std::vector<bool> above;
-  above.reserve(s.delivered.size());
-  for (const auto& d : s.series.delay) {
-    if (d) above.push_back(ms(FractionalNanoseconds(*d)) > value_ms);
-  }
-  return std::min(neff, effective_sample_size(above.size(), autocorrelation(above, 1)));
-}
-
 // p99 and p99.9: within the tolerance, or the steadier series' value inside the noisier one's
 // interval for that quantile. Either suffices; the interval is not widened by the tolerance, which
 // would make the figure all but unable to fail by chance and spend none of the level it is given.
@@ -576,8 +583,8 @@ double quantile_effective_size(const PreparedSeries& s, double neff, double valu
 // (`cal_a`, `cal_b`: each series' CalibrationSampling at this quantile); that error is independent
 // of the probes' own, and widens the interval in quadrature.
 Figure quantile_figure(const CompareInputs& in, Level& lv, double p, const char* name,
-                       const char* quantile, double a_ms, double b_ms, bool judge, double cal_a,
-                       double cal_b) {
+                       const char* quantile, double a_ms, double b_ms, bool judge, double size,
+                       double cal_a, double cal_b) {
   const std::string &label_a = in.pa.series.label, &label_b = in.pb.series.label;
   const SortedSamples &da = in.pa.delivered, &db = in.pb.delivered;
   Figure f;
@@ -586,9 +593,7 @@ Figure quantile_figure(const CompareInputs& in, Level& lv, double p, const char*
   f.b = b_ms;
   f.difference = b_ms - a_ms;
   const double tolerance = std::max(std::fabs(a_ms) * in.t.quantile_error, in.slack_ms);
-  const bool b_noisier = in.neff_b <= in.neff_a;
-  const double size = b_noisier ? quantile_effective_size(in.pb, in.neff_b, b_ms)
-                                : quantile_effective_size(in.pa, in.neff_a, a_ms);
+  const bool b_noisier = in.b_noisier;
   const auto [lo, hi] = quantile_interval_ms(b_noisier ? db : da, p, lv.z, size);
   // The steadier value inside [lo, hi], as a range of b - a; then each calibration's share: b - a
   // reads low when a's quantile came out high or b's low, and high the other way round.
@@ -720,9 +725,9 @@ int build_figures(Comparison& c, const CompareInputs& in, double level) {
            format("%.3g %%", 100 * (1 - level))};
   c.figures.push_back(ks_figure(in, lv, c.ks_limit));
   c.figures.push_back(quantile_figure(in, lv, 0.99, "p99_ms", "p99", sa.p99_ms, sb.p99_ms, true,
-                                      in.pa.calibration.p99, in.pb.calibration.p99));
+                                      in.p99_size, in.pa.calibration.p99, in.pb.calibration.p99));
   c.figures.push_back(quantile_figure(in, lv, 0.999, "p999_ms", "p99.9", sa.p999_ms, sb.p999_ms,
-                                      in.judge_p999, in.pa.calibration.p999,
+                                      in.judge_p999, in.p999_size, in.pa.calibration.p999,
                                       in.pb.calibration.p999));
   c.figures.push_back(loss_rate_figure(in, lv));
   c.figures.push_back(mean_burst_figure(in, lv));
