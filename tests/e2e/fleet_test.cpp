@@ -12,6 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -459,6 +462,14 @@ TEST_F(E2eFleetValidate, ACorrectFleetPassesEveryPairAndAProfileTenPercentOffFai
   }
   const auto code = judged.wait(240s);
   ASSERT_TRUE(code);
+  // JITTERD_E2E_KEEP=DIR keeps the run's probes (DIR/probes-<realtime s>.json), to judge them
+  // again by hand with `fleet validate --probes` (docs/validation.md, "Fleets").
+  if (const char* keep = std::getenv("JITTERD_E2E_KEEP"); keep && *keep) {
+    const auto stamp = std::chrono::duration_cast<std::chrono::seconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    std::filesystem::copy_file(
+        saved, std::string(keep) + "/probes-" + std::to_string(stamp.count()) + ".json");
+  }
   const std::string out = judged.take_stdout();
   EXPECT_EQ(*code, 0) << out << judged.err_text();
   const Json report = jitterd_e2e::parse_json(out);

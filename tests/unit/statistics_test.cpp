@@ -464,6 +464,26 @@ TEST(EffectiveSampleSize, Ar1FormulaWithNegativeCorrelationNotCounted) {
   EXPECT_NEAR(effective_sample_size(199'000, 1.0), 1000.0, 1e-6);  // rho held at 0.99
 }
 
+TEST(BatchMeansVariance, CountsRunsThatTheLag1AutocorrelationHardlySees) {
+  // Runs of 50 ones and 50 zeros: 20 batches of 50, means 1, 0, 1, ...: their sample variance
+  // (20 * 0.25 / 19) over 20.
+  std::vector<double> runs;
+  for (int k = 0; k < 1000; ++k) runs.push_back((k / 50) % 2 == 0 ? 1.0 : 0.0);
+  EXPECT_NEAR(batch_means_variance(runs).value(), 5.0 / 19 / 20, 1e-12);
+  // The same values alternating: every batch's mean is 0.5, nothing left over.
+  std::vector<double> alternating;
+  for (int k = 0; k < 1000; ++k) alternating.push_back(k % 2 == 0 ? 1.0 : 0.0);
+  EXPECT_NEAR(batch_means_variance(alternating).value(), 0.0, 1e-15);
+  // The remainder past 20 whole batches is left out: 1 019 values are 20 batches of 50.
+  std::vector<double> longer = runs;
+  longer.insert(longer.end(), 19, 1.0);
+  EXPECT_NEAR(batch_means_variance(longer).value(), 5.0 / 19 / 20, 1e-12);
+  // Too short for 20 batches of 2, or too few batches.
+  EXPECT_FALSE(batch_means_variance(std::vector<double>(39, 1.0)));
+  EXPECT_TRUE(batch_means_variance(std::vector<double>(40, 1.0)));
+  EXPECT_FALSE(batch_means_variance(runs, 1));
+}
+
 TEST(KolmogorovSmirnov, OfCountsIsTheDistanceOfTheSamplesTheyCount) {
   // a: 1, 1, 2, 3 (counts {0, 2, 1, 1}); b: 1, 3, 3, 3, 5.
   const std::vector<std::uint64_t> a = {0, 2, 1, 1}, b = {0, 1, 0, 3, 0, 1};

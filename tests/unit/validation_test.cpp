@@ -159,6 +159,36 @@ TEST(CalibrationSampling, CountsTheCalibrationOnlyWhereTheNoiseShapesTheSeries) 
   EXPECT_LT(halved, 2.0 / 1000);
 }
 
+// 1000 probes of 0-99 µs noise, 50 of them stalled, 10 each by 2, 4, 6, 8 and 10 ms (the tenth of
+// them, at the noised p99, the 10 ms ones): in five runs of 10 consecutive probes, or one probe in
+// 20 with the levels taking turns.
+std::vector<Nanoseconds> stalled_noise(bool in_runs) {
+  std::vector<Nanoseconds> noise;
+  for (int k = 0; k < 1000; ++k) {
+    Nanoseconds v = std::chrono::microseconds((k * 7919) % 100);
+    if (in_runs && k % 200 < 10) v += 2ms * (k / 200 + 1);
+    if (!in_runs && k % 20 == 0) v += 2ms * ((k / 20) % 5 + 1);
+    noise.push_back(v);
+  }
+  return noise;
+}
+
+TEST(CalibrationSampling, CountsTheRunsOfStalledProbesAtTheQuantiles) {
+  const DelaySeries constant =
+      series("profile", 10000, [](std::size_t) { return Nanoseconds(5ms); });
+  const CalibrationSampling scattered =
+      calibration_sampling(constant, stalled_noise(false), false, 1000);
+  const CalibrationSampling runs = calibration_sampling(constant, stalled_noise(true), false, 1000);
+  // Scattered, the p99's ten probes are ten draws: the calibration counts as its 1000 probes, and
+  // a series probed through that link meets no runs.
+  EXPECT_NEAR(scattered.p99, 1.0 / 1000, 0.05 / 1000);
+  EXPECT_DOUBLE_EQ(scattered.p99_clustering, 1.0);
+  // In runs they are one run: by batch means (20 batches of 50, one of them 0.8 below the p99)
+  // the share is about ten times as large, and so is a probed series' variance there.
+  EXPECT_GT(runs.p99, 8.0 / 1000);
+  EXPECT_GT(runs.p99_clustering, 8.0);
+}
+
 TEST(AddLinkNoise, AddsADrawToEveryDeliveredProbeAndKeepsLossesAndSeeds) {
   DelaySeries s = series("profile", 1000, [](std::size_t) { return Nanoseconds(5ms); });
   s.delay[7] = std::nullopt;

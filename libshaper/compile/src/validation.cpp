@@ -477,6 +477,14 @@ CompareInputs compare_inputs(const PreparedSeries& pa, const PreparedSeries& pb,
   const double neff_noisier = in.b_noisier ? in.neff_b : in.neff_a;
   in.p99_size = quantile_effective_size(noisier, neff_noisier, noisier.stats.p99_ms);
   in.p999_size = quantile_effective_size(noisier, neff_noisier, noisier.stats.p999_ms);
+  // A series measured through the calibrated link that the other one carries the noise of meets
+  // that noise's runs as the calibration did: its quantiles count them, where that gives fewer.
+  const PreparedSeries& other = in.b_noisier ? pa : pb;
+  if (noisier.calibration.p99 == 0 && noisier.calibration.p999 == 0) {
+    const double delivered = static_cast<double>(noisier.delivered.size());
+    in.p99_size = std::min(in.p99_size, delivered / other.calibration.p99_clustering);
+    in.p999_size = std::min(in.p999_size, delivered / other.calibration.p999_clustering);
+  }
   in.slack_ms = static_cast<double>(t.quantile_slack.count()) / 1e6;
   const double n_a = static_cast<double>(pa.lost.size()), n_b = static_cast<double>(pb.lost.size());
   const double bernoulli = sa.loss_rate * (1 - sa.loss_rate);
@@ -879,7 +887,23 @@ CalibrationSampling calibration_sampling(const DelaySeries& series,
         k * median_noise;
     out.ks = std::max(out.ks, at_point(x, 0.01 * 0.99).ratio);
   }
-  // p99 and p99.9: at the noised series' own quantile, found by bisection on its CDF.
+  // The terms of that mean in the calibration's send order, F(x - z_i): their mean's variance by
+  // batch means counts every run of probes delayed together (one stall, a busy second), which the
+  // lag-1 autocorrelation behind `effective_probes` hardly sees. Over F (1 - F), as `ratio`.
+  const double n = static_cast<double>(noise.size());
+  auto clustered = [&](double x, double bridge) {
+    std::vector<double> terms;
+    terms.reserve(noise.size());
+    for (const Nanoseconds z : noise) terms.push_back(cdf(x - k * static_cast<double>(z.count())));
+    const std::optional<double> variance = batch_means_variance(terms);
+    return variance && bridge > 0 ? m * *variance / bridge : 0.0;
+  };
+  // p99 and p99.9: at the noised series' own quantile, found by bisection on its CDF. The share
+  // is the larger of the two counts; a series probed through the same link meets the same runs,
+  // and its quantile's variance grows by what they add beyond independent draws (`clustering`).
+  struct AtQuantile {
+    double share, clustering;
+  };
   auto at_quantile = [&](double p) {
     double lo = static_cast<double>(at.front().count()) - 1,
            hi = static_cast<double>(at.back().count()) + k * values.back().first + 1;
@@ -887,13 +911,17 @@ CalibrationSampling calibration_sampling(const DelaySeries& series,
       const double mid = (lo + hi) / 2;
       (at_point(mid, 0).cdf < p ? lo : hi) = mid;
     }
-    return at_point(hi, 0).ratio;
+    const AtPoint point = at_point(hi, 0);
+    const double runs = clustered(hi, point.cdf * (1 - point.cdf));
+    return AtQuantile{std::max(point.ratio / effective_probes, runs),
+                      1 + std::max(0.0, runs * n - point.ratio)};
   };
-  out.p99 = at_quantile(0.99);
-  out.p999 = at_quantile(0.999);
+  const AtQuantile p99 = at_quantile(0.99), p999 = at_quantile(0.999);
+  out.p99 = p99.share;
+  out.p99_clustering = p99.clustering;
+  out.p999 = p999.share;
+  out.p999_clustering = p999.clustering;
   out.ks /= effective_probes;
-  out.p99 /= effective_probes;
-  out.p999 /= effective_probes;
   return out;
 }
 

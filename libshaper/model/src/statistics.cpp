@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 namespace shaper {
@@ -379,6 +380,21 @@ double effective_sample_size(std::size_t n, std::optional<double> lag1) {
   constexpr double kMaxRho = 0.99;
   const double rho = std::clamp(lag1.value_or(0.0), 0.0, kMaxRho);
   return static_cast<double>(n) * (1 - rho) / (1 + rho);
+}
+
+std::optional<double> batch_means_variance(std::span<const double> series, std::size_t batches) {
+  const std::size_t length = batches == 0 ? 0 : series.size() / batches;
+  if (batches < 2 || length < 2) return std::nullopt;
+  std::vector<double> means(batches);
+  for (std::size_t b = 0; b < batches; ++b) {
+    const auto batch = series.subspan(b * length, length);
+    means[b] = std::accumulate(batch.begin(), batch.end(), 0.0) / static_cast<double>(length);
+  }
+  const double k = static_cast<double>(batches);
+  const double mean = std::accumulate(means.begin(), means.end(), 0.0) / k;
+  double square = 0;
+  for (const double m : means) square += (m - mean) * (m - mean);
+  return square / (k - 1) / k;
 }
 
 std::optional<FractionalNanoseconds> wasserstein1(const SortedSamples& a, const SortedSamples& b) {

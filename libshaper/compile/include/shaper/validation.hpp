@@ -131,6 +131,12 @@ struct CalibrationSampling {
   double ks = 0;
   double p99 = 0;
   double p999 = 0;
+  // For a series probed through the same link (the shaped one): how much more its p99's and
+  // p99.9's sampling variance is than its probes' count gives, where the calibration's noise comes
+  // in runs of consecutive probes (the variance of the fraction below the quantile grows by the
+  // runs' covariance). 1: no runs beyond independent draws.
+  double p99_clustering = 1;
+  double p999_clustering = 1;
 };
 
 // A series with what every comparison reads from it computed once: sorting and scanning a million
@@ -204,7 +210,9 @@ SeriesStats series_stats(const DelaySeries& series);
 // two draws: 4 Var_z[G(x - z / 2)] / n, G the series with one half draw added). That variance over
 // F (1 - F) (the variance of a sample of n's CDF), divided by `effective_probes`: for KS the
 // largest over the noised series' percentiles, for p99 and p99.9 its value at the noised series'
-// quantile. All 0 when effective_probes is 0. docs/validation.md derives it.
+// quantile, or there the mean's variance by batch means over the calibration in send order where
+// that is larger (runs of probes delayed together), which also gives p99_clustering and
+// p999_clustering. All 0 when effective_probes is 0. docs/validation.md derives it.
 CalibrationSampling calibration_sampling(const DelaySeries& series,
                                          const std::vector<Nanoseconds>& noise, bool halved,
                                          double effective_probes);

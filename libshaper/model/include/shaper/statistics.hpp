@@ -164,6 +164,14 @@ std::optional<double> normal_quantile(double p);
 // correlation is not counted as extra information) and as at most 0.99.
 double effective_sample_size(std::size_t n, std::optional<double> lag1);
 
+// The variance of the mean of a series in time order by the method of batch means: the series cut
+// into `batches` consecutive batches of equal length (the remainder left out), the sample variance
+// of the batch means divided by `batches`. Unlike effective_sample_size it assumes no AR(1)
+// process: it counts every correlation shorter than a batch, such as runs of probes that one stall
+// delays together. nullopt with fewer than 2 batches or fewer than 2 values a batch.
+std::optional<double> batch_means_variance(std::span<const double> series,
+                                           std::size_t batches = 20);
+
 // Wasserstein-1 (earth mover's) distance = integral of |F(x) - G(x)| dx, exact: F and G are step
 // functions, so the integral is a finite sum over the merged distinct values, accumulated in
 // 128-bit integers and divided once at the end. In nanoseconds: "how far, on average, the delays
