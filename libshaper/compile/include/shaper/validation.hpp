@@ -163,6 +163,7 @@ struct PreparedSeries {
 struct LinkCalibration {
   // Every RTT above the calibration's minimum: noise the link adds on its own (timer lateness,
   // scheduling; tens of µs on hardware, about 0.1 ms in User-Mode Linux, 0.4 ms under qemu TCG).
+  // In send order (the replies'; lost probes left out): calibration_sampling reads runs in it.
   std::vector<Nanoseconds> noise;
   // The link's own round trip, the calibration's minimum less the constant delay it was taken
   // through, when that delay is known; otherwise shaped_series estimates it.
