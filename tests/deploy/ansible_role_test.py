@@ -149,6 +149,9 @@ mount -t sysfs sysfs {root}/sys
 mount --rbind /dev {root}/dev
 mount -t tmpfs -o mode=0755 tmpfs {root}/run
 mount -t tmpfs -o mode=1777 tmpfs {root}/tmp
+# No package lists: python3-apt, which Ansible's apt module opens, then reads the installed packages
+# alone (2.3 s in a guest against 7.8 s with this machine's lists), as on a host never `apt update`d.
+mount -t tmpfs -o mode=0755 tmpfs {root}/var/lib/apt/lists
 mkdir -p {root}/run/sshd
 rm -f {root}/var/lib/man-db/auto-update
 exec chroot {root} /usr/sbin/sshd -D -e -f /etc/ssh/jitterd-test/sshd_config
