@@ -1,0 +1,57 @@
+#pragma once
+// One-way probes for judging when a switch reached the datapath, packet by packet. Every sender
+// and the receiver live in network namespaces of one kernel, so a datagram's send and arrival are
+// read on one CLOCK_MONOTONIC: the clock a kernel-timed switch (shaper::GatedNetem) compares with.
+// A datagram whose sendto(2) returned before a deadline was enqueued before it; one whose sendto
+// began at or after it, after it. No tolerance is needed between the two.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jitterd_test {
+
+using ProbeClock = std::chrono::steady_clock;
+
+// Where datagrams go: from a socket created in `netns` to `to_address`:port.
+struct OneWayPath {
+  std::string netns;
+  std::string to_address;
+};
+
+struct OneWayProbe {
+  std::size_t path = 0;
+  ProbeClock::time_point before;  // just before sendto(2)
+  ProbeClock::time_point after;   // just after it returned
+  std::optional<ProbeClock::time_point> arrived;
+};
+
+// One thread sends a datagram on every path in turn, then sleeps `interval`, until `until`; a
+// receiver bound to `port` in `receiver_netns` records arrivals (until 200 ms after the last send).
+// Throws shaper::SystemError when a socket cannot be made.
+std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
+                                       const std::string& receiver_netns, std::uint16_t port,
+                                       ProbeClock::time_point until,
+                                       std::chrono::microseconds interval);
+
+// Of one path's datagrams, against switches at `deadlines` (ascending) alternating between a low
+// phase (before the first) and a high one: a datagram is high when its one-way delay is at least
+// `threshold`.
+struct SwitchJudgement {
+  int judged = 0;
+  int straddling = 0;  // sendto ran across a deadline: either phase is right
+  int lost = 0;
+  int wrong = 0;
+  std::string first_wrong;
+  // Per deadline: how close before it (the end of a sendto) and after it (the start of one) a
+  // datagram was judged, in ms; the switch landed within their sum, at the deadline if wrong == 0.
+  std::vector<double> before_ms;
+  std::vector<double> after_ms;
+};
+SwitchJudgement judge_switches(const std::vector<OneWayProbe>& probes, std::size_t path,
+                               const std::vector<ProbeClock::time_point>& deadlines,
+                               std::chrono::microseconds threshold);
+
+}  // namespace jitterd_test
