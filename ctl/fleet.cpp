@@ -57,6 +57,7 @@ struct Member {
   std::string token;
   std::optional<Stamp> at;        // the deadline as the host's commit reply gave it
   std::optional<Stamp> accepted;  // the kernel's acknowledgement of the change
+  bool gated = false;             // put in force by the host kernel's gate at the deadline
   std::vector<SessionStatus> sessions;
   // Its sessions on the interface before the change was staged (empty: unshaped), what a
   // rollback puts back.
@@ -239,15 +240,24 @@ void commit_all(std::vector<Member>& members, const std::string& at) {
 
 // The kernel's acknowledgement of the change committed for `at`: of each lane, its first
 // transition due at or after the deadline (the host's own clock, so exact); the last of the lanes.
-std::optional<Stamp> acknowledgement(const std::vector<SessionStatus>& sessions, const Stamp& at) {
-  std::optional<Stamp> last;
+// Gated when every lane's was put in force by the kernel's gate (its applied time the deadline).
+struct Acknowledgement {
+  Stamp applied;
+  bool gated = true;
+};
+std::optional<Acknowledgement> acknowledgement(const std::vector<SessionStatus>& sessions,
+                                               const Stamp& at) {
+  std::optional<Acknowledgement> last;
+  bool gated = true;
   for (const SessionStatus& s : sessions) {
     for (const TransitionRecord& r : s.recent) {
       if (r.deadline.monotonic < at.monotonic) continue;
-      if (!last || r.applied.realtime > last->realtime) last = r.applied;
+      gated = gated && r.gated;
+      if (!last || r.applied.realtime > last->applied.realtime) last = Acknowledgement{r.applied};
       break;
     }
   }
+  if (last) last->gated = gated;
   return last;
 }
 
@@ -265,7 +275,12 @@ void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline
       Json params = {{"interface", m.host->interface}};
       if (m.host->target) params["target"] = m.host->target->to_json();
       if (call(m, "status", params, result))
-        read_result(m, [&] { m.accepted = acknowledgement(read_status_result(result), *m.at); });
+        read_result(m, [&] {
+          if (auto ack = acknowledgement(read_status_result(result), *m.at)) {
+            m.accepted = ack->applied;
+            m.gated = ack->gated;
+          }
+        });
       missing = missing || (!m.accepted && usable(m));
     }
     if (!missing) return;
@@ -396,6 +411,7 @@ Json member_json(const Member& m) {
     // By the host's CLOCK_MONOTONIC, which its timer ran on: exact, where the realtime of the
     // deadline is the host's estimate from it.
     j["late_ns"] = (m.accepted->monotonic - m.at->monotonic).count();
+    if (m.gated) j["gated"] = true;
   }
   return j;
 }
@@ -417,7 +433,7 @@ void print_members(const std::vector<Member>& members, bool changed, std::ostrea
                    {"kernel took it (UTC)"},
                    {"after deadline", true}});
   for (const Member& m : members) {
-    std::string state = changed ? (m.accepted ? "changed"
+    std::string state = changed ? (m.accepted ? (m.gated ? "changed (gate)" : "changed")
                                    : m.at     ? "committed"
                                               : "failed")
                                 : (m.token.empty() ? "refused" : "ready, aborted");

@@ -17,7 +17,7 @@ using MonotonicTime = MonotonicClock::time_point;
 
 using protocol::Stamp;
 
-// Both clocks, read back to back.
+// Both clocks at one instant: the tightest of a few monotonic-realtime-monotonic reads.
 Stamp now_stamp();
 
 // A monotonic time point as a stamp; its realtime is estimated from the current offset between the

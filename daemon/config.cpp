@@ -283,7 +283,7 @@ ConfigLoad parse_config(std::string_view text) {
   Config config;
   if (r.object(j, "",
                {"socket", "state_dir", "profile_dirs", "interfaces", "allow_force", "recovery",
-                "limits", "leases", "targets", "metrics"})) {
+                "limits", "leases", "targets", "metrics", "switch_gate"})) {
     if (const json* s = r.member(j, "", "socket", false)) read_socket(r, *s, config.socket);
     if (auto dir = r.string(j, "", "state_dir", false, 4096)) {
       if (!dir->empty() && absolute_path(r, "/state_dir", *dir)) config.state_dir = *dir;
@@ -315,6 +315,17 @@ ConfigLoad parse_config(std::string_view text) {
                 "\"" + *v +
                     "\" is not a recovery mode; expected \"remove\" (the default: a restart "
                     "removes what a crashed jitterd left) or \"adopt\"");
+      }
+    }
+    if (auto v = r.string(j, "", "switch_gate", false, 16)) {
+      if (*v == "kernel") {
+        config.switch_gate = SwitchGate::kKernel;
+      } else if (!v->empty() && *v != "off") {
+        r.error("/switch_gate",
+                "\"" + *v +
+                    "\" is not a switch gate; expected \"off\" (the default: the daemon changes "
+                    "the netem when it wakes at the deadline) or \"kernel\" (a whole-interface "
+                    "lane is armed ahead and the kernel switches at the deadline; needs CAP_BPF)");
       }
     }
     if (const json* l = r.member(j, "", "limits", false)) read_limits(r, *l, config.limits);

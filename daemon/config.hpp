@@ -18,6 +18,12 @@ namespace jitterd {
 
 enum class Recovery { kRemove, kAdopt };
 
+// How a switch due at a deadline reaches the kernel (docs/daemon.md, "switch_gate"). kOff: the
+// daemon wakes at the deadline and changes the netem then. kKernel: a whole-interface lane is
+// installed as a gated root (shaper::GatedNetem) and the switch is armed ahead, so the kernel moves
+// the traffic at the deadline by its own clock.
+enum class SwitchGate { kOff, kKernel };
+
 struct SocketConfig {
   std::string path = "/run/jitterd/jitterd.sock";
   std::string group;  // empty: the daemon's own group
@@ -68,6 +74,7 @@ struct Config {
   std::vector<std::string> allow_interfaces;
   bool allow_force = false;  // whether `apply` may replace a root qdisc someone else installed
   Recovery recovery = Recovery::kRemove;
+  SwitchGate switch_gate = SwitchGate::kOff;
   Limits limits;
   std::chrono::nanoseconds max_lease = std::chrono::hours(24);
   bool lease_required = false;

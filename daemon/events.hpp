@@ -50,6 +50,7 @@ struct Event {
   std::optional<Stamp> deadline;  // when it was due
   std::optional<Nanoseconds> lateness;
   std::optional<Nanoseconds> apply_time;
+  bool gated = false;  // a transition the kernel's gate put in force at its deadline
   std::optional<Nanoseconds> lease;
   std::string reason;         // cleared: request, replaced, shutdown, schedule-finished
   std::string message;        // error, external-change

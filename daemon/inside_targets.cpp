@@ -70,7 +70,7 @@ std::unique_ptr<InsideTargets::Place> InsideTargets::make_place(shaper::NetworkN
   for (const auto& warning : claim.diagnostics()) log_.warning(warning.to_string());
   place->claim.emplace(std::move(*claim));
   place->backend = std::make_unique<KernelBackend>(
-      place->ns.create_inside([] { return shaper::RouteSocket(); }));
+      place->ns.create_inside([] { return shaper::RouteSocket(); }), config_.switch_gate);
   place->ledger = std::make_unique<Ledger>(config_.state_dir, target);
   place->sessions = std::make_unique<SessionManager>(io_.get_executor(), *place->backend,
                                                      *place->ledger, bus_, config_, log_);

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <set>
+#include <utility>
 
 #include "shaper/errors.hpp"
 #include "shaper/route_facts.hpp"
@@ -18,24 +19,34 @@ bool is_plain(const Layout& layout) {
   return layout.bypass.empty() && layout.lanes.size() == 1 && layout.lanes.front().set.empty();
 }
 
+// A gated root holds two netems, and the kernel refuses a duplicating netem next to another one
+// (CVE-2025-38553's fix): a lane that duplicates stays a plain root, switched when asked.
+bool gateable(const Layout& layout) {
+  return is_plain(layout) && layout.lanes.front().spec.duplicate.probability.value() == 0.0;
+}
+
 }  // namespace
 
 void KernelBackend::Shaped::remove() {
   if (tree) tree->remove();
   if (plain) plain->remove();
+  if (gated) gated->remove();
   tree.reset();
   plain.reset();
+  gated.reset();
+  armed.reset();
 }
 
 void KernelBackend::Shaped::release() {
   if (tree) tree->release();
   if (plain) plain->release();
+  if (gated) gated->release();
 }
 
-KernelBackend::KernelBackend() : engine_(socket_) {}
+KernelBackend::KernelBackend(SwitchGate gate) : gate_(gate), engine_(socket_) {}
 
-KernelBackend::KernelBackend(shaper::RouteSocket socket)
-    : socket_(std::move(socket)), engine_(socket_) {}
+KernelBackend::KernelBackend(shaper::RouteSocket socket, SwitchGate gate)
+    : gate_(gate), socket_(std::move(socket)), engine_(socket_) {}
 
 KernelBackend::~KernelBackend() = default;
 
@@ -73,6 +84,25 @@ std::optional<shaper::QdiscStats> KernelBackend::lane_counters(
   if (!shaped) return std::nullopt;
   const int device =
       direction == Direction::kEgress ? interface.index : state.plumbing->ifb().index;
+  if (shaped->gated) {
+    // Both bands: the lane's packets went through one or the other.
+    std::optional<shaper::QdiscStats> sum;
+    for (const auto& q : all) {
+      if (q.ifindex != device ||
+          (q.handle != shaper::gate_band_handle(0) && q.handle != shaper::gate_band_handle(1))) {
+        continue;
+      }
+      if (!sum) sum.emplace();
+      sum->packets += q.stats.packets;
+      sum->bytes += q.stats.bytes;
+      sum->drops += q.stats.drops;
+      sum->backlog += q.stats.backlog;
+      sum->qlen += q.stats.qlen;
+      sum->requeues += q.stats.requeues;
+      sum->overlimits += q.stats.overlimits;
+    }
+    return sum;
+  }
   std::uint32_t handle = shaper::kJitterdRootHandle;
   if (shaped->tree) {
     if (set.empty()) {
@@ -106,6 +136,11 @@ KernelBackend::Shaped KernelBackend::build(const shaper::Interface& device, cons
   Shaped out;
   out.layout = layout;
   const shaper::InstallOptions options{.force = force};
+  if (gate_ == SwitchGate::kKernel && gateable(layout)) {
+    out.gated.emplace(
+        shaper::GatedNetem::install(engine_, device, layout.lanes.front().spec, options));
+    return out;
+  }
   if (is_plain(layout)) {
     out.plain.emplace(engine_.install(device, layout.lanes.front().spec, options));
     return out;
@@ -155,7 +190,7 @@ shaper::TreeSpec KernelBackend::tree_spec(const Shaped& shaped, const Layout& la
 std::map<std::uint16_t, shaper::NetemSpec> KernelBackend::netem_specs(const Shaped& shaped,
                                                                       const Layout& layout) {
   std::map<std::uint16_t, shaper::NetemSpec> out;
-  if (shaped.plain) {
+  if (shaped.plain || shaped.gated) {
     out[0] = layout.lanes.front().spec;
     return out;
   }
@@ -169,8 +204,12 @@ std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> KernelBackend::pre
     Shaped& shaped, const std::map<std::uint16_t, shaper::NetemSpec>& specs) {
   std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> out;
   for (const auto& [minor, spec] : specs) {
-    out.emplace_back(minor, shaped.plain ? shaped.plain->prepare_change(spec)
-                                         : shaped.tree->prepare_change(minor, spec));
+    if (shaped.gated) {
+      out.emplace_back(minor, shaped.gated->prepare_change(spec));
+    } else {
+      out.emplace_back(minor, shaped.plain ? shaped.plain->prepare_change(spec)
+                                           : shaped.tree->prepare_change(minor, spec));
+    }
   }
   return out;
 }
@@ -194,11 +233,33 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
   std::vector<bool> in_place(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const ShapeRequest& r = requests[i];
-    const Shaped* slot = held(r.interface, r.direction);
+    Shaped* slot = held(r.interface, r.direction);
+    if (slot) slot->landed.reset();
     in_place[i] = slot && !r.layout.empty() && slot->layout.same_structure(r.layout);
+    // A phase that duplicates cannot be held by a gated root: rebuilt as a plain one.
+    if (in_place[i] && slot->gated && !gateable(r.layout)) in_place[i] = false;
+    // A gated root with a switch armed: one that has landed is in force now; one still to come is
+    // cancelled, since this request decides what the direction holds.
+    if (in_place[i] && slot->gated && slot->armed) {
+      if (const auto deadline = slot->gated->settle(MonotonicClock::now())) {
+        slot->layout = *std::exchange(slot->armed, std::nullopt);
+        if (slot->layout == r.layout) {
+          slot->landed = *deadline;  // nothing to send: the kernel did it at the deadline
+          in_place[i] = false;
+          continue;
+        }
+      } else {
+        slot->gated->disarm();
+        slot->armed.reset();
+      }
+    }
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (in_place[i]) continue;
+    if (const Shaped* slot = held(requests[i].interface, requests[i].direction);
+        slot && slot->landed) {
+      continue;  // landed by its armed switch
+    }
     try {
       rebuild(requests[i]);
     } catch (...) {
@@ -274,6 +335,37 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
     std::fprintf(stderr, "jitterd: putting back a refused change: %s\n", e.what());
   }
   return out;
+}
+
+bool KernelBackend::arm_switch(const ShapeRequest& request, MonotonicTime at) {
+  Shaped* slot = held(request.interface, request.direction);
+  if (!slot || !slot->gated || request.layout.empty() ||
+      !slot->layout.same_structure(request.layout)) {
+    return false;
+  }
+  // A switch armed earlier that has landed is in force; one still to come is replaced.
+  if (slot->armed && slot->gated->settle(MonotonicClock::now()))
+    slot->layout = *std::exchange(slot->armed, std::nullopt);
+  slot->armed.reset();
+  slot->gated->arm(request.layout.lanes.front().spec, at);
+  slot->armed = request.layout;
+  return true;
+}
+
+void KernelBackend::disarm_switch(const shaper::Interface& interface, Direction direction) {
+  Shaped* slot = held(interface, direction);
+  if (!slot || !slot->armed) return;
+  slot->gated->disarm();
+  slot->armed.reset();
+}
+
+std::optional<MonotonicTime> KernelBackend::landed(const shaper::Interface& interface,
+                                                   Direction direction) const {
+  auto it = states_.find(interface.index);
+  if (it == states_.end()) return std::nullopt;
+  const std::optional<Shaped>& slot =
+      direction == Direction::kEgress ? it->second.egress : it->second.ingress;
+  return slot ? slot->landed : std::nullopt;
 }
 
 void KernelBackend::rebuild(const ShapeRequest& request) {

@@ -7,7 +7,9 @@
 #include <map>
 #include <optional>
 
+#include "config.hpp"
 #include "shaper/ifb.hpp"
+#include "shaper/netem_gate.hpp"
 #include "shaper/netlink.hpp"
 #include "shaper/offloads.hpp"
 #include "shaper/tc_tree.hpp"
@@ -17,10 +19,12 @@ namespace jitterd {
 
 class KernelBackend final : public ShapingBackend {
  public:
-  KernelBackend();
+  // `gate` kKernel: a whole-direction lane is a gated root (shaper::GatedNetem) whose switches can
+  // be armed ahead (arm_switch); kOff: a plain netem root, switched when asked.
+  explicit KernelBackend(SwitchGate gate = SwitchGate::kOff);
   // On a route socket of another network namespace (created there: NetworkNamespace::
   // create_inside), the backend shapes that namespace's interfaces and creates its IFBs there.
-  explicit KernelBackend(shaper::RouteSocket socket);
+  explicit KernelBackend(shaper::RouteSocket socket, SwitchGate gate = SwitchGate::kOff);
   KernelBackend(const KernelBackend&) = delete;
   KernelBackend& operator=(const KernelBackend&) = delete;
   ~KernelBackend() override;
@@ -36,6 +40,10 @@ class KernelBackend final : public ShapingBackend {
   bool installed(const shaper::Interface& interface) const override;
   bool installed(const shaper::Interface& interface, Direction direction) const override;
   std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) override;
+  bool arm_switch(const ShapeRequest& request, MonotonicTime at) override;
+  void disarm_switch(const shaper::Interface& interface, Direction direction) override;
+  std::optional<MonotonicTime> landed(const shaper::Interface& interface,
+                                      Direction direction) const override;
   void remove(const shaper::Interface& interface) override;
   void forget(const shaper::Interface& interface, std::optional<Direction> direction) override;
   std::optional<shaper::Offloads> offloads_to_save(const shaper::Interface& interface) override;
@@ -48,12 +56,17 @@ class KernelBackend final : public ShapingBackend {
   std::uint32_t netlink_port() const override;
 
  private:
-  // What one direction holds: a plain netem root (one lane for everything, nothing spared) or a
-  // tree.
+  // What one direction holds: a plain netem root (one lane for everything, nothing spared), the
+  // same lane as a gated root (switch_gate "kernel"), or a tree.
   struct Shaped {
     Layout layout;
     std::optional<shaper::NetemQdisc> plain;
+    std::optional<shaper::GatedNetem> gated;
     std::optional<shaper::NetemTree> tree;
+    // The layout an armed switch puts in force at its deadline (gated only).
+    std::optional<Layout> armed;
+    // Set by shape_batch when the layout asked for was already in force by an armed switch.
+    std::optional<MonotonicTime> landed;
     std::map<std::string, std::uint16_t> minors;  // rule set -> leaf minor in the tree
     void remove();
     void release();
@@ -85,6 +98,7 @@ class KernelBackend final : public ShapingBackend {
   Shaped* held(const shaper::Interface& interface, Direction direction);
   void drop_if_empty(int index);
 
+  SwitchGate gate_;
   shaper::RouteSocket socket_;
   shaper::NetemEngine engine_;
   // By ifindex. Declared after engine_, so destroyed first: each owner removes its objects through

@@ -273,7 +273,7 @@ int run(const Options& options) {
   // as soon as a client can see jitterd (a supervisor, a test waiting for the socket) is queued
   // until the handler below waits for it, never the default action that leaves the shaping behind.
   jitterd::asio::signal_set signals(io, SIGTERM, SIGINT);
-  jitterd::KernelBackend backend;
+  jitterd::KernelBackend backend(config.switch_gate);
   jitterd::Ledger ledger(config.state_dir);
   jitterd::EventBus bus;
   jitterd::SessionManager sessions(io.get_executor(), backend, ledger, bus, config, log);

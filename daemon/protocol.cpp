@@ -335,6 +335,7 @@ std::string Dispatcher::event_line(const Event& e) {
   if (e.deadline) j["deadline"] = *e.deadline;
   if (e.lateness) j["lateness_ns"] = e.lateness->count();
   if (e.apply_time) j["apply_ns"] = e.apply_time->count();
+  if (e.gated) j["gated"] = true;
   if (e.lease) j["lease_ns"] = e.lease->count();
   if (!e.reason.empty()) j["reason"] = e.reason;
   if (!e.message.empty()) j[e.type == EventType::kExternalChange ? "what" : "message"] = e.message;

@@ -600,12 +600,34 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
       s->pending_switch = Session::PendingSwitch{phase, *at};
     }
   }
+  if (!immediate) arm_in_kernel(list, phase, *at);
   Statuses out;
   for (Session* s : list) {
     arm(*s);
     out.push_back(describe(*s));
   }
   return out;
+}
+
+void SessionManager::arm_in_kernel(const std::vector<Session*>& list, const std::string& phase,
+                                   MonotonicTime at) {
+  std::map<std::pair<int, Direction>, std::vector<Change>> by_direction;
+  for (Session* s : list) {
+    if (!s->pending) by_direction[{s->interface.index, s->direction}].push_back({s, phase, {}});
+  }
+  for (auto& [where, changes] : by_direction) {
+    const Session& first = *changes.front().session;
+    auto next = layout_for(where.first, where.second, changes, nullptr);
+    if (!next) continue;  // the timer's transition will say why
+    bool force = false;
+    for (const auto& c : changes) force = force || c.session->force;
+    try {
+      backend_.arm_switch(ShapeRequest{first.interface, where.second, std::move(*next), force}, at);
+    } catch (const std::exception& e) {
+      log_.warning("the switch of " + first.label() + " could not be armed in the kernel (" +
+                   e.what() + "); jitterd makes it itself at the deadline");
+    }
+  }
 }
 
 Outcome<SessionManager::Statuses> SessionManager::on_lanes(
@@ -964,7 +986,18 @@ void SessionManager::transition_round(const std::vector<Transition>& all,
   }
   if (noted) flush_ledger_soon();
   for (const auto& p : plans) {
-    if (!failures[p.t]) record_transition(all[p.t], before, acked);
+    if (failures[p.t]) continue;
+    // Put in force by the kernel's gate when every direction it changed was (an armed switch).
+    std::optional<MonotonicTime> landed;
+    for (const auto& [direction, layout] : p.previous) {
+      const auto at = backend_.landed(p.interface, direction);
+      if (!at) {
+        landed.reset();
+        break;
+      }
+      landed = landed ? std::max(*landed, *at) : *at;
+    }
+    record_transition(all[p.t], before, acked, landed);
   }
 }
 
@@ -1095,15 +1128,17 @@ void SessionManager::put_back_refused(const std::vector<RoundPlan>& plans,
   }
 }
 
-void SessionManager::record_transition(const Transition& t, const Stamp& before,
-                                       const Stamp& acked) {
+void SessionManager::record_transition(const Transition& t, const Stamp& before, const Stamp& acked,
+                                       std::optional<MonotonicTime> landed) {
   const std::vector<Change>& changes = t.changes;
   TransitionRecord record;
   record.deadline = stamp_of(t.deadline);
-  record.applied = acked;
+  record.applied = landed ? stamp_of(*landed) : acked;
+  record.gated = landed.has_value();
   record.apply_time = acked.monotonic - before.monotonic;
   // Early (a request for "now" read before the deadline stamp) counts as on time.
-  record.lateness = std::max(Nanoseconds(0), acked.monotonic - t.deadline.time_since_epoch());
+  record.lateness =
+      std::max(Nanoseconds(0), record.applied.monotonic - t.deadline.time_since_epoch());
   ++metrics_.transitions;
   const double late_seconds = std::chrono::duration<double>(record.lateness).count();
   metrics_.lateness_sum_seconds += late_seconds;
@@ -1116,10 +1151,11 @@ void SessionManager::record_transition(const Transition& t, const Stamp& before,
   e.previous = first.session->phase;
   e.phase = first.phase;
   e.step = first.step;
-  e.at = acked;
+  e.at = record.applied;
   e.deadline = record.deadline;
   e.lateness = record.lateness;
   e.apply_time = record.apply_time;
+  e.gated = record.gated;
   for (const auto& c : changes) {
     Session& s = *c.session;
     if (changes.size() > 1) {
@@ -1133,7 +1169,7 @@ void SessionManager::record_transition(const Transition& t, const Stamp& before,
     ++s.transitions;
     s.late_max = std::max(s.late_max, record.lateness);
     s.phase = c.phase;
-    s.phase_since = acked;
+    s.phase_since = record.applied;
   }
   bus_.publish(std::move(e));
 }
@@ -1175,6 +1211,14 @@ std::optional<MonotonicTime> SessionManager::next_deadline(const Session& s) {
 }
 
 void SessionManager::arm(Session& s) {
+  if (!s.pending_switch && !s.pending) {
+    // No switch at a time any more (made, replaced or cancelled): none stays armed in the kernel.
+    try {
+      backend_.disarm_switch(s.interface, s.direction);
+    } catch (const std::exception& e) {
+      log_.warning("disarming the kernel-timed switch of " + s.label() + ": " + e.what());
+    }
+  }
   s.generation = next_generation_++;
   s.transition_timer.cancel();
   const std::optional<MonotonicTime> deadline = next_deadline(s);

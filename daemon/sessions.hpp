@@ -265,7 +265,13 @@ class SessionManager {
                         const std::vector<std::exception_ptr>& results,
                         std::vector<std::exception_ptr>& failures);
   // A transition that took effect: the sessions' phases and records, the metrics, the event.
-  void record_transition(const Transition& t, const Stamp& before, const Stamp& acked);
+  // `landed`: the kernel's gate put the change in force at that time (an armed switch), so the
+  // transition is recorded as applied then.
+  void record_transition(const Transition& t, const Stamp& before, const Stamp& acked,
+                         std::optional<MonotonicTime> landed);
+  // Kernel-timed switches (switch_gate "kernel"): arms each direction's layout for `phase` at `at`
+  // in the kernel (ShapingBackend::arm_switch); where it cannot, the timer does the switch.
+  void arm_in_kernel(const std::vector<Session*>& list, const std::string& phase, MonotonicTime at);
   // Writes the phases the ledger noted, at most one write per kLedgerFlushDelay.
   void flush_ledger_soon();
   void flush_ledger();

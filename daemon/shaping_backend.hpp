@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "clock.hpp"
 #include "protocol/values.hpp"
 #include "shaper/netem_spec.hpp"
 #include "shaper/tc_types.hpp"
@@ -89,6 +90,22 @@ class ShapingBackend {
   // shape() would have thrown for request i, whose direction then holds what it held before. At
   // most one request per direction of an interface.
   virtual std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) = 0;
+
+  // Kernel-timed switches (config switch_gate "kernel"): makes the kernel put `request`'s layout in
+  // force by itself at `at` (CLOCK_MONOTONIC), with no wake-up then. True when armed: the direction
+  // holds a gated root and the layout is a spec change of its one lane. False when this backend or
+  // this direction cannot (the caller's timer does the switch as usual). Throws what the kernel
+  // refused (nothing is armed then). The shape_batch() that brings the same layout at or after `at`
+  // finds it in force and sends nothing; landed() then says when it landed.
+  virtual bool arm_switch(const ShapeRequest& /*request*/, MonotonicTime /*at*/) { return false; }
+  // Cancels a switch armed on that direction if its deadline has not come; no-op otherwise.
+  virtual void disarm_switch(const shaper::Interface& /*interface*/, Direction /*direction*/) {}
+  // When the last shape_batch() found that direction's layout already put in force by an armed
+  // switch: its deadline. nullopt when that shape was done by the request itself.
+  virtual std::optional<MonotonicTime> landed(const shaper::Interface& /*interface*/,
+                                              Direction /*direction*/) const {
+    return std::nullopt;
+  }
   // Removes everything this process holds on the interface (both directions, the IFB, and restores
   // offloads it turned off). No-op when none.
   virtual void remove(const shaper::Interface& interface) = 0;

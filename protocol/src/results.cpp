@@ -33,6 +33,7 @@ void to_json(json& j, const TransitionRecord& t) {
        {"applied", t.applied},
        {"lateness_ns", t.lateness.count()},
        {"apply_ns", t.apply_time.count()}};
+  if (t.gated) j["gated"] = true;
 }
 
 void to_json(json& j, const TargetInfo& t) {
@@ -180,6 +181,7 @@ void read_members(const Members& m, TransitionRecord& out) {
   out.applied = m.time("applied").value_or(Stamp{});
   out.lateness = m.duration("lateness_ns");
   out.apply_time = m.duration("apply_ns");
+  out.gated = m.flag("gated");
 }
 
 void read_members(const Members& m, SessionStatus::Schedule& out) {

@@ -253,6 +253,16 @@ TEST(Config, RecoveryIsRemoveOrAdopt) {
   EXPECT_NE(m.find("\"keep\" is not a recovery mode"), std::string::npos) << m;
 }
 
+TEST(Config, TheSwitchGateIsOffUnlessKernelIsAsked) {
+  EXPECT_EQ(parse_config("{}").config->switch_gate, SwitchGate::kOff);
+  EXPECT_EQ(parse_config(R"({"switch_gate": "off"})").config->switch_gate, SwitchGate::kOff);
+  EXPECT_EQ(parse_config(R"({"switch_gate": "kernel"})").config->switch_gate, SwitchGate::kKernel);
+  const std::string m = only_message(parse_config(R"({"switch_gate": "bpf"})"), "/switch_gate");
+  EXPECT_NE(m.find("\"bpf\" is not a switch gate"), std::string::npos) << m;
+  EXPECT_NE(m.find("CAP_BPF"), std::string::npos) << m;
+  only_message(parse_config(R"({"switch_gate": true})"), "/switch_gate");
+}
+
 TEST(Config, LimitsOutOfRangeAreRefused) {
   only_message(parse_config(R"({"limits": {"max_connections": 0}})"), "/limits/max_connections");
   only_message(parse_config(R"({"limits": {"max_request_bytes": 100}})"),

@@ -5,6 +5,7 @@
 // A datagram whose sendto(2) returned before a deadline was enqueued before it; one whose sendto
 // began at or after it, after it. No tolerance is needed between the two.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -28,17 +29,30 @@ struct OneWayProbe {
   std::optional<ProbeClock::time_point> arrived;
 };
 
-// One thread sends a datagram on every path in turn, then sleeps `interval`, until `until`; a
-// receiver bound to `port` in `receiver_netns` records arrivals (until 200 ms after the last send).
-// Throws shaper::SystemError when a socket cannot be made.
+// What another thread may tell a running prober.
+struct ProbeControl {
+  std::atomic<bool> stop{false};
+  // A deadline (CLOCK_MONOTONIC, ns since boot; 0: none): within kProbeFocus of it, rounds follow
+  // each other without the interval's sleep, so that the instant is probed as densely as sendto(2)
+  // allows.
+  std::atomic<std::int64_t> focus_ns{0};
+};
+inline constexpr std::chrono::milliseconds kProbeFocus{3};
+
+// One thread (the caller's, at SCHED_FIFO priority 10 where it may) sends a datagram on every path
+// in turn, then sleeps `interval`, until `until` (or `control->stop`); a receiver bound to `port`
+// in `receiver_netns` records each arrival by the kernel's receive time stamp (until 200 ms after
+// the last send). Throws shaper::SystemError when a socket cannot be made.
 std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
                                        const std::string& receiver_netns, std::uint16_t port,
                                        ProbeClock::time_point until,
-                                       std::chrono::microseconds interval);
+                                       std::chrono::microseconds interval,
+                                       ProbeControl* control = nullptr);
 
 // Of one path's datagrams, against switches at `deadlines` (ascending) alternating between a low
 // phase (before the first) and a high one: a datagram is high when its one-way delay is at least
-// `threshold`.
+// `threshold`. Give the high phase's delay: emulation only ever makes a datagram late, so a high
+// one is never below it, and a low one reaches it only when late by the difference.
 struct SwitchJudgement {
   int judged = 0;
   int straddling = 0;  // sendto ran across a deadline: either phase is right

@@ -19,6 +19,7 @@
 
 #include "shaper/errors.hpp"
 #include "shaper/files.hpp"
+#include "shaper/netem_gate.hpp"
 
 namespace jitterd_test {
 
@@ -45,6 +46,16 @@ std::optional<std::string> kernel_unavailable_reason() {
   // The answer cannot change while a test binary runs; probe once.
   static const std::optional<std::string> reason = probe_kernel();
   return reason;
+}
+
+std::optional<std::string> gate_unavailable_reason() {
+  try {
+    shaper::GateProgram::load();
+  } catch (const shaper::SystemError& e) {
+    return std::string("the kernel-timed switch cannot load its gate here: ") + e.what() + " (" +
+           e.hint() + ")";
+  }
+  return std::nullopt;
 }
 
 static std::optional<std::string> probe_kernel() {

@@ -20,6 +20,10 @@ std::string run(const std::string& command);
 // Why kernel tests cannot run here, or nullopt if they can (root, netns support, a netem kernel).
 std::optional<std::string> kernel_unavailable_reason();
 
+// Why the kernel-timed switch's gate (shaper::GateProgram: bpf(2), CAP_BPF) cannot load here, or
+// nullopt if it can.
+std::optional<std::string> gate_unavailable_reason();
+
 // Skips the current test with the reason when there is no netem kernel here.
 #define JITTERD_REQUIRE_NETEM_KERNEL()                               \
   do {                                                               \

@@ -38,13 +38,27 @@ std::uint64_t run_gate(const std::vector<std::uint64_t>& program, std::optional<
       case BPF_ST | BPF_MEM | BPF_W:
         stack[r[dst] + static_cast<std::uint64_t>(in.off)] = static_cast<std::uint32_t>(in.imm);
         break;
-      case BPF_ALU64 | BPF_MOV | BPF_X: r[dst] = r[src]; break;
-      case BPF_ALU64 | BPF_MOV | BPF_K: r[dst] = imm; break;
-      case BPF_ALU64 | BPF_ADD | BPF_K: r[dst] += imm; break;
-      case BPF_ALU64 | BPF_AND | BPF_K: r[dst] &= imm; break;
-      case BPF_ALU64 | BPF_XOR | BPF_K: r[dst] ^= imm; break;
-      case BPF_ALU64 | BPF_RSH | BPF_K: r[dst] >>= imm; break;
-      case BPF_ALU64 | BPF_LSH | BPF_K: r[dst] <<= imm; break;
+      case BPF_ALU64 | BPF_MOV | BPF_X:
+        r[dst] = r[src];
+        break;
+      case BPF_ALU64 | BPF_MOV | BPF_K:
+        r[dst] = imm;
+        break;
+      case BPF_ALU64 | BPF_ADD | BPF_K:
+        r[dst] += imm;
+        break;
+      case BPF_ALU64 | BPF_AND | BPF_K:
+        r[dst] &= imm;
+        break;
+      case BPF_ALU64 | BPF_XOR | BPF_K:
+        r[dst] ^= imm;
+        break;
+      case BPF_ALU64 | BPF_RSH | BPF_K:
+        r[dst] >>= imm;
+        break;
+      case BPF_ALU64 | BPF_LSH | BPF_K:
+        r[dst] <<= imm;
+        break;
       case BPF_JMP | BPF_CALL:
         if (in.imm == BPF_FUNC_map_lookup_elem) {
           EXPECT_EQ(r[1], kMapPointer);
@@ -67,8 +81,10 @@ std::uint64_t run_gate(const std::vector<std::uint64_t>& program, std::optional<
       case BPF_JMP | BPF_JGE | BPF_X:
         if (r[dst] >= r[src]) pc += static_cast<std::size_t>(in.off);
         break;
-      case BPF_JMP | BPF_EXIT: return r[0];
-      default: throw std::runtime_error("unexpected opcode " + std::to_string(in.code));
+      case BPF_JMP | BPF_EXIT:
+        return r[0];
+      default:
+        throw std::runtime_error("unexpected opcode " + std::to_string(in.code));
     }
   }
   throw std::runtime_error("the program ran off its end");
@@ -94,8 +110,8 @@ TEST(GateProgramEncoding, ClassifiesAsTheWordSaysAtEveryInstant) {
   const std::uint64_t deadline = 5'000'000'000;
   for (int after = 0; after <= 1; ++after) {
     const std::uint64_t word = gate_word(std::chrono::nanoseconds(deadline), after);
-    for (const std::uint64_t now : {std::uint64_t{0}, deadline - 1, deadline, deadline + 1,
-                                    std::uint64_t{1} << 62}) {
+    for (const std::uint64_t now :
+         {std::uint64_t{0}, deadline - 1, deadline, deadline + 1, std::uint64_t{1} << 62}) {
       const int band = gate_band_at(word, std::chrono::nanoseconds(now));
       EXPECT_EQ(run_gate(program, word, now), gate_band_class(band))
           << "after " << after << ", now " << now;

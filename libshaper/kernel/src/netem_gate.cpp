@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "shaper/errors.hpp"
 #include "shaper/change_plan.hpp"
+#include "shaper/errors.hpp"
 #include "shaper/netlink_message.hpp"
 
 namespace shaper {
@@ -109,7 +109,8 @@ std::vector<std::uint64_t> gate_program(int map_fd) {
   };
 }
 
-// --- GateProgram ----------------------------------------------------------------------------------
+// --- GateProgram
+// ----------------------------------------------------------------------------------
 
 GateProgram GateProgram::load() {
   bpf_attr map_attr{};
@@ -173,7 +174,8 @@ std::uint64_t GateProgram::read() const {
   return word;
 }
 
-// --- GatedNetem -----------------------------------------------------------------------------------
+// --- GatedNetem
+// -----------------------------------------------------------------------------------
 
 namespace {
 
@@ -290,9 +292,9 @@ GatedNetem GatedNetem::install(NetemEngine& engine, const Interface& interface,
   // From here the owner removes the root (and all under it) if a step fails.
   GatedNetem gated(engine, interface, std::move(program), spec);
   for (int band = 0; band < static_cast<int>(kGateBands); ++band) {
-    NlMsgPtr leaf = build_netem_message(interface.index, gate_band_handle(band),
-                                        gate_band_class(band), NLM_F_CREATE | NLM_F_EXCL, spec,
-                                        NetemEncodePlan{});
+    NlMsgPtr leaf =
+        build_netem_message(interface.index, gate_band_handle(band), gate_band_class(band),
+                            NLM_F_CREATE | NLM_F_EXCL, spec, NetemEncodePlan{});
     try {
       engine.socket().request(leaf.get(), "netem install", describe_band(interface, band));
     } catch (const NetlinkError& e) {

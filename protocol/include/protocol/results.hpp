@@ -31,6 +31,9 @@ struct TransitionRecord {
   Stamp applied;
   Nanoseconds lateness{0};
   Nanoseconds apply_time{0};
+  // Put in force by the kernel's gate at the deadline (a kernel-timed switch, armed ahead): then
+  // `applied` is the deadline itself, not a wake-up's acknowledgement.
+  bool gated = false;
 };
 
 // Who started a session (SO_PEERCRED).

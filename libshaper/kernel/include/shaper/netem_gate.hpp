@@ -76,7 +76,8 @@ class GateProgram {
   std::uint64_t read() const;
 
  private:
-  GateProgram(UniqueFd map, UniqueFd program) : map_(std::move(map)), program_(std::move(program)) {}
+  GateProgram(UniqueFd map, UniqueFd program)
+      : map_(std::move(map)), program_(std::move(program)) {}
   UniqueFd map_;
   UniqueFd program_;
 };
@@ -89,8 +90,8 @@ class GatedNetem {
   using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC, as bpf_ktime_get_ns
 
   // Validates `spec` (std::invalid_argument), checks the root as NetemEngine::install does, then
-  // builds the prio root, both netems with `spec`, the program and the filter. Whatever was built is
-  // removed again if a step fails.
+  // builds the prio root, both netems with `spec`, the program and the filter. Whatever was built
+  // is removed again if a step fails.
   static GatedNetem install(NetemEngine& engine, const Interface& interface, const NetemSpec& spec,
                             const InstallOptions& options = {});
 
