@@ -253,6 +253,23 @@ std::vector<std::exception_ptr> FakeBackend::shape_batch(std::span<const ShapeRe
   // In order, each on its own, as the kernel takes a batch's messages.
   std::vector<std::exception_ptr> out(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
+    {
+      // An armed switch due by now whose layout this is: the "kernel" made it at its time.
+      std::lock_guard lock(mutex_);
+      const auto key = std::make_pair(requests[i].interface.index, requests[i].direction);
+      landed_.erase(key);
+      if (auto a = armed_.find(key); a != armed_.end()) {
+        const Armed armed = a->second;
+        armed_.erase(a);
+        if (armed.at <= MonotonicClock::now() && armed.layout == requests[i].layout) {
+          landed_[key] = armed.at;
+          links_[armed.index].layouts[armed.direction] = armed.layout;
+          links_[armed.index].spec = armed.layout.lanes.front().spec;
+          continue;
+        }
+        ++disarmed_;
+      }
+    }
     try {
       shape_one(requests[i], batch);
     } catch (...) {
@@ -260,6 +277,46 @@ std::vector<std::exception_ptr> FakeBackend::shape_batch(std::span<const ShapeRe
     }
   }
   return out;
+}
+
+bool FakeBackend::arm_switch(const ShapeRequest& request, MonotonicTime at) {
+  std::lock_guard lock(mutex_);
+  if (!gate_) return false;
+  auto link = links_.find(request.interface.index);
+  if (link == links_.end()) return false;
+  auto held = link->second.layouts.find(request.direction);
+  if (held == link->second.layouts.end() || held->second.empty() ||
+      !held->second.same_structure(request.layout)) {
+    return false;
+  }
+  const Armed armed{request.interface.index, request.direction, request.layout, at};
+  if (armed_.contains({armed.index, armed.direction})) ++disarmed_;
+  armed_[{armed.index, armed.direction}] = armed;
+  armed_log_.push_back(armed);
+  return true;
+}
+
+void FakeBackend::disarm_switch(const shaper::Interface& interface, Direction direction) {
+  std::lock_guard lock(mutex_);
+  if (armed_.erase({interface.index, direction}) > 0) ++disarmed_;
+}
+
+std::optional<MonotonicTime> FakeBackend::landed(const shaper::Interface& interface,
+                                                 Direction direction) const {
+  std::lock_guard lock(mutex_);
+  auto it = landed_.find({interface.index, direction});
+  if (it == landed_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<FakeBackend::Armed> FakeBackend::armed_switches() const {
+  std::lock_guard lock(mutex_);
+  return armed_log_;
+}
+
+std::size_t FakeBackend::disarmed() const {
+  std::lock_guard lock(mutex_);
+  return disarmed_;
 }
 
 void FakeBackend::shape_one(const ShapeRequest& request, std::uint64_t batch) {

@@ -102,6 +102,24 @@ class FakeBackend final : public ShapingBackend {
   // EOPNOTSUPP), changing nothing. One shot.
   void fail_next_disable_offloads();
 
+  // Kernel-timed switches, as KernelBackend does them with switch_gate "kernel": arm_switch()
+  // accepts a spec change of a direction this process holds; the shape_batch() request that brings
+  // the armed layout at or after its time "lands" without reaching the kernel (no call recorded).
+  struct Armed {
+    int index = 0;
+    Direction direction = Direction::kEgress;
+    Layout layout;
+    MonotonicTime at;
+  };
+  void enable_gate() { gate_ = true; }
+  // Every arm_switch() that armed, in order; and how many armed switches were cancelled.
+  std::vector<Armed> armed_switches() const;
+  std::size_t disarmed() const;
+  bool arm_switch(const ShapeRequest& request, MonotonicTime at) override;
+  void disarm_switch(const shaper::Interface& interface, Direction direction) override;
+  std::optional<MonotonicTime> landed(const shaper::Interface& interface,
+                                      Direction direction) const override;
+
   std::vector<Call> calls() const;
   std::vector<Call> calls(CallKind kind) const;
   std::size_t count(CallKind kind) const { return calls(kind).size(); }
@@ -155,6 +173,11 @@ class FakeBackend final : public ShapingBackend {
   void record(Call call);
 
   mutable std::mutex mutex_;
+  bool gate_ = false;
+  std::map<std::pair<int, Direction>, Armed> armed_;
+  std::map<std::pair<int, Direction>, MonotonicTime> landed_;
+  std::vector<Armed> armed_log_;
+  std::size_t disarmed_ = 0;
   std::function<void(const Call&)> on_shape_;
   std::function<void()> on_disable_offloads_;
   bool fail_disable_offloads_ = false;

@@ -1002,6 +1002,48 @@ TEST(Protocol, SwitchPauseResumeSkip) {
   EXPECT_EQ(phases, (std::vector<std::string>{"a", "c", "a", "b", "a"}));
 }
 
+// switch_gate "kernel" (the fake's gate, as KernelBackend's): a switch at a time is armed in the
+// kernel when it is accepted, lands by itself at its deadline (the timer's transition then sends
+// nothing and is recorded as gated, applied at the deadline), and a switch replaced or cancelled
+// before its deadline is disarmed.
+TEST(Protocol, ASwitchAtATimeIsArmedInTheKernelAndLandsThereOrIsDisarmed) {
+  Protocol p;
+  p.rig.backend.enable_gate();
+  p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}});
+  const std::size_t applies = p.rig.backend.count(Call::kApply);
+  json s = p.ok("switch", {{"interface", "veth0"}, {"phase", "b"}, {"at", "+300ms"}});
+  const auto armed = p.rig.backend.armed_switches();
+  ASSERT_EQ(armed.size(), 1u);
+  EXPECT_EQ(phase_of(armed[0].layout.lanes.front().spec), "b");
+  EXPECT_EQ(armed[0].at.time_since_epoch().count(),
+            s["next_transition"]["deadline"]["monotonic_ns"].get<std::int64_t>());
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), applies) << "nothing reaches the kernel now";
+
+  ASSERT_TRUE(p.rig.run_until([&] { return p.rig.count(EventType::kPhaseChanged) == 1; }, 3000ms));
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), applies) << "the landed switch sent nothing";
+  const Event e = p.rig.events_of(EventType::kPhaseChanged).front();
+  EXPECT_TRUE(e.gated);
+  EXPECT_EQ(e.at.monotonic, armed[0].at.time_since_epoch()) << "applied at the deadline itself";
+  EXPECT_EQ(e.lateness, std::chrono::nanoseconds(0));
+  s = p.ok("status", {{"interface", "veth0"}})["sessions"][0];
+  EXPECT_EQ(s["phase"], "b");
+  EXPECT_EQ(s["transitions"]["recent"].back()["gated"], true);
+  EXPECT_EQ(s["transitions"]["recent"].back()["applied"]["monotonic_ns"],
+            armed[0].at.time_since_epoch().count());
+
+  // Replaced by another switch at a time, then by an immediate one: each armed switch is
+  // cancelled, and the immediate one reaches the kernel as before.
+  p.ok("switch", {{"interface", "veth0"}, {"phase", "a"}, {"at", "+10s"}});
+  p.ok("switch", {{"interface", "veth0"}, {"phase", "c"}, {"at", "+20s"}});
+  EXPECT_EQ(p.rig.backend.armed_switches().size(), 3u);
+  EXPECT_EQ(p.rig.backend.disarmed(), 1u);
+  p.ok("switch", {{"interface", "veth0"}, {"phase", "a"}});
+  EXPECT_EQ(p.rig.backend.disarmed(), 2u);
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), applies + 1);
+  EXPECT_EQ(phase_of(*p.rig.backend.calls(Call::kApply).back().spec), "a");
+  EXPECT_FALSE(p.rig.events_of(EventType::kPhaseChanged).back().gated);
+}
+
 TEST(Protocol, SwitchPauseResumeSkipErrors) {
   Protocol p;
   p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});
