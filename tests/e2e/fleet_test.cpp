@@ -688,7 +688,7 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
     const auto verdict = jitterd_test::judge_switches(probes, static_cast<std::size_t>(i),
                                                       deadlines[i], jitterd_e2e::kHighDelay);
     EXPECT_EQ(verdict.wrong, 0) << "h" << i << ": " << verdict.first_wrong;
-    EXPECT_EQ(verdict.lost, 0) << "h" << i;
+    EXPECT_LE(verdict.lost, verdict.judged / 50) << "h" << i;
     std::cout << "h" << i << ": " << verdict.judged << " datagrams judged, nearest before/after "
               << "each deadline (ms):";
     for (std::size_t k = 0; k < deadlines[i].size(); ++k) {

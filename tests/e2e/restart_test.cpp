@@ -90,3 +90,50 @@ TEST_F(E2eRestart, SubscribersHearTheShutdown) {
 }
 
 }  // namespace
+
+namespace {
+
+// With kernel-timed switches (switch_gate "kernel"): the root left behind is the gated one (prio
+// 1a7e:, two netem bands, the bpf gate with a switch armed), and the next start removes it whole.
+class E2eRestartGated : public jitterd_e2e::E2eTest {
+ protected:
+  jitterd_e2e::BedOptions bed_options() const override {
+    jitterd_e2e::BedOptions options;
+    options.start = false;
+    return options;
+  }
+};
+
+TEST_F(E2eRestartGated, KillNineLeavesAGatedRootWithAnArmedSwitchThatTheNextStartRemoves) {
+  if (auto reason = jitterd_test::gate_unavailable_reason()) GTEST_SKIP() << *reason;
+  Json config = jitterd_e2e::parse_json(jitterd_e2e::read_file(bed().daemon.config_path()));
+  config["switch_gate"] = "kernel";
+  bed().dir.write("config.json", config.dump(2) + "\n");
+  bed().daemon.start();
+  const auto applied = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high"});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  EXPECT_EQ(bed().root_qdisc_by_tc().value("kind", ""), "prio");
+  const auto armed = bed().ctl({"switch", "jta", "low", "--at", "+60s"});
+  ASSERT_EQ(armed.exit_code, 0) << armed.err;
+
+  bed().daemon.kill_hard();
+  const Json left = bed().root_qdisc_by_tc();
+  EXPECT_EQ(left.value("kind", ""), "prio") << left.dump();
+  EXPECT_EQ(left.value("handle", ""), "1a7e:") << left.dump();
+  const std::string filters = jitterd_test::run("ip netns exec " + bed().daemon.netns() +
+                                                " tc filter show dev jta parent 1a7e:");
+  EXPECT_NE(filters.find("jitterd_gate"), std::string::npos) << filters;
+
+  bed().daemon.start();
+  const Json after = bed().root_qdisc_by_tc();
+  EXPECT_EQ(after.value("handle", ""), "0:") << after.dump();
+  EXPECT_TRUE(bed().ledger().at("interfaces").empty());
+  const std::string none =
+      jitterd_test::run("ip netns exec " + bed().daemon.netns() + " tc filter show dev jta");
+  EXPECT_EQ(none.find("bpf"), std::string::npos) << none;
+  const auto again = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "low"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(bed().root_qdisc_by_tc().value("kind", ""), "prio");
+}
+
+}  // namespace

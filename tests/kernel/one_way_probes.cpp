@@ -179,6 +179,7 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
             "sendto", paths[i].to_address);
         p.after = ProbeClock::now();
         probes.push_back(p);
+        if (control) ++control->sent;
       }
       // Back to back near the focus; elsewhere the interval, never sleeping into the focus.
       const auto now = ProbeClock::now();

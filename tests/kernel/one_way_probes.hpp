@@ -36,6 +36,8 @@ struct ProbeControl {
   // each other without the interval's sleep, so that the instant is probed as densely as sendto(2)
   // allows.
   std::atomic<std::int64_t> focus_ns{0};
+  // Datagrams sent so far (the prober is running once it is not 0).
+  std::atomic<std::size_t> sent{0};
 };
 inline constexpr std::chrono::milliseconds kProbeFocus{3};
 
