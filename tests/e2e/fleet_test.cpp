@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <set>
 #include <string>
@@ -594,8 +595,11 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
   std::exception_ptr probe_failure;
   std::thread prober([&] {
     try {
+      // A round per 0.25 ms a host away from the deadlines: the prober runs at a real-time
+      // priority, and the ssh logins, jitterds and fleet need the rest of the guest's one CPU.
       probes = jitterd_test::probe_one_way(paths, net_->client(), 7432,
-                                           jitterd_test::ProbeClock::now() + 300s, 500us, &control);
+                                           jitterd_test::ProbeClock::now() + 600s, 250us * hosts,
+                                           &control);
     } catch (...) {
       probe_failure = std::current_exception();
     }
@@ -604,13 +608,18 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
   // it): read from h0's status, it tells the prober where to send back to back.
   std::thread watcher([&] {
     while (!control.stop) {
-      const Completed status =
-          jitterd_e2e::run_to_completion({jitterd_e2e::jitterctl_binary(), "--socket",
-                                          hosts_[0]->daemon.socket(), "--json", "status", "jta"});
-      if (status.exit_code == 0) {
-        const Json next = jitterd_e2e::parse_json(status.out)["sessions"][0]["next_transition"];
-        if (next.is_object())
-          control.focus_ns = next["deadline"]["monotonic_ns"].get<std::int64_t>();
+      try {
+        const Completed status =
+            jitterd_e2e::run_to_completion({jitterd_e2e::jitterctl_binary(), "--socket",
+                                            hosts_[0]->daemon.socket(), "--json", "status", "jta"});
+        if (status.exit_code == 0) {
+          const Json next = jitterd_e2e::parse_json(status.out)["sessions"][0]["next_transition"];
+          if (next.is_object())
+            control.focus_ns = next["deadline"]["monotonic_ns"].get<std::int64_t>();
+        }
+      } catch (const std::exception& e) {
+        // A status that did not come (a starved guest) only leaves the prober unfocused.
+        std::cerr << "status of h0: " << e.what() << '\n';
       }
       std::this_thread::sleep_for(250ms);
     }
@@ -700,7 +709,7 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
       bounds_ms.push_back(std::max(verdict.before_ms[k], verdict.after_ms[k]) + conversion_ms);
       // The instant was approached from both sides. The bound catches a prober that stalled
       // across a deadline (its pace is the guest's, and the host deschedules the guest at times).
-      EXPECT_LT(verdict.before_ms[k] + verdict.after_ms[k], 20.0) << "h" << i << " deadline " << k;
+      EXPECT_LT(verdict.before_ms[k] + verdict.after_ms[k], 50.0) << "h" << i << " deadline " << k;
     }
     std::cout << '\n';
   }

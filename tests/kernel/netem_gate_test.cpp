@@ -5,8 +5,11 @@
 // whose sendto(2) returned before the deadline must meet the old phase, one whose sendto began at
 // or after it the new phase. No tolerance is needed, and none is given.
 #include <arpa/inet.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -77,7 +80,7 @@ TEST(GatedNetem, InstallsAPrioRootWithTwoNetemBandsAndTheBpfGateAsTcReadsThem) {
 TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacket) {
   JITTERD_REQUIRE_GATE();
   jitterd_test::NetemBed bed;
-  const NetemSpec low = delay_of(10ms), high = delay_of(30ms);
+  const NetemSpec low = delay_of(10ms), high = delay_of(60ms);
   GatedNetem gated = GatedNetem::install(bed.engine, bed.dev, low);
 
   // 12 switches 150 ms apart, alternating, each armed 100 ms ahead, while datagrams leave every
@@ -103,9 +106,9 @@ TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacke
   control.stop = true;
   sender.join();
 
-  // High is at least 30 ms: emulation only ever makes a datagram late, so a high one is never
-  // below it, and a low one only when 20 ms late (a stalled guest).
-  const auto verdict = jitterd_test::judge_switches(probes, 0, deadlines, 30ms);
+  // High is at least 60 ms: emulation only ever makes a datagram late, so a high one is never
+  // below it, and a low one only when 50 ms late (a guest stalled that long).
+  const auto verdict = jitterd_test::judge_switches(probes, 0, deadlines, 60ms);
   EXPECT_EQ(verdict.wrong, 0) << verdict.first_wrong;
   // None is lost on an idle guest; beside other guests a few may be (the receiving side's backlog).
   EXPECT_LE(verdict.lost, verdict.judged / 50);
@@ -120,7 +123,7 @@ TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacke
       "ms:",
       verdict.judged, verdict.straddling);
   for (int i = 0; i < kSwitches; ++i) {
-    EXPECT_LT(verdict.before_ms[i] + verdict.after_ms[i], 20.0) << "deadline " << i;
+    EXPECT_LT(verdict.before_ms[i] + verdict.after_ms[i], 50.0) << "deadline " << i;
     std::printf(" %.3f/%.3f", verdict.before_ms[i], verdict.after_ms[i]);
   }
   std::printf("\n");
@@ -171,4 +174,35 @@ TEST(GatedNetem, APhaseWithDuplicationIsRefusedWithTheReasonAndTheWayOut) {
   // Nothing stayed behind.
   const auto after = nlohmann::json::parse(jitterd_test::tc_json(bed.net));
   for (const auto& q : after) EXPECT_NE(q.at("handle"), "1a7e:") << after.dump();
+}
+
+// Without CAP_BPF (and CAP_SYS_ADMIN, which stands in for it), loading the gate is refused, and the
+// error says which capability and how to grant it. In a child process that drops both from its
+// effective set (capset(2); the test runs as root in the bed).
+TEST(GatedNetem, WithoutCapBpfTheGateIsRefusedNamingTheCapabilityAndTheDropIn) {
+  JITTERD_REQUIRE_GATE();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (syscall(SYS_capget, &header, data) != 0) _exit(10);
+    for (const int cap : {CAP_BPF, CAP_SYS_ADMIN}) data[cap / 32].effective &= ~(1u << (cap % 32));
+    if (syscall(SYS_capset, &header, data) != 0) _exit(11);
+    try {
+      GateProgram::load();
+      _exit(12);  // loaded without the capability
+    } catch (const SystemError& e) {
+      const bool named = e.error_number() == EPERM &&
+                         e.hint().find("CAP_BPF") != std::string::npos &&
+                         e.hint().find("jitterd-switch-gate.conf") != std::string::npos;
+      if (!named) std::fprintf(stderr, "%s (%s)\n", e.what(), e.hint().c_str());
+      _exit(named ? 0 : 13);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10/11: capget/capset failed, 12: loaded without CAP_BPF, "
+                                       "13: refused without naming CAP_BPF and the drop-in";
 }

@@ -64,9 +64,10 @@ SystemError bpf_error(const std::string& operation, int error_number, std::strin
   std::string hint = std::move(detail);
   auto add = [&](const std::string& text) { hint += (hint.empty() ? "" : "; ") + text; };
   if (error_number == EPERM) {
-    add("loading a BPF program needs CAP_BPF (Linux 5.8+, or CAP_SYS_ADMIN) besides CAP_NET_ADMIN: "
-        "grant it to jitterd (systemd/jitterd.service's AmbientCapabilities), or turn the "
-        "kernel-timed switch off (\"switch_gate\": \"off\" in the daemon's config)");
+    add("loading a BPF program needs CAP_BPF (Linux 5.8+, or CAP_SYS_ADMIN) besides CAP_NET_ADMIN, "
+        "and the bpf system call: under systemd, install the drop-in jitterd-switch-gate.conf "
+        "(docs/daemon.md, \"Kernel-timed switches\"), or turn the kernel-timed switch off "
+        "(\"switch_gate\": \"off\" in the daemon's config)");
   } else if (error_number == ENOSYS || error_number == EINVAL) {
     add("this kernel cannot load the gate (CONFIG_BPF_SYSCALL, BPF array maps, SCHED_CLS "
         "programs and bpf_ktime_get_ns are needed): turn the kernel-timed switch off "
