@@ -698,8 +698,8 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
                                                       deadlines[i], jitterd_e2e::kHighDelay);
     EXPECT_EQ(verdict.wrong, 0) << "h" << i << ": " << verdict.first_wrong;
     EXPECT_LE(verdict.lost, verdict.judged / 50) << "h" << i;
-    std::cout << "h" << i << ": " << verdict.judged << " datagrams judged, nearest before/after "
-              << "each deadline (ms):";
+    std::cout << "h" << i << ": " << verdict.judged << " datagrams judged, " << verdict.lost
+              << " lost, nearest before/after each deadline (ms):";
     for (std::size_t k = 0; k < deadlines[i].size(); ++k) {
       std::cout << ' ' << verdict.before_ms[k] << '/' << verdict.after_ms[k];
       const double conversion_ms =
