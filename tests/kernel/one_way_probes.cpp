@@ -166,17 +166,9 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
   });
   try {
     const RealtimePriority priority(10);
-    auto in_focus = [&](ProbeClock::time_point now) {
-      const std::int64_t focus_ns = control ? control->focus_ns.load() : 0;
-      const ProbeClock::time_point focus{std::chrono::nanoseconds(focus_ns)};
-      return focus_ns != 0 && now >= focus - kProbeFocus && now <= focus + kProbeFocus;
-    };
     while (ProbeClock::now() < until && probes.size() + paths.size() <= capacity &&
            !(control && control->stop)) {
-      const bool focused = in_focus(ProbeClock::now());
-      const std::uint64_t mask = control ? control->focus_paths.load() : ~std::uint64_t{0};
       for (std::size_t i = 0; i < paths.size(); ++i) {
-        if (focused && i < 64 && !((mask >> i) & 1)) continue;
         OneWayProbe p;
         p.path = i;
         const Datagram d{probes.size()};
@@ -197,7 +189,7 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
         continue;
       }
       const ProbeClock::time_point focus{std::chrono::nanoseconds(focus_ns)};
-      if (in_focus(now)) continue;
+      if (now >= focus - kProbeFocus && now <= focus + kProbeFocus) continue;
       std::this_thread::sleep_until(now < focus - kProbeFocus
                                         ? std::min(now + interval, focus - kProbeFocus)
                                         : now + interval);

@@ -36,9 +36,6 @@ struct ProbeControl {
   // each other without the interval's sleep, so that the instant is probed as densely as sendto(2)
   // allows.
   std::atomic<std::int64_t> focus_ns{0};
-  // The paths (bit i: path i, the first 64) sent to within the focus: fewer paths, shorter rounds,
-  // a finer look at those paths' landings. The others are left out there.
-  std::atomic<std::uint64_t> focus_paths{~std::uint64_t{0}};
   // Datagrams sent so far (the prober is running once it is not 0).
   std::atomic<std::size_t> sent{0};
 };
