@@ -7,6 +7,8 @@
 #include <arpa/inet.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -80,11 +82,13 @@ TEST(GatedNetem, InstallsAPrioRootWithTwoNetemBandsAndTheBpfGateAsTcReadsThem) {
 TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacket) {
   JITTERD_REQUIRE_GATE();
   jitterd_test::NetemBed bed;
-  const NetemSpec low = delay_of(10ms), high = delay_of(60ms);
+  const NetemSpec low = delay_of(10ms), high = delay_of(200ms);
   GatedNetem gated = GatedNetem::install(bed.engine, bed.dev, low);
 
-  // 12 switches 150 ms apart, alternating, each armed 100 ms ahead, while datagrams leave every
-  // 200 µs from another thread (from when it runs); this one sleeps through every deadline.
+  // 12 switches 400 ms apart, alternating, each armed 300 ms ahead, while datagrams leave every
+  // 200 µs from another thread (from when it runs); this one sleeps through every deadline. It arms
+  // at a real-time priority above the prober's, so that a loaded guest does not make an arm late
+  // (an arm after its deadline switches when it is made: the datagrams between would be misjudged).
   constexpr int kSwitches = 12;
   std::vector<jitterd_test::OneWayProbe> probes;
   jitterd_test::ProbeControl control;
@@ -93,22 +97,31 @@ TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacke
                                          kPort, Clock::now() + 60s, 200us, &control);
   });
   while (control.sent == 0) std::this_thread::sleep_for(1ms);
-  const auto start = Clock::now() + 200ms;
+  const auto start = Clock::now() + 400ms;
   std::vector<Clock::time_point> deadlines;
-  for (int i = 0; i < kSwitches; ++i) deadlines.push_back(start + i * 150ms);
+  for (int i = 0; i < kSwitches; ++i) deadlines.push_back(start + i * 400ms);
+  sched_param param{};
+  param.sched_priority = 20;
+  const bool realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
   for (int i = 0; i < kSwitches; ++i) {
-    std::this_thread::sleep_until(deadlines[i] - 100ms);
+    std::this_thread::sleep_until(deadlines[i] - 300ms);
     control.focus_ns = deadlines[i].time_since_epoch().count();
     gated.arm(i % 2 == 0 ? high : low, deadlines[i]);
     EXPECT_EQ(gated.armed(), deadlines[i]);
+    // A precondition of the judgement, not of the gate.
+    EXPECT_LT(Clock::now(), deadlines[i]) << "switch " << i << " was armed after its deadline";
   }
-  std::this_thread::sleep_until(deadlines.back() + 150ms);
+  if (realtime) {
+    param.sched_priority = 0;
+    pthread_setschedparam(pthread_self(), SCHED_OTHER, &param);
+  }
+  std::this_thread::sleep_until(deadlines.back() + 400ms);
   control.stop = true;
   sender.join();
 
-  // High is at least 60 ms: emulation only ever makes a datagram late, so a high one is never
-  // below it, and a low one only when 50 ms late (a guest stalled that long).
-  const auto verdict = jitterd_test::judge_switches(probes, 0, deadlines, 60ms);
+  // High is at least 200 ms: emulation only ever makes a datagram late, so a high one is never
+  // below it, and a low one only when 190 ms late (a guest stalled that long).
+  const auto verdict = jitterd_test::judge_switches(probes, 0, deadlines, 200ms);
   EXPECT_EQ(verdict.wrong, 0) << verdict.first_wrong;
   // None is lost on an idle guest; beside other guests a few may be (the receiving side's backlog).
   EXPECT_LE(verdict.lost, verdict.judged / 50);
