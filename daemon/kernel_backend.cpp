@@ -339,8 +339,10 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
 
 bool KernelBackend::arm_switch(const ShapeRequest& request, MonotonicTime at) {
   Shaped* slot = held(request.interface, request.direction);
+  // Not a spec change of a gated lane, or to a phase a gated root cannot hold (duplication): the
+  // caller's timer makes it (a duplicating phase then rebuilds the lane as a plain root).
   if (!slot || !slot->gated || request.layout.empty() ||
-      !slot->layout.same_structure(request.layout)) {
+      !slot->layout.same_structure(request.layout) || !gateable(request.layout)) {
     return false;
   }
   // A switch armed earlier that has landed is in force; one still to come is replaced.
