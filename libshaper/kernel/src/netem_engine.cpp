@@ -261,27 +261,29 @@ NetemQdisc NetemEngine::install(const Interface& interface, const NetemSpec& spe
   auto diagnostics = validate(spec);
   if (!diagnostics.empty()) throw std::invalid_argument(to_string(diagnostics));
 
-  int flags = NLM_F_CREATE | NLM_F_EXCL;
-  if (auto root = root_qdisc(interface)) {
-    if (root->is_jitterd()) {
-      throw OwnershipError("netem install (" + describe(interface) +
-                           "): jitterd's qdisc is already installed there; change it, or adopt it "
-                           "after a restart");
-    }
-    if (!root->is_default()) {
-      if (!options.force) {
-        throw OwnershipError("netem install (" + describe(interface) + "): the root qdisc is " +
-                             root->kind + " " + format_handle(root->handle) +
-                             ", installed by someone else; jitterd leaves it alone. Remove it "
-                             "yourself, or force the install to replace it (its queue is dropped)");
-      }
-      // Replace grafts our qdisc in place of theirs in one step.
-      flags = NLM_F_CREATE | NLM_F_REPLACE;
-    }
-  }
+  const int flags =
+      root_install_flags(interface, options, "netem install (" + describe(interface) + ")",
+                         "; change it, or adopt it after a restart");
   NetemEncodePlan plan;  // fresh qdisc: every table, full loss model
   send_netem(interface, spec, plan, flags, "netem install");
   return NetemQdisc(*this, interface, spec, /*tables_known=*/true);
+}
+
+int NetemEngine::root_install_flags(const Interface& interface, const InstallOptions& options,
+                                    const std::string& what, const std::string& ours_hint) {
+  auto root = root_qdisc(interface);
+  if (!root) return NLM_F_CREATE | NLM_F_EXCL;
+  if (root->is_jitterd())
+    throw OwnershipError(what + ": jitterd's qdisc is already installed there" + ours_hint);
+  if (root->is_default()) return NLM_F_CREATE | NLM_F_EXCL;
+  if (!options.force) {
+    throw OwnershipError(what + ": the root qdisc is " + root->kind + " " +
+                         format_handle(root->handle) +
+                         ", installed by someone else; jitterd leaves it alone. Remove it "
+                         "yourself, or force the install to replace it (its queue is dropped)");
+  }
+  // Replace grafts our qdisc in place of theirs in one step.
+  return NLM_F_CREATE | NLM_F_REPLACE;
 }
 
 std::optional<NetemQdisc> NetemEngine::adopt(const Interface& interface) {

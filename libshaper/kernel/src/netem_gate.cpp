@@ -264,23 +264,8 @@ GatedNetem GatedNetem::install(NetemEngine& engine, const Interface& interface,
                                const NetemSpec& spec, const InstallOptions& options) {
   auto diagnostics = validate(spec);
   if (!diagnostics.empty()) throw std::invalid_argument(to_string(diagnostics));
-  int flags = NLM_F_CREATE | NLM_F_EXCL;
-  if (auto root = engine.root_qdisc(interface)) {
-    if (root->is_jitterd()) {
-      throw OwnershipError("gated netem install (" + describe_gate(interface) +
-                           "): jitterd's qdisc is already installed there");
-    }
-    if (!root->is_default()) {
-      if (!options.force) {
-        throw OwnershipError("gated netem install (" + describe_gate(interface) +
-                             "): the root qdisc is " + root->kind + " " +
-                             format_handle(root->handle) +
-                             ", installed by someone else; jitterd leaves it alone. Remove it "
-                             "yourself, or force the install to replace it (its queue is dropped)");
-      }
-      flags = NLM_F_CREATE | NLM_F_REPLACE;
-    }
-  }
+  const int flags = engine.root_install_flags(
+      interface, options, "gated netem install (" + describe_gate(interface) + ")");
   // The program first: a kernel that cannot load it leaves the device untouched.
   GateProgram program = GateProgram::load();
   NlMsgPtr root = build_prio_root_message(interface.index, flags);

@@ -515,22 +515,8 @@ NetemTree NetemTree::install(NetemEngine& engine, const Interface& interface, co
   // Everything the kernel would refuse halfway is checked first (the plan validates).
   const std::vector<TreeStep> steps = plan_tree_update(TreeState{}, spec);
 
-  int flags = NLM_F_CREATE | NLM_F_EXCL;
-  if (auto root = engine.root_qdisc(interface)) {
-    if (root->is_jitterd()) {
-      throw OwnershipError("tree install (" + describe_tree(interface) +
-                           "): jitterd's qdisc is already installed there");
-    }
-    if (!root->is_default()) {
-      if (!options.force) {
-        throw OwnershipError("tree install (" + describe_tree(interface) + "): the root qdisc is " +
-                             root->kind + " " + format_handle(root->handle) +
-                             ", installed by someone else; jitterd leaves it alone. Remove it "
-                             "yourself, or force the install to replace it (its queue is dropped)");
-      }
-      flags = NLM_F_CREATE | NLM_F_REPLACE;
-    }
-  }
+  const int flags = engine.root_install_flags(interface, options,
+                                              "tree install (" + describe_tree(interface) + ")");
 
   // The default minor is always kDefaultClassMinor (see the header): while that class does not
   // exist, HTB sends unclassified packets directly, unshaped.

@@ -108,6 +108,13 @@ class NetemEngine {
   // Every interface in this network namespace.
   std::vector<Interface> interfaces();
   std::optional<QdiscInfo> root_qdisc(const Interface& interface);
+  // The netlink flags for installing a new root qdisc of jitterd's on `interface`: CREATE|EXCL over
+  // the kernel's default root, CREATE|REPLACE over someone else's when options.force. Throws
+  // OwnershipError, its text starting with `what` ("netem install (dev veth0 handle 1a7e:)"), when
+  // jitterd's root is already there (`ours_hint` appended: what to do instead) or someone else's is
+  // and force was not given.
+  int root_install_flags(const Interface& interface, const InstallOptions& options,
+                         const std::string& what, const std::string& ours_hint = {});
 
   // Removes jitterd's root qdisc from `interface` if there is one (crash cleanup); true if removed.
   bool remove_if_ours(const Interface& interface);
