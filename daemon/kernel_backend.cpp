@@ -43,6 +43,17 @@ void KernelBackend::Shaped::release() {
   if (gated) gated->release();
 }
 
+std::optional<MonotonicTime> KernelBackend::Shaped::settle_armed() {
+  if (!gated || !armed) return std::nullopt;
+  if (const auto deadline = gated->settle(MonotonicClock::now())) {
+    layout = *std::exchange(armed, std::nullopt);
+    return deadline;
+  }
+  gated->disarm();
+  armed.reset();
+  return std::nullopt;
+}
+
 KernelBackend::KernelBackend(SwitchGate gate) : gate_(gate), engine_(socket_) {}
 
 KernelBackend::KernelBackend(shaper::RouteSocket socket, SwitchGate gate)
@@ -240,17 +251,10 @@ std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const Shape
     if (in_place[i] && slot->gated && !gateable(r.layout)) in_place[i] = false;
     // A gated root with a switch armed: one that has landed is in force now; one still to come is
     // cancelled, since this request decides what the direction holds.
-    if (in_place[i] && slot->gated && slot->armed) {
-      if (const auto deadline = slot->gated->settle(MonotonicClock::now())) {
-        slot->layout = *std::exchange(slot->armed, std::nullopt);
-        if (slot->layout == r.layout) {
-          slot->landed = *deadline;  // nothing to send: the kernel did it at the deadline
-          in_place[i] = false;
-          continue;
-        }
-      } else {
-        slot->gated->disarm();
-        slot->armed.reset();
+    if (in_place[i]) {
+      if (const auto deadline = slot->settle_armed(); deadline && slot->layout == r.layout) {
+        slot->landed = *deadline;  // nothing to send: the kernel did it at the deadline
+        in_place[i] = false;
       }
     }
   }
@@ -346,9 +350,7 @@ bool KernelBackend::arm_switch(const ShapeRequest& request, MonotonicTime at) {
     return false;
   }
   // A switch armed earlier that has landed is in force; one still to come is replaced.
-  if (slot->armed && slot->gated->settle(MonotonicClock::now()))
-    slot->layout = *std::exchange(slot->armed, std::nullopt);
-  slot->armed.reset();
+  slot->settle_armed();
   slot->gated->arm(request.layout.lanes.front().spec, at);
   slot->armed = request.layout;
   return true;
@@ -357,6 +359,7 @@ bool KernelBackend::arm_switch(const ShapeRequest& request, MonotonicTime at) {
 void KernelBackend::disarm_switch(const shaper::Interface& interface, Direction direction) {
   Shaped* slot = held(interface, direction);
   if (!slot || !slot->armed) return;
+  // Cancelled: even one whose deadline passed goes back (the session still holds the old phase).
   slot->gated->disarm();
   slot->armed.reset();
 }

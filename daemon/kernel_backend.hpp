@@ -70,6 +70,9 @@ class KernelBackend final : public ShapingBackend {
     std::map<std::string, std::uint16_t> minors;  // rule set -> leaf minor in the tree
     void remove();
     void release();
+    // The armed switch, settled now: one that has landed is in force (`layout`; its deadline is
+    // returned), one still to come is disarmed.
+    std::optional<MonotonicTime> settle_armed();
   };
   struct State {
     shaper::Interface interface;
