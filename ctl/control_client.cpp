@@ -206,34 +206,40 @@ void ControlClient::explain_end() {
 }
 
 Reply ControlClient::call(const std::string& method, const Json& params) {
-  const std::int64_t id = next_id_++;
-  const Json request = {{"id", id}, {"method", method}, {"params", params}};
-  const auto deadline = Clock::now() + options_.timeout;
-  std::string send_failure;
+  return receive(send(method, params));
+}
+
+ControlClient::Sent ControlClient::send(const std::string& method, const Json& params) {
+  Sent sent{next_id_++, method, Clock::now() + options_.timeout, ""};
+  const Json request = {{"id", sent.id}, {"method", method}, {"params", params}};
   try {
     send_line(request.dump() + "\n");
   } catch (const shaper::SystemError& e) {
     // jitterd may have answered the connection with one line ("busy") and closed it before reading
     // the request: that line says more than EPIPE, so read it before giving up.
     if (e.error_number() != EPIPE && e.error_number() != ECONNRESET) throw;
-    send_failure = e.what();
+    sent.send_failure = e.what();
   }
+  return sent;
+}
+
+Reply ControlClient::receive(const Sent& sent) {
   for (;;) {
     std::optional<std::string> line;
     try {
-      line = read_line(deadline);
+      line = read_line(sent.deadline);
     } catch (const ConnectionClosed& closed) {
       if (closed.mid_line()) {
         throw ConnectionClosed("jitterd closed the connection in the middle of its reply to " +
-                                   method + " (" + closed.what() + ")",
+                                   sent.method + " (" + closed.what() + ")",
                                true);
       }
-      throw ConnectionClosed("jitterd closed the connection without replying to " + method +
-                                 (send_failure.empty() ? "" : " (" + send_failure + ")"),
+      throw ConnectionClosed("jitterd closed the connection without replying to " + sent.method +
+                                 (sent.send_failure.empty() ? "" : " (" + sent.send_failure + ")"),
                              false);
     }
     if (!line) {
-      throw TimeoutError("no reply from jitterd to " + method + " within " +
+      throw TimeoutError("no reply from jitterd to " + sent.method + " within " +
                          shaper::format_duration(options_.timeout) + "; try a longer --timeout");
     }
     Json message = parse_line(*line);
@@ -245,9 +251,9 @@ Reply ControlClient::call(const std::string& method, const Json& params) {
     // that is not JSON, too long, or "busy" sent before reading anything): with one request in
     // flight it is ours.
     const auto reply_id = message.find("id");
-    if (reply_id != message.end() && !reply_id->is_null() && *reply_id != Json(id)) {
+    if (reply_id != message.end() && !reply_id->is_null() && *reply_id != Json(sent.id)) {
       throw ProtocolError("jitterd replied to request " + reply_id->dump() +
-                          " while jitterctl waited for request " + std::to_string(id));
+                          " while jitterctl waited for request " + std::to_string(sent.id));
     }
     Reply reply;
     reply.ok = message["ok"].get<bool>();

@@ -139,12 +139,24 @@ class ControlClient {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // A request sent whose reply is still to be read (`receive`); one at a time per connection.
+  struct Sent {
+    std::int64_t id = 0;
+    std::string method;
+    Clock::time_point deadline;  // the timeout from when it was sent
+    std::string send_failure;    // EPIPE or ECONNRESET: a line jitterd sent before closing says why
+  };
+
   // Connects or throws ConnectError with a message that says what to do.
   static ControlClient connect(const ClientOptions& options);
 
   // Sends {"id":N,"method":...,"params":...} and waits up to the timeout for its reply. Throws
   // TimeoutError, ConnectionClosed or ProtocolError when there is no usable reply.
   Reply call(const std::string& method, const nlohmann::json& params);
+  // `call` in two halves, so that requests to many hosts are in flight together (a fleet's stage
+  // and commit cost one round trip, not one per host). Throw as `call` does.
+  Sent send(const std::string& method, const nlohmann::json& params);
+  Reply receive(const Sent& sent);
 
   // The next event line, queued or read; waits until `deadline` (forever when nullopt). nullopt
   // when the deadline passed. Throws ConnectionClosed when jitterd closes the connection.

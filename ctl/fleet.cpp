@@ -124,6 +124,45 @@ bool call(Member& m, const std::string& method, const Json& params, Json& result
   }
 }
 
+// `call` on every member that `params_of` gives params for (nullopt: none), all requests in flight
+// together: one round trip for the fleet, not one per host, so the last host's commit is not later
+// than the first's by the sum of the others' (a control path through a shaped link of 200 ms made
+// 16 sequential commits miss a 2 s lead). `on_result` gets each success, in the members' order.
+template <typename ParamsOf, typename OnResult>
+void call_each(std::vector<Member>& members, const std::string& method, ParamsOf&& params_of,
+               OnResult&& on_result) {
+  std::vector<std::optional<ControlClient::Sent>> sent(members.size());
+  const auto failed = [](Member& m, const std::exception& e) {
+    m.failure = e.what();
+    m.client.reset();
+  };
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Member& m = members[i];
+    if (!m.client) continue;
+    const std::optional<Json> params = params_of(m);
+    if (!params) continue;
+    try {
+      sent[i] = m.client->send(method, *params);
+    } catch (const std::exception& e) {
+      failed(m, e);
+    }
+  }
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Member& m = members[i];
+    if (!sent[i] || !m.client) continue;
+    try {
+      Reply reply = m.client->receive(*sent[i]);
+      if (!reply.ok) {
+        m.error = reply.error;
+        continue;
+      }
+      on_result(m, reply.result);
+    } catch (const std::exception& e) {
+      failed(m, e);
+    }
+  }
+}
+
 // Runs `read` on a result; a result jitterd got wrong (a ProtocolError) is that host's failure.
 template <typename Read>
 void read_result(Member& m, Read&& read) {
@@ -206,36 +245,42 @@ void record_prior(std::vector<Member>& members) {
 
 // Stages the change on every host; true when every one is ready.
 bool stage_all(std::vector<Member>& members, Action action) {
-  bool ready = true;
-  for (Member& m : members) {
-    Json result;
-    if (usable(m) &&
-        call(m, "stage", {{"method", method_of(action)}, {"params", m.params}}, result)) {
-      read_result(m, [&] { m.token = read_stage_result(result).token; });
-    }
-    ready = ready && !m.token.empty();
-  }
-  return ready;
+  call_each(
+      members, "stage",
+      [&](const Member& m) -> std::optional<Json> {
+        if (!usable(m)) return std::nullopt;
+        return Json{{"method", method_of(action)}, {"params", m.params}};
+      },
+      [](Member& m, const Json& result) {
+        read_result(m, [&] { m.token = read_stage_result(result).token; });
+      });
+  return std::all_of(members.begin(), members.end(),
+                     [](const Member& m) { return !m.token.empty(); });
 }
 
 void abort_all(std::vector<Member>& members) {
-  for (Member& m : members) {
-    Json result;
-    if (!m.token.empty() && m.client) call(m, "abort", {{"token", m.token}}, result);
-  }
+  call_each(
+      members, "abort",
+      [](const Member& m) -> std::optional<Json> {
+        if (m.token.empty()) return std::nullopt;
+        return Json{{"token", m.token}};
+      },
+      [](Member&, const Json&) {});
 }
 
 void commit_all(std::vector<Member>& members, const std::string& at) {
-  for (Member& m : members) {
-    Json result;
-    if (call(m, "commit", {{"token", m.token}, {"at", at}}, result)) {
-      read_result(m, [&] {
-        const CommittedChange done = read_commit_result(result);
-        m.at = done.at;
-        m.sessions = done.sessions;
+  call_each(
+      members, "commit",
+      [&](const Member& m) -> std::optional<Json> {
+        return Json{{"token", m.token}, {"at", at}};
+      },
+      [](Member& m, const Json& result) {
+        read_result(m, [&] {
+          const CommittedChange done = read_commit_result(result);
+          m.at = done.at;
+          m.sessions = done.sessions;
+        });
       });
-    }
-  }
 }
 
 // The kernel's acknowledgement of the change committed for `at`: of each lane, its first

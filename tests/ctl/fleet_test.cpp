@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <mutex>
 
 #include <fstream>
@@ -158,6 +159,15 @@ TEST(FleetClock, FourTimestampsGiveTheOffsetAndTheRoundTrip) {
 
 // ---- The two phases, against fakes -------------------------------------------------------------
 
+// Hosts whose commits are answered only once all of them have received theirs.
+struct CommitBarrier {
+  explicit CommitBarrier(int hosts) : expected(hosts) {}
+  const int expected;
+  std::mutex mutex;
+  std::condition_variable arrived_all;
+  int arrived = 0;
+};
+
 // A fake jitterd that plays one fleet host: its clock, its stage answer, and after a commit at a
 // deadline, a transition record acknowledged `late` after it.
 class FakeHost {
@@ -169,6 +179,14 @@ class FakeHost {
         server_([this](const Json& r) { return answer(r); }) {}
   // The connection closes when the commit arrives, unanswered: a host that died after staging.
   void die_at_commit() { die_at_commit_ = true; }
+  // Its commit is answered once every host of `barrier` has received its commit, or after 5 s:
+  // a fleet that waits for one host's reply before it sends the next commit gets there late.
+  void hold_commit(std::shared_ptr<CommitBarrier> barrier) { barrier_ = std::move(barrier); }
+  // Whether its commit's reply waited for the barrier (not for the 5 s).
+  bool commit_held_until_all_arrived() const {
+    const std::lock_guard lock(mutex_);
+    return held_until_all_;
+  }
   // Its clock `ahead` of this process's (replies to `clock`).
   void clock_ahead(Nanoseconds ahead) { ahead_ = ahead; }
   // A subscription gets one phase-changed event per time in `at` (by this host's clock), each
@@ -254,6 +272,15 @@ class FakeHost {
         const std::lock_guard lock(mutex_);
         commit_times_.push_back(now);
       }
+      if (barrier_) {
+        std::unique_lock lock(barrier_->mutex);
+        ++barrier_->arrived;
+        barrier_->arrived_all.notify_all();
+        const bool all = barrier_->arrived_all.wait_for(
+            lock, 5s, [&] { return barrier_->arrived >= barrier_->expected; });
+        const std::lock_guard record(mutex_);
+        held_until_all_ = all;
+      }
       // A rollback's commit is "now": it keeps the change's deadline for the records below.
       if (params["at"] != "now")
         deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
@@ -291,8 +318,10 @@ class FakeHost {
   std::optional<std::vector<Nanoseconds>> event_times_;
   std::chrono::milliseconds event_pause_{0};
   int stages_ = 0;
-  mutable std::mutex mutex_;  // commit_times_: the server's thread writes, the test reads
+  std::shared_ptr<CommitBarrier> barrier_;
+  mutable std::mutex mutex_;  // commit_times_, held_until_all_: the server writes, the test reads
   std::vector<Nanoseconds> commit_times_;
+  bool held_until_all_ = false;
   FakeJitterd server_;
 };
 
@@ -373,6 +402,25 @@ TEST(Fleet, WhenEveryHostIsReadyEachCommitsAtOneDeadlineAndTheSkewIsReported) {
               h["round_trip_ns"].get<std::int64_t>() + 1);
   }
   EXPECT_EQ(deadlines.size(), 1u) << "one deadline for every host";
+}
+
+// A commit per host, one after another, makes the last host later than the first by the sum of
+// the others' round trips (over a slow control path, past the lead): every commit is sent before
+// any reply is read.
+TEST(Fleet, TheCommitsAreInFlightTogetherNotOneRoundTripAfterAnother) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  const auto barrier = std::make_shared<CommitBarrier>(4);
+  for (int i = 0; i < 4; ++i) {
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
+    hosts.back()->hold_commit(barrier);
+  }
+  const FleetRun r = run_fleet(hosts, {"--json", "switch", "high", "--lead", "2s"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    EXPECT_EQ(hosts[i]->requests_of("commit").size(), 1u) << "h" << i;
+    EXPECT_TRUE(hosts[i]->commit_held_until_all_arrived())
+        << "h" << i << "'s commit was answered before every host had its commit";
+  }
 }
 
 TEST(Fleet, ApplyNeedsAProfileFromTheCommandLineOrTheInventoryBeforeAnyHostIsAsked) {
