@@ -157,6 +157,14 @@ class ControlClient {
   // and commit cost one round trip, not one per host). Throw as `call` does.
   Sent send(const std::string& method, const nlohmann::json& params);
   Reply receive(const Sent& sent);
+  // To wait on many connections at once: the descriptor to poll for POLLIN, the interrupt
+  // descriptor (-1: none; readable means Interrupted), and whether a whole line is read already
+  // (then `receive` needs no wait).
+  int fd() const { return fd_.get(); }
+  int interrupt_fd() const { return options_.interrupt_fd; }
+  bool line_buffered() const {
+    return buffer_.find('\n', std::max(scanned_, consumed_)) != std::string::npos;
+  }
 
   // The next event line, queued or read; waits until `deadline` (forever when nullopt). nullopt
   // when the deadline passed. Throws ConnectionClosed when jitterd closes the connection.

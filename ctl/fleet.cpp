@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
@@ -127,7 +128,9 @@ bool call(Member& m, const std::string& method, const Json& params, Json& result
 // `call` on every member that `params_of` gives params for (nullopt: none), all requests in flight
 // together: one round trip for the fleet, not one per host, so the last host's commit is not later
 // than the first's by the sum of the others' (a control path through a shaped link of 200 ms made
-// 16 sequential commits miss a 2 s lead). `on_result` gets each success, in the members' order.
+// 16 sequential commits miss a 2 s lead). The replies are read as they come, whichever connection
+// is readable first; `on_result` gets each success with the CLOCK_REALTIME at which its reply was
+// seen (a clock exchange's fourth time stamp).
 template <typename ParamsOf, typename OnResult>
 void call_each(std::vector<Member>& members, const std::string& method, ParamsOf&& params_of,
                OnResult&& on_result) {
@@ -147,18 +150,54 @@ void call_each(std::vector<Member>& members, const std::string& method, ParamsOf
       failed(m, e);
     }
   }
-  for (std::size_t i = 0; i < members.size(); ++i) {
+  const auto receive = [&](std::size_t i) {
     Member& m = members[i];
-    if (!sent[i] || !m.client) continue;
+    const Nanoseconds seen = realtime_now();
     try {
-      Reply reply = m.client->receive(*sent[i]);
+      Reply reply = m.client->receive(*std::exchange(sent[i], std::nullopt));
       if (!reply.ok) {
         m.error = reply.error;
-        continue;
+        return;
       }
-      on_result(m, reply.result);
+      on_result(m, reply.result, seen);
     } catch (const std::exception& e) {
       failed(m, e);
+    }
+  };
+  for (;;) {
+    std::vector<std::size_t> waiting;
+    std::vector<pollfd> fds;
+    std::optional<ControlClient::Clock::time_point> first_deadline;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (!sent[i]) continue;
+      if (!members[i].client) {
+        sent[i].reset();
+        continue;
+      }
+      if (members[i].client->line_buffered()) {
+        receive(i);
+        continue;
+      }
+      waiting.push_back(i);
+      fds.push_back({members[i].client->fd(), POLLIN, 0});
+      if (!first_deadline || sent[i]->deadline < *first_deadline)
+        first_deadline = sent[i]->deadline;
+    }
+    if (waiting.empty()) return;
+    const int interrupt = members[waiting.front()].client->interrupt_fd();
+    if (interrupt >= 0) fds.push_back({interrupt, POLLIN, 0});
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(*first_deadline - ControlClient::Clock::now());
+    const int ready =
+        ::poll(fds.data(), fds.size(), static_cast<int>(std::max<std::int64_t>(0, left.count())));
+    if (ready == -1 && errno == EINTR) continue;
+    shaper::check_syscall(ready, "poll", "the fleet's connections");
+    if (interrupt >= 0 && fds.back().revents != 0) throw Interrupted();
+    for (std::size_t k = 0; k < waiting.size(); ++k) {
+      // Readable (or closed); with nothing readable by the first deadline, that request's receive
+      // reports its timeout.
+      if (fds[k].revents != 0 || (ready <= 0 && sent[waiting[k]]->deadline == *first_deadline))
+        receive(waiting[k]);
     }
   }
 }
@@ -198,24 +237,29 @@ void connect_all(std::vector<Member>& members, const ClientOptions& base) {
   }
 }
 
+// kClockSamples rounds, each a `clock` exchange with every host at once: a host's sample is its
+// own request's send (t0) and its own reply's arrival (t3), whatever the others do.
 void estimate_clocks(std::vector<Member>& members) {
-  for (Member& m : members) {
-    std::vector<ClockSample> samples;
-    for (int i = 0; i < kClockSamples && m.client; ++i) {
-      Json result;
-      const Nanoseconds t0 = realtime_now();
-      if (!call(m, "clock", Json::object(), result)) break;
-      const Nanoseconds t3 = realtime_now();
-      try {
-        const ClockReading r = read_clock_result(result);
-        samples.push_back(clock_sample(t0, r.received.realtime, r.replied.realtime, t3));
-      } catch (const std::exception& e) {
-        m.failure = e.what();
-        break;
-      }
-    }
-    m.clock = best_clock_sample(samples);
+  std::vector<std::vector<ClockSample>> samples(members.size());
+  std::vector<Nanoseconds> sent_at(members.size());
+  const auto index = [&](const Member& m) { return static_cast<std::size_t>(&m - members.data()); };
+  for (int round = 0; round < kClockSamples; ++round) {
+    call_each(
+        members, "clock",
+        [&](const Member& m) -> std::optional<Json> {
+          if (!m.failure.empty()) return std::nullopt;
+          sent_at[index(m)] = realtime_now();
+          return Json::object();
+        },
+        [&](Member& m, const Json& result, Nanoseconds t3) {
+          read_result(m, [&] {
+            const ClockReading r = read_clock_result(result);
+            samples[index(m)].push_back(
+                clock_sample(sent_at[index(m)], r.received.realtime, r.replied.realtime, t3));
+          });
+        });
   }
+  for (Member& m : members) m.clock = best_clock_sample(samples[index(m)]);
 }
 
 bool usable(const Member& m) {
@@ -231,15 +275,20 @@ const char* method_of(Action action) {
 // Each host's sessions on its interface before anything is staged, for a rollback. A host with
 // none answers not-found: an unshaped interface (or none at all, which its stage then refuses).
 void record_prior(std::vector<Member>& members) {
+  call_each(
+      members, "status",
+      [](const Member& m) -> std::optional<Json> {
+        if (!usable(m)) return std::nullopt;
+        Json params = {{"interface", m.host->interface}};
+        if (m.host->target) params["target"] = m.host->target->to_json();
+        return params;
+      },
+      [](Member& m, const Json& result, Nanoseconds) {
+        read_result(m, [&] { m.prior = read_status_result(result); });
+      });
+  // Nothing shaped there yet: that is its prior state, not a refusal.
   for (Member& m : members) {
-    Json params = {{"interface", m.host->interface}};
-    if (m.host->target) params["target"] = m.host->target->to_json();
-    Json result;
-    if (usable(m) && call(m, "status", params, result)) {
-      read_result(m, [&] { m.prior = read_status_result(result); });
-    } else if (m.error && m.error->code == ErrorCode::kNotFound) {
-      m.error.reset();
-    }
+    if (m.error && m.error->code == ErrorCode::kNotFound) m.error.reset();
   }
 }
 
@@ -251,7 +300,7 @@ bool stage_all(std::vector<Member>& members, Action action) {
         if (!usable(m)) return std::nullopt;
         return Json{{"method", method_of(action)}, {"params", m.params}};
       },
-      [](Member& m, const Json& result) {
+      [](Member& m, const Json& result, Nanoseconds) {
         read_result(m, [&] { m.token = read_stage_result(result).token; });
       });
   return std::all_of(members.begin(), members.end(),
@@ -265,7 +314,7 @@ void abort_all(std::vector<Member>& members) {
         if (m.token.empty()) return std::nullopt;
         return Json{{"token", m.token}};
       },
-      [](Member&, const Json&) {});
+      [](Member&, const Json&, Nanoseconds) {});
 }
 
 void commit_all(std::vector<Member>& members, const std::string& at) {
@@ -274,7 +323,7 @@ void commit_all(std::vector<Member>& members, const std::string& at) {
       [&](const Member& m) -> std::optional<Json> {
         return Json{{"token", m.token}, {"at", at}};
       },
-      [](Member& m, const Json& result) {
+      [](Member& m, const Json& result, Nanoseconds) {
         read_result(m, [&] {
           const CommittedChange done = read_commit_result(result);
           m.at = done.at;
@@ -313,22 +362,25 @@ void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline
   std::this_thread::sleep_for(std::max(Nanoseconds(0), deadline - realtime_now()));
   const auto give_up = std::chrono::steady_clock::now() + wait;
   for (;;) {
-    bool missing = false;
-    for (Member& m : members) {
-      if (m.accepted || !m.at || !usable(m)) continue;
-      Json result;
-      Json params = {{"interface", m.host->interface}};
-      if (m.host->target) params["target"] = m.host->target->to_json();
-      if (call(m, "status", params, result))
-        read_result(m, [&] {
-          if (auto ack = acknowledgement(read_status_result(result), *m.at)) {
-            m.accepted = ack->applied;
-            m.gated = ack->gated;
-          }
+    call_each(
+        members, "status",
+        [](const Member& m) -> std::optional<Json> {
+          if (m.accepted || !m.at || !usable(m)) return std::nullopt;
+          Json params = {{"interface", m.host->interface}};
+          if (m.host->target) params["target"] = m.host->target->to_json();
+          return params;
+        },
+        [](Member& m, const Json& result, Nanoseconds) {
+          read_result(m, [&] {
+            if (auto ack = acknowledgement(read_status_result(result), *m.at)) {
+              m.accepted = ack->applied;
+              m.gated = ack->gated;
+            }
+          });
         });
-      missing = missing || (!m.accepted && usable(m));
-    }
-    if (!missing) return;
+    if (std::none_of(members.begin(), members.end(),
+                     [](const Member& m) { return m.at && !m.accepted && usable(m); }))
+      return;
     if (std::chrono::steady_clock::now() > give_up) break;
     std::this_thread::sleep_for(kAckPoll);
   }

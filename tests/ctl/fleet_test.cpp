@@ -159,9 +159,9 @@ TEST(FleetClock, FourTimestampsGiveTheOffsetAndTheRoundTrip) {
 
 // ---- The two phases, against fakes -------------------------------------------------------------
 
-// Hosts whose commits are answered only once all of them have received theirs.
-struct CommitBarrier {
-  explicit CommitBarrier(int hosts) : expected(hosts) {}
+// Hosts whose requests of one method are answered only once all of them have received theirs.
+struct Barrier {
+  explicit Barrier(int hosts) : expected(hosts) {}
   const int expected;
   std::mutex mutex;
   std::condition_variable arrived_all;
@@ -179,13 +179,17 @@ class FakeHost {
         server_([this](const Json& r) { return answer(r); }) {}
   // The connection closes when the commit arrives, unanswered: a host that died after staging.
   void die_at_commit() { die_at_commit_ = true; }
-  // Its commit is answered once every host of `barrier` has received its commit, or after 5 s:
-  // a fleet that waits for one host's reply before it sends the next commit gets there late.
-  void hold_commit(std::shared_ptr<CommitBarrier> barrier) { barrier_ = std::move(barrier); }
-  // Whether its commit's reply waited for the barrier (not for the 5 s).
-  bool commit_held_until_all_arrived() const {
+  // Its k-th request of `method` is answered once every host of `barrier` has received k of
+  // them, or after 5 s: a fleet that waits for one host's reply before it sends the next host's
+  // request gets there only by the 5 s.
+  void hold(std::string method, std::shared_ptr<Barrier> barrier) {
+    held_method_ = std::move(method);
+    barrier_ = std::move(barrier);
+  }
+  // How many of its requests of the held method were answered by the barrier (not by the 5 s).
+  int released_by_all() const {
     const std::lock_guard lock(mutex_);
-    return held_until_all_;
+    return released_by_all_;
   }
   // Its clock `ahead` of this process's (replies to `clock`).
   void clock_ahead(Nanoseconds ahead) { ahead_ = ahead; }
@@ -226,6 +230,16 @@ class FakeHost {
   FakeJitterd::Response answer(const Json& r) {
     const std::string method = r.value("method", "");
     const Json& params = r["params"];
+    if (barrier_ && method == held_method_) {
+      std::unique_lock lock(barrier_->mutex);
+      const int round = ++held_;
+      ++barrier_->arrived;
+      barrier_->arrived_all.notify_all();
+      const bool all = barrier_->arrived_all.wait_for(
+          lock, 5s, [&] { return barrier_->arrived >= barrier_->expected * round; });
+      const std::lock_guard record(mutex_);
+      released_by_all_ += all ? 1 : 0;
+    }
     if (method == "clock") {
       const Nanoseconds now = std::chrono::system_clock::now().time_since_epoch() + ahead_;
       return FakeJitterd::reply(r, {{"received", stamp(now)}, {"replied", stamp(now)}});
@@ -272,15 +286,6 @@ class FakeHost {
         const std::lock_guard lock(mutex_);
         commit_times_.push_back(now);
       }
-      if (barrier_) {
-        std::unique_lock lock(barrier_->mutex);
-        ++barrier_->arrived;
-        barrier_->arrived_all.notify_all();
-        const bool all = barrier_->arrived_all.wait_for(
-            lock, 5s, [&] { return barrier_->arrived >= barrier_->expected; });
-        const std::lock_guard record(mutex_);
-        held_until_all_ = all;
-      }
       // A rollback's commit is "now": it keeps the change's deadline for the records below.
       if (params["at"] != "now")
         deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
@@ -318,10 +323,12 @@ class FakeHost {
   std::optional<std::vector<Nanoseconds>> event_times_;
   std::chrono::milliseconds event_pause_{0};
   int stages_ = 0;
-  std::shared_ptr<CommitBarrier> barrier_;
-  mutable std::mutex mutex_;  // commit_times_, held_until_all_: the server writes, the test reads
+  std::string held_method_;
+  std::shared_ptr<Barrier> barrier_;
+  int held_ = 0;
+  mutable std::mutex mutex_;  // commit_times_, released_by_all_: the server writes, the test reads
   std::vector<Nanoseconds> commit_times_;
-  bool held_until_all_ = false;
+  int released_by_all_ = 0;
   FakeJitterd server_;
 };
 
@@ -404,22 +411,32 @@ TEST(Fleet, WhenEveryHostIsReadyEachCommitsAtOneDeadlineAndTheSkewIsReported) {
   EXPECT_EQ(deadlines.size(), 1u) << "one deadline for every host";
 }
 
-// A commit per host, one after another, makes the last host later than the first by the sum of
-// the others' round trips (over a slow control path, past the lead): every commit is sent before
-// any reply is read.
-TEST(Fleet, TheCommitsAreInFlightTogetherNotOneRoundTripAfterAnother) {
-  std::vector<std::unique_ptr<FakeHost>> hosts;
-  const auto barrier = std::make_shared<CommitBarrier>(4);
-  for (int i = 0; i < 4; ++i) {
-    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
-    hosts.back()->hold_commit(barrier);
-  }
-  const FleetRun r = run_fleet(hosts, {"--json", "switch", "high", "--lead", "2s"});
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  for (std::size_t i = 0; i < hosts.size(); ++i) {
-    EXPECT_EQ(hosts[i]->requests_of("commit").size(), 1u) << "h" << i;
-    EXPECT_TRUE(hosts[i]->commit_held_until_all_arrived())
-        << "h" << i << "'s commit was answered before every host had its commit";
+// A request per host, one after another, makes a fleet's step cost the sum of the hosts' round
+// trips, and the last host's commit later than the first's by all the others' (over a slow control
+// path, past the lead): each step's requests are sent to every host before any reply is read.
+TEST(Fleet, EachStepsRequestsAreInFlightTogetherNotOneRoundTripAfterAnother) {
+  for (const std::string method : {"clock", "status", "stage", "commit"}) {
+    SCOPED_TRACE(method);
+    std::vector<std::unique_ptr<FakeHost>> hosts;
+    const auto barrier = std::make_shared<Barrier>(4);
+    for (int i = 0; i < 4; ++i) {
+      hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
+      hosts.back()->hold(method, barrier);
+    }
+    const FleetRun r = run_fleet(hosts, {"--json", "switch", "high", "--lead", "2s"});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const auto requests = hosts[i]->requests_of(method).size();
+      EXPECT_GE(requests, 1u) << "h" << i;
+      EXPECT_EQ(hosts[i]->released_by_all(), static_cast<int>(requests))
+          << "h" << i << " answered a " << method << " before every host had its own";
+    }
+    // Five clock exchanges each, sent together, still give offsets within their round trips.
+    const Json report = Json::parse(r.out);
+    for (const Json& h : report["hosts"]) {
+      EXPECT_LE(std::abs(h["offset_ns"].get<std::int64_t>()),
+                h["round_trip_ns"].get<std::int64_t>() + 1);
+    }
   }
 }
 
