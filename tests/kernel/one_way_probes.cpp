@@ -166,9 +166,17 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
   });
   try {
     const RealtimePriority priority(10);
+    const auto in_focus = [&](ProbeClock::time_point now, std::int64_t focus_ns) {
+      const ProbeClock::time_point focus{std::chrono::nanoseconds(focus_ns)};
+      return focus_ns != 0 && now >= focus - kProbeFocus && now <= focus + kProbeFocus;
+    };
     while (ProbeClock::now() < until && probes.size() + paths.size() <= capacity &&
            !(control && control->stop)) {
+      const std::int64_t focus_ns = control ? control->focus_ns.load() : 0;
+      const std::uint64_t group = control ? control->focus_paths.load() : 0;
+      const bool focused = in_focus(ProbeClock::now(), focus_ns);
       for (std::size_t i = 0; i < paths.size(); ++i) {
+        if (focused && group != 0 && (i >= 64 || (group >> i & 1) == 0)) continue;
         OneWayProbe p;
         p.path = i;
         const Datagram d{probes.size()};
@@ -183,14 +191,9 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
       }
       // Back to back near the focus; elsewhere the interval, never sleeping into the focus.
       const auto now = ProbeClock::now();
-      const std::int64_t focus_ns = control ? control->focus_ns.load() : 0;
-      if (focus_ns == 0) {
-        std::this_thread::sleep_for(interval);
-        continue;
-      }
+      if (in_focus(now, focus_ns)) continue;
       const ProbeClock::time_point focus{std::chrono::nanoseconds(focus_ns)};
-      if (now >= focus - kProbeFocus && now <= focus + kProbeFocus) continue;
-      std::this_thread::sleep_until(now < focus - kProbeFocus
+      std::this_thread::sleep_until(focus_ns != 0 && now < focus - kProbeFocus
                                         ? std::min(now + interval, focus - kProbeFocus)
                                         : now + interval);
     }
