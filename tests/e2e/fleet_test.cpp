@@ -666,20 +666,8 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
     const Json report = jitterd_e2e::parse_json(switched.out);
     const auto fleet_deadline = report.at("deadline_realtime_ns").get<std::int64_t>();
     fleet_deadlines.push_back(fleet_deadline);
-    // This process's realtime-to-monotonic offset, from the closest of ten back-to-back reads.
-    std::int64_t offset = 0;
-    std::int64_t best = INT64_MAX;
-    for (int read = 0; read < 10; ++read) {
-      timespec m1{}, r{}, m2{};
-      clock_gettime(CLOCK_MONOTONIC, &m1);
-      clock_gettime(CLOCK_REALTIME, &r);
-      clock_gettime(CLOCK_MONOTONIC, &m2);
-      const auto ns = [](const timespec& t) { return t.tv_sec * 1'000'000'000LL + t.tv_nsec; };
-      if (ns(m2) - ns(m1) < best) {
-        best = ns(m2) - ns(m1);
-        offset = ns(r) - (ns(m1) + ns(m2)) / 2;
-      }
-    }
+    // This process's realtime-to-monotonic offset.
+    const std::int64_t offset = jitterd_test::realtime_offset().count();
     for (int i = 0; i < hosts; ++i) {
       const Json& h = report.at("hosts").at(i);
       EXPECT_EQ(h.value("gated", false), true) << h.dump();

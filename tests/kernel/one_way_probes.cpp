@@ -47,25 +47,6 @@ shaper::UniqueFd udp_socket_in(const std::string& netns) {
   return out;
 }
 
-// CLOCK_REALTIME less CLOCK_MONOTONIC, from the closest of twenty back-to-back reads.
-std::chrono::nanoseconds realtime_offset() {
-  const auto ns = [](const timespec& t) {
-    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
-  };
-  std::chrono::nanoseconds best = std::chrono::nanoseconds::max(), offset{0};
-  for (int k = 0; k < 20; ++k) {
-    timespec m1{}, r{}, m2{};
-    clock_gettime(CLOCK_MONOTONIC, &m1);
-    clock_gettime(CLOCK_REALTIME, &r);
-    clock_gettime(CLOCK_MONOTONIC, &m2);
-    if (ns(m2) - ns(m1) < best) {
-      best = ns(m2) - ns(m1);
-      offset = ns(r) - (ns(m1) + (ns(m2) - ns(m1)) / 2);
-    }
-  }
-  return offset;
-}
-
 // The sender and the receiver run at a real-time priority where they may (root): the datagrams then
 // leave on their pace beside a loaded guest's sshds and daemons, so every deadline is approached
 // closely, and none is dropped for a full receive buffer. The receiver above the sender, which
@@ -208,6 +189,24 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
   std::vector<OneWayProbe> out(probes.begin(), probes.end());
   for (std::size_t k = 0; k < out.size(); ++k) out[k].arrived = arrivals[k];
   return out;
+}
+
+std::chrono::nanoseconds realtime_offset() {
+  const auto ns = [](const timespec& t) {
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  };
+  std::chrono::nanoseconds best = std::chrono::nanoseconds::max(), offset{0};
+  for (int k = 0; k < 20; ++k) {
+    timespec m1{}, r{}, m2{};
+    clock_gettime(CLOCK_MONOTONIC, &m1);
+    clock_gettime(CLOCK_REALTIME, &r);
+    clock_gettime(CLOCK_MONOTONIC, &m2);
+    if (ns(m2) - ns(m1) < best) {
+      best = ns(m2) - ns(m1);
+      offset = ns(r) - (ns(m1) + (ns(m2) - ns(m1)) / 2);
+    }
+  }
+  return offset;
 }
 
 SwitchJudgement judge_switches(const std::vector<OneWayProbe>& probes, std::size_t path,

@@ -56,6 +56,10 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
                                        std::chrono::microseconds interval,
                                        ProbeControl* control = nullptr);
 
+// CLOCK_REALTIME less CLOCK_MONOTONIC in this process, from the closest of twenty back-to-back
+// reads (the receiver's stamps are realtime; a fleet's deadline is too).
+std::chrono::nanoseconds realtime_offset();
+
 // Of one path's datagrams, against switches at `deadlines` (ascending) alternating between a low
 // phase (before the first) and a high one: a datagram is high when its one-way delay is at least
 // `threshold`. Give the high phase's delay: emulation only ever makes a datagram late, so a high
