@@ -266,6 +266,14 @@ bool usable(const Member& m) {
   return m.client && !m.error && m.failure.empty();
 }
 
+// The params of a `status` of the host's lane, for a member that can be asked (nullopt otherwise).
+std::optional<Json> status_params(const Member& m) {
+  if (!usable(m)) return std::nullopt;
+  Json params = {{"interface", m.host->interface}};
+  if (m.host->target) params["target"] = m.host->target->to_json();
+  return params;
+}
+
 // The protocol method of a change (apply, switch or clear).
 const char* method_of(Action action) {
   static constexpr const char* kMethods[] = {"apply", "switch", "clear"};
@@ -275,17 +283,9 @@ const char* method_of(Action action) {
 // Each host's sessions on its interface before anything is staged, for a rollback. A host with
 // none answers not-found: an unshaped interface (or none at all, which its stage then refuses).
 void record_prior(std::vector<Member>& members) {
-  call_each(
-      members, "status",
-      [](const Member& m) -> std::optional<Json> {
-        if (!usable(m)) return std::nullopt;
-        Json params = {{"interface", m.host->interface}};
-        if (m.host->target) params["target"] = m.host->target->to_json();
-        return params;
-      },
-      [](Member& m, const Json& result, Nanoseconds) {
-        read_result(m, [&] { m.prior = read_status_result(result); });
-      });
+  call_each(members, "status", status_params, [](Member& m, const Json& result, Nanoseconds) {
+    read_result(m, [&] { m.prior = read_status_result(result); });
+  });
   // Nothing shaped there yet: that is its prior state, not a refusal.
   for (Member& m : members) {
     if (m.error && m.error->code == ErrorCode::kNotFound) m.error.reset();
@@ -365,10 +365,8 @@ void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline
     call_each(
         members, "status",
         [](const Member& m) -> std::optional<Json> {
-          if (m.accepted || !m.at || !usable(m)) return std::nullopt;
-          Json params = {{"interface", m.host->interface}};
-          if (m.host->target) params["target"] = m.host->target->to_json();
-          return params;
+          if (m.accepted || !m.at) return std::nullopt;
+          return status_params(m);
         },
         [](Member& m, const Json& result, Nanoseconds) {
           read_result(m, [&] {
@@ -615,21 +613,22 @@ int report_status(std::vector<Member>& members, const Invocation& inv) {
   TextTable table(
       {{"host"}, {"interface"}, {"profile"}, {"phase"}, {"since (UTC)"}, {"clock offset", true}});
   bool ok = true;
-  for (Member& m : members) {
-    Json result;
-    Json params = {{"interface", m.host->interface}};
-    if (m.host->target) params["target"] = m.host->target->to_json();
-    const bool answered = usable(m) && call(m, "status", params, result);
+  std::vector<std::optional<Json>> results(members.size());
+  call_each(members, "status", status_params, [&](Member& m, const Json& result, Nanoseconds) {
+    results[static_cast<std::size_t>(&m - members.data())] = result;
+  });
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const Member& m = members[i];
     Json j = member_json(m);
-    if (answered) j["sessions"] = result["sessions"];
+    if (results[i]) j["sessions"] = (*results[i])["sessions"];
     all["hosts"].push_back(j);
     const std::string offset = m.clock ? signed_duration(m.clock->offset) : "";
-    if (!answered) {
+    if (!results[i]) {
       ok = false;
       table.add_row({m.host->name, m.host->interface, "", problem_of(m), "", offset});
       continue;
     }
-    for (const SessionStatus& s : read_status_result(result)) {
+    for (const SessionStatus& s : read_status_result(*results[i])) {
       table.add_row({m.host->name, s.interface, s.profile, s.phase,
                      s.phase_since ? shaper::format_utc_timestamp(s.phase_since->realtime) : "",
                      offset});
@@ -1090,17 +1089,16 @@ FleetProbeRun probe_fleet(const Invocation& inv, const FleetProbeOptions& option
   for (std::size_t i = 0; i < members.size(); ++i) members[i].host = &inventory.hosts[i];
   connect_all(members, base);
   for (Member& m : members) {
-    Json params = {{"interface", m.host->interface}};
-    if (m.host->target) params["target"] = m.host->target->to_json();
-    Json result;
-    LaneState lane;
-    lane.host = m.host->name;
-    if (usable(m) && call(m, "status", params, result)) {
-      read_result(m, [&] { lane = lane_of(*m.host, read_status_result(result)); });
-    } else if (m.error && m.error->code == ErrorCode::kNotFound) {
+    run.lanes.emplace_back();
+    run.lanes.back().host = m.host->name;
+  }
+  call_each(members, "status", status_params, [&](Member& m, const Json& result, Nanoseconds) {
+    LaneState& lane = run.lanes[static_cast<std::size_t>(&m - members.data())];
+    read_result(m, [&] { lane = lane_of(*m.host, read_status_result(result)); });
+  });
+  for (Member& m : members) {
+    if (m.error && m.error->code == ErrorCode::kNotFound)
       m.error.reset();  // no session on the interface: an unshaped lane
-    }
-    run.lanes.push_back(lane);
   }
   bool reached = true;
   for (const Member& m : members) reached = reached && usable(m);

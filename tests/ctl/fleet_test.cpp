@@ -440,6 +440,24 @@ TEST(Fleet, EachStepsRequestsAreInFlightTogetherNotOneRoundTripAfterAnother) {
   }
 }
 
+TEST(Fleet, StatusAsksEveryHostAtOnceAndReportsEachHostsSessions) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  const auto barrier = std::make_shared<Barrier>(3);
+  for (int i = 0; i < 3; ++i) {
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 0ms));
+    hosts.back()->hold("status", barrier);
+  }
+  const FleetRun r = run_fleet(hosts, {"--json", "status"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const Json report = Json::parse(r.out);
+  ASSERT_EQ(report["hosts"].size(), 3u);
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    EXPECT_EQ(hosts[i]->released_by_all(), 1) << "h" << i;
+    EXPECT_EQ(report["hosts"][i]["name"], "h" + std::to_string(i));
+    EXPECT_EQ(report["hosts"][i]["sessions"][0]["phase"], "low") << report.dump();
+  }
+}
+
 TEST(Fleet, ApplyNeedsAProfileFromTheCommandLineOrTheInventoryBeforeAnyHostIsAsked) {
   std::vector<std::unique_ptr<FakeHost>> hosts;
   hosts.push_back(std::make_unique<FakeHost>("t0", std::nullopt, 0ms));
