@@ -696,6 +696,31 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
   if (watcher.joinable()) watcher.join();
   if (probe_failure) std::rethrow_exception(probe_failure);
 
+  // A gated lane's counters are both bands': every datagram went through one or the other (half
+  // of them through each here), and what jitterd reports is at most what tc reads just after.
+  for (int i = 0; i < hosts; ++i) {
+    const auto sent = static_cast<std::uint64_t>(std::count_if(
+        probes.begin(), probes.end(),
+        [&](const jitterd_test::OneWayProbe& p) { return p.path == static_cast<std::size_t>(i); }));
+    const Completed status =
+        jitterd_e2e::run_to_completion({jitterd_e2e::jitterctl_binary(), "--socket",
+                                        hosts_[i]->daemon.socket(), "--json", "status", "jta"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    const auto reported = jitterd_e2e::parse_json(status.out)
+                              .at("sessions")
+                              .at(0)
+                              .at("counters")
+                              .at("packets")
+                              .get<std::uint64_t>();
+    std::uint64_t by_tc = 0;
+    for (const auto& q : jitterd_e2e::parse_json(jitterd_test::run(
+             "ip netns exec " + net_->host(i) + " tc -s -j qdisc show dev jta"))) {
+      if (q.value("kind", "") == "netem") by_tc += q.at("packets").get<std::uint64_t>();
+    }
+    EXPECT_GE(reported, sent) << "h" << i << ": the lane's packets against the datagrams sent";
+    EXPECT_LE(reported, by_tc) << "h" << i << ": the lane's packets against both bands by tc";
+  }
+
   // Each landing is proven to lie between the nearest datagrams judged before and after its
   // deadline; `bounds_ms` is the farther of the two, plus the host's deadline's distance from the
   // fleet's: how far from the fleet's deadline the change is shown to have landed, at the deadlines
