@@ -202,6 +202,11 @@ void call_each(std::vector<Member>& members, const std::string& method, ParamsOf
   }
 }
 
+// Where `m` is in `members` (what call_each's callbacks are given is an element of it).
+std::size_t index_of(const std::vector<Member>& members, const Member& m) {
+  return static_cast<std::size_t>(&m - members.data());
+}
+
 // Runs `read` on a result; a result jitterd got wrong (a ProtocolError) is that host's failure.
 template <typename Read>
 void read_result(Member& m, Read&& read) {
@@ -242,28 +247,35 @@ void connect_all(std::vector<Member>& members, const ClientOptions& base) {
 void estimate_clocks(std::vector<Member>& members) {
   std::vector<std::vector<ClockSample>> samples(members.size());
   std::vector<Nanoseconds> sent_at(members.size());
-  const auto index = [&](const Member& m) { return static_cast<std::size_t>(&m - members.data()); };
   for (int round = 0; round < kClockSamples; ++round) {
     call_each(
         members, "clock",
         [&](const Member& m) -> std::optional<Json> {
           if (!m.failure.empty()) return std::nullopt;
-          sent_at[index(m)] = realtime_now();
+          sent_at[index_of(members, m)] = realtime_now();
           return Json::object();
         },
         [&](Member& m, const Json& result, Nanoseconds t3) {
           read_result(m, [&] {
             const ClockReading r = read_clock_result(result);
-            samples[index(m)].push_back(
-                clock_sample(sent_at[index(m)], r.received.realtime, r.replied.realtime, t3));
+            samples[index_of(members, m)].push_back(clock_sample(
+                sent_at[index_of(members, m)], r.received.realtime, r.replied.realtime, t3));
           });
         });
   }
-  for (Member& m : members) m.clock = best_clock_sample(samples[index(m)]);
+  for (Member& m : members) m.clock = best_clock_sample(samples[index_of(members, m)]);
 }
 
 bool usable(const Member& m) {
   return m.client && !m.error && m.failure.empty();
+}
+
+// A `status` answered not-found: no session on the interface, an unshaped lane (or no interface at
+// all, which a stage then refuses), not a refusal.
+void forgive_not_found(std::vector<Member>& members) {
+  for (Member& m : members) {
+    if (m.error && m.error->code == ErrorCode::kNotFound) m.error.reset();
+  }
 }
 
 // The params of a `status` of the host's lane, for a member that can be asked (nullopt otherwise).
@@ -286,10 +298,7 @@ void record_prior(std::vector<Member>& members) {
   call_each(members, "status", status_params, [](Member& m, const Json& result, Nanoseconds) {
     read_result(m, [&] { m.prior = read_status_result(result); });
   });
-  // Nothing shaped there yet: that is its prior state, not a refusal.
-  for (Member& m : members) {
-    if (m.error && m.error->code == ErrorCode::kNotFound) m.error.reset();
-  }
+  forgive_not_found(members);
 }
 
 // Stages the change on every host; true when every one is ready.
@@ -615,7 +624,7 @@ int report_status(std::vector<Member>& members, const Invocation& inv) {
   bool ok = true;
   std::vector<std::optional<Json>> results(members.size());
   call_each(members, "status", status_params, [&](Member& m, const Json& result, Nanoseconds) {
-    results[static_cast<std::size_t>(&m - members.data())] = result;
+    results[index_of(members, m)] = result;
   });
   for (std::size_t i = 0; i < members.size(); ++i) {
     const Member& m = members[i];
@@ -1093,13 +1102,10 @@ FleetProbeRun probe_fleet(const Invocation& inv, const FleetProbeOptions& option
     run.lanes.back().host = m.host->name;
   }
   call_each(members, "status", status_params, [&](Member& m, const Json& result, Nanoseconds) {
-    LaneState& lane = run.lanes[static_cast<std::size_t>(&m - members.data())];
+    LaneState& lane = run.lanes[index_of(members, m)];
     read_result(m, [&] { lane = lane_of(*m.host, read_status_result(result)); });
   });
-  for (Member& m : members) {
-    if (m.error && m.error->code == ErrorCode::kNotFound)
-      m.error.reset();  // no session on the interface: an unshaped lane
-  }
+  forgive_not_found(members);
   bool reached = true;
   for (const Member& m : members) reached = reached && usable(m);
   if (reached && !options.calibration_phase.empty()) {
