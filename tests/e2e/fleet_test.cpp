@@ -105,6 +105,15 @@ struct Host {
     }
     return Json();
   }
+  // `jitterctl --json status jta` from the host's socket directly (what a fleet reads over ssh),
+  // parsed; throws std::runtime_error when it fails.
+  Json status_by_jitterctl() const {
+    const Completed done = jitterd_e2e::run_to_completion(
+        {jitterd_e2e::jitterctl_binary(), "--socket", daemon.socket(), "--json", "status", "jta"});
+    if (done.exit_code != 0)
+      throw std::runtime_error("jitterctl status in " + daemon.netns() + ": " + done.err);
+    return jitterd_e2e::parse_json(done.out);
+  }
   // The netem delay tc reads on jta, in seconds; -1 without a netem root.
   double netem_delay_by_tc() const {
     const Json root = root_qdisc_by_tc();
@@ -625,14 +634,9 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
   std::thread watcher([&] {
     while (!control.stop) {
       try {
-        const Completed status =
-            jitterd_e2e::run_to_completion({jitterd_e2e::jitterctl_binary(), "--socket",
-                                            hosts_[0]->daemon.socket(), "--json", "status", "jta"});
-        if (status.exit_code == 0) {
-          const Json next = jitterd_e2e::parse_json(status.out)["sessions"][0]["next_transition"];
-          if (next.is_object())
-            control.focus_ns = next["deadline"]["monotonic_ns"].get<std::int64_t>();
-        }
+        const Json next = hosts_[0]->status_by_jitterctl()["sessions"][0]["next_transition"];
+        if (next.is_object())
+          control.focus_ns = next["deadline"]["monotonic_ns"].get<std::int64_t>();
       } catch (const std::exception& e) {
         // A status that did not come (a starved guest) only leaves the prober unfocused.
         std::cerr << "status of h0: " << e.what() << '\n';
@@ -674,12 +678,7 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
       EXPECT_EQ(h.value("late_ns", std::int64_t{-1}), 0) << h.dump();
     }
     for (int i = 0; i < hosts; ++i) {
-      // From the host's socket directly (what the fleet read over ssh to report it).
-      const Completed status =
-          jitterd_e2e::run_to_completion({jitterd_e2e::jitterctl_binary(), "--socket",
-                                          hosts_[i]->daemon.socket(), "--json", "status", "jta"});
-      ASSERT_EQ(status.exit_code, 0) << status.err;
-      const Json statuses = jitterd_e2e::parse_json(status.out);
+      const Json statuses = hosts_[i]->status_by_jitterctl();
       const Json& recent = statuses.at("sessions").at(0).at("transitions").at("recent");
       ASSERT_FALSE(recent.empty()) << statuses.dump();
       const Json& last = recent.back();
@@ -702,11 +701,8 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
     const auto sent = static_cast<std::uint64_t>(std::count_if(
         probes.begin(), probes.end(),
         [&](const jitterd_test::OneWayProbe& p) { return p.path == static_cast<std::size_t>(i); }));
-    const Completed status =
-        jitterd_e2e::run_to_completion({jitterd_e2e::jitterctl_binary(), "--socket",
-                                        hosts_[i]->daemon.socket(), "--json", "status", "jta"});
-    ASSERT_EQ(status.exit_code, 0) << status.err;
-    const auto reported = jitterd_e2e::parse_json(status.out)
+    const auto reported = hosts_[i]
+                              ->status_by_jitterctl()
                               .at("sessions")
                               .at(0)
                               .at("counters")

@@ -7,8 +7,6 @@
 #include <arpa/inet.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -100,20 +98,16 @@ TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacke
   const auto start = Clock::now() + 400ms;
   std::vector<Clock::time_point> deadlines;
   for (int i = 0; i < kSwitches; ++i) deadlines.push_back(start + i * 400ms);
-  sched_param param{};
-  param.sched_priority = 20;
-  const bool realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
-  for (int i = 0; i < kSwitches; ++i) {
-    std::this_thread::sleep_until(deadlines[i] - 300ms);
-    control.focus_ns = deadlines[i].time_since_epoch().count();
-    gated.arm(i % 2 == 0 ? high : low, deadlines[i]);
-    EXPECT_EQ(gated.armed(), deadlines[i]);
-    // A precondition of the judgement, not of the gate.
-    EXPECT_LT(Clock::now(), deadlines[i]) << "switch " << i << " was armed after its deadline";
-  }
-  if (realtime) {
-    param.sched_priority = 0;
-    pthread_setschedparam(pthread_self(), SCHED_OTHER, &param);
+  {
+    const jitterd_test::RealtimePriority priority(20);
+    for (int i = 0; i < kSwitches; ++i) {
+      std::this_thread::sleep_until(deadlines[i] - 300ms);
+      control.focus_ns = deadlines[i].time_since_epoch().count();
+      gated.arm(i % 2 == 0 ? high : low, deadlines[i]);
+      EXPECT_EQ(gated.armed(), deadlines[i]);
+      // A precondition of the judgement, not of the gate.
+      EXPECT_LT(Clock::now(), deadlines[i]) << "switch " << i << " was armed after its deadline";
+    }
   }
   std::this_thread::sleep_until(deadlines.back() + 400ms);
   control.stop = true;

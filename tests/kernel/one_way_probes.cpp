@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -46,32 +44,6 @@ shaper::UniqueFd udp_socket_in(const std::string& netns) {
   if (failure) std::rethrow_exception(failure);
   return out;
 }
-
-// The sender and the receiver run at a real-time priority where they may (root): the datagrams then
-// leave on their pace beside a loaded guest's sshds and daemons, so every deadline is approached
-// closely, and none is dropped for a full receive buffer. The receiver above the sender, which
-// would otherwise hold the one CPU through its back-to-back rounds. Neither does long work at that
-// priority (no copy of a grown vector: the probes are a deque), which would starve ksoftirqd and
-// with it netem's releases.
-class RealtimePriority {
- public:
-  explicit RealtimePriority(int priority) {
-    sched_param param{};
-    param.sched_priority = priority;
-    raised_ = pthread_getschedparam(pthread_self(), &policy_, &previous_) == 0 &&
-              pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
-  }
-  ~RealtimePriority() {
-    if (raised_) pthread_setschedparam(pthread_self(), policy_, &previous_);
-  }
-  RealtimePriority(const RealtimePriority&) = delete;
-  RealtimePriority& operator=(const RealtimePriority&) = delete;
-
- private:
-  int policy_ = SCHED_OTHER;
-  sched_param previous_{};
-  bool raised_ = false;
-};
 
 sockaddr_in address_of(const std::string& address, std::uint16_t port) {
   sockaddr_in out{};
@@ -123,6 +95,12 @@ std::vector<OneWayProbe> probe_one_way(const std::vector<OneWayPath>& paths,
   std::deque<OneWayProbe> probes;
   std::vector<std::optional<ProbeClock::time_point>> arrivals(capacity);
   std::atomic<bool> stop{false};
+  // The sender and the receiver run at a real-time priority where they may (root): the datagrams
+  // then leave on their pace beside a loaded guest's sshds and daemons, so every deadline is
+  // approached closely, and none is dropped for a full receive buffer. The receiver above the
+  // sender, which would otherwise hold the one CPU through its back-to-back rounds. Neither does
+  // long work at that priority (no copy of a grown vector: the probes are a deque), which would
+  // starve ksoftirqd and with it netem's releases.
   std::thread receive([&] {
     const RealtimePriority priority(11);
     while (!stop) {

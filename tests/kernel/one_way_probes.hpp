@@ -5,6 +5,9 @@
 // A datagram whose sendto(2) returned before a deadline was enqueued before it; one whose sendto
 // began at or after it, after it. No tolerance is needed between the two.
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +30,28 @@ struct OneWayProbe {
   ProbeClock::time_point before;  // just before sendto(2)
   ProbeClock::time_point after;   // just after it returned
   std::optional<ProbeClock::time_point> arrived;
+};
+
+// The calling thread at SCHED_FIFO `priority` while this lives, where it may be (root); its
+// policy before, after.
+class RealtimePriority {
+ public:
+  explicit RealtimePriority(int priority) {
+    sched_param param{};
+    param.sched_priority = priority;
+    raised_ = pthread_getschedparam(pthread_self(), &policy_, &previous_) == 0 &&
+              pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
+  }
+  ~RealtimePriority() {
+    if (raised_) pthread_setschedparam(pthread_self(), policy_, &previous_);
+  }
+  RealtimePriority(const RealtimePriority&) = delete;
+  RealtimePriority& operator=(const RealtimePriority&) = delete;
+
+ private:
+  int policy_ = SCHED_OTHER;
+  sched_param previous_{};
+  bool raised_ = false;
 };
 
 // What another thread may tell a running prober.
