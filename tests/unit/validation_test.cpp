@@ -159,6 +159,8 @@ TEST(CalibrationSampling, CountsTheCalibrationOnlyWhereTheNoiseShapesTheSeries) 
   EXPECT_LT(halved, 2.0 / 1000);
 }
 
+namespace {
+
 // 1000 probes of 0-99 µs noise, 50 of them stalled, 10 each by 2, 4, 6, 8 and 10 ms (the tenth of
 // them, at the noised p99, the 10 ms ones): in five runs of 10 consecutive probes, or one probe in
 // 20 with the levels taking turns.
@@ -172,6 +174,8 @@ std::vector<Nanoseconds> stalled_noise(bool in_runs) {
   }
   return noise;
 }
+
+}  // namespace
 
 TEST(CalibrationSampling, CountsTheRunsOfStalledProbesAtTheQuantiles) {
   const DelaySeries constant =
