@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +35,7 @@ std::runtime_error system_failure(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
 }
 
-// argv[0] as execve needs it, looked up before fork (the child only makes system calls).
+// argv[0] as execve needs it, looked up before vfork (the child only makes system calls).
 std::string resolve_executable(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
   const char* path = std::getenv("PATH");
@@ -59,7 +60,7 @@ void set_nonblocking(int fd) {
     throw system_failure("fcntl O_NONBLOCK");
 }
 
-// In the child, between fork and exec: system calls only (no allocation, no locks).
+// In the child, between vfork and exec: system calls only (no allocation, no locks).
 [[noreturn]] void child_fail(const char* what) {
   const int error = errno;
   const char* text = std::strerror(error);
@@ -98,7 +99,7 @@ std::string read_file(const std::string& path) {
 
 Process Process::spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
   if (argv.empty()) throw std::invalid_argument("spawn: empty argv");
-  // Everything the child needs is prepared here; after fork it only makes system calls.
+  // Everything the child needs is prepared here; after vfork it only makes system calls.
   const std::string executable = resolve_executable(argv[0]);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -115,8 +116,14 @@ Process Process::spawn(const std::vector<std::string>& argv, const SpawnOptions&
     throw system_failure("pipe2");
   }
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw system_failure("fork " + argv[0]);
+  // vfork, not fork: the child borrows this process's memory until its execve, so nothing is
+  // copied. A fork of a test process holds its memory map's lock while it copies the page tables
+  // and leaves every page to fault on its next write: in a UML guest that stalled the one-way
+  // prober's thread for milliseconds at a switch's deadline. The child's credentials change by
+  // raw system calls, which change the calling task's only (glibc's wrappers would signal the
+  // threads of the process whose memory the child shares).
+  const pid_t pid = ::vfork();
+  if (pid < 0) throw system_failure("vfork " + argv[0]);
   if (pid == 0) {
     // A test that dies must not leave a jitterd shaping (or a ping probing) behind.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl PR_SET_PDEATHSIG");
@@ -124,9 +131,9 @@ Process Process::spawn(const std::vector<std::string>& argv, const SpawnOptions&
     if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) child_fail("setns");
     if (options.credentials) {
       const Credentials& c = *options.credentials;
-      if (::setgroups(c.groups.size(), c.groups.data()) != 0) child_fail("setgroups");
-      if (::setgid(c.gid) != 0) child_fail("setgid");
-      if (::setuid(c.uid) != 0) child_fail("setuid");
+      if (::syscall(SYS_setgroups, c.groups.size(), c.groups.data()) != 0) child_fail("setgroups");
+      if (::syscall(SYS_setgid, c.gid) != 0) child_fail("setgid");
+      if (::syscall(SYS_setuid, c.uid) != 0) child_fail("setuid");
     }
     const int out = file_fd >= 0 ? file_fd : out_pipe[1];
     const int err = file_fd >= 0 ? file_fd : err_pipe[1];
