@@ -44,6 +44,11 @@ constexpr Nanoseconds kDefaultLead = 2s;
 // missing, unless --ack-wait says.
 constexpr Nanoseconds kDefaultAckWait = 10s;
 constexpr auto kAckPoll = 100ms;
+// The first look comes this long after the deadline, not at it: every host's daemon has its own
+// work due at the deadline (its timer, or the kernel's gate and then its timer), on one event
+// loop that a status request arriving then would only hold up, to find nothing yet. A host's
+// transition is recorded a few ms after the deadline, so the first look mostly finds it.
+constexpr auto kAckFirst = 20ms;
 
 enum class Action { kApply, kSwitch, kClear, kStatus, kSubscribe };
 
@@ -368,8 +373,9 @@ std::optional<Acknowledgement> acknowledgement(const std::vector<SessionStatus>&
 // after the deadline; a host that did not is marked failed, saying what was awaited.
 void collect_acknowledgements(std::vector<Member>& members, Nanoseconds deadline,
                               Nanoseconds wait) {
-  std::this_thread::sleep_for(std::max(Nanoseconds(0), deadline - realtime_now()));
-  const auto give_up = std::chrono::steady_clock::now() + wait;
+  std::this_thread::sleep_for(std::max(Nanoseconds(0), deadline + kAckFirst - realtime_now()));
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::max(Nanoseconds(0), wait - Nanoseconds(kAckFirst));
   for (;;) {
     call_each(
         members, "status",

@@ -203,10 +203,13 @@ class FakeHost {
   void refuse_restore() { refuse_restore_ = true; }
   // Its status never shows a transition at the commit's deadline: a kernel that did not take it.
   void never_acknowledge() { never_acknowledge_ = true; }
-  // When each commit arrived, by this process's CLOCK_REALTIME.
-  std::vector<Nanoseconds> commit_times() const {
+  // When each request of `method` arrived, by this process's CLOCK_REALTIME.
+  std::vector<Nanoseconds> arrival_times(const std::string& method) const {
     const std::lock_guard lock(mutex_);
-    return commit_times_;
+    std::vector<Nanoseconds> out;
+    for (const auto& [m, at] : arrivals_)
+      if (m == method) out.push_back(at);
+    return out;
   }
 
   std::vector<std::string> methods() const {
@@ -230,6 +233,10 @@ class FakeHost {
   FakeJitterd::Response answer(const Json& r) {
     const std::string method = r.value("method", "");
     const Json& params = r["params"];
+    {
+      const std::lock_guard lock(mutex_);
+      arrivals_.emplace_back(method, std::chrono::system_clock::now().time_since_epoch());
+    }
     if (barrier_ && method == held_method_) {
       std::unique_lock lock(barrier_->mutex);
       const int round = ++held_;
@@ -281,11 +288,6 @@ class FakeHost {
     }
     if (method == "commit" && die_at_commit_) return {{}, 0ms, true};
     if (method == "commit") {
-      const Nanoseconds now = std::chrono::system_clock::now().time_since_epoch();
-      {
-        const std::lock_guard lock(mutex_);
-        commit_times_.push_back(now);
-      }
       // A rollback's commit is "now": it keeps the change's deadline for the records below.
       if (params["at"] != "now")
         deadline_ = *shaper::parse_utc_timestamp(params["at"].get<std::string>());
@@ -326,8 +328,8 @@ class FakeHost {
   std::string held_method_;
   std::shared_ptr<Barrier> barrier_;
   int held_ = 0;
-  mutable std::mutex mutex_;  // commit_times_, released_by_all_: the server writes, the test reads
-  std::vector<Nanoseconds> commit_times_;
+  mutable std::mutex mutex_;  // arrivals_, released_by_all_: the server writes, the test reads
+  std::vector<std::pair<std::string, Nanoseconds>> arrivals_;
   int released_by_all_ = 0;
   FakeJitterd server_;
 };
@@ -517,7 +519,7 @@ TEST(Fleet, AHostLostAtCommitHasEveryHostThatCommittedRolledBackAfterTheDeadline
     ASSERT_EQ(commits.size(), 2u) << "h" << i;
     EXPECT_EQ(commits[1]["params"]["at"], "now");
     // After the change's deadline, so it lands after the change.
-    const auto times = hosts[i]->commit_times();
+    const auto times = hosts[i]->arrival_times("commit");
     ASSERT_EQ(times.size(), 2u);
     EXPECT_GE(times[1], deadline) << "h" << i;
   }
@@ -529,6 +531,29 @@ TEST(Fleet, AHostLostAtCommitHasEveryHostThatCommittedRolledBackAfterTheDeadline
   // The skew is of the hosts that took the change.
   EXPECT_EQ(report["skew_ns"], 0);
   for (const auto& h : hosts) EXPECT_TRUE(h->requests_of("abort").empty());
+}
+
+// Every daemon has its own work due at the deadline (its timer, or its kernel's gate and then its
+// timer), so the fleet's first look for the acknowledgements comes 20 ms after it, not at it.
+TEST(Fleet, NoHostIsAskedForItsStatusAtTheDeadlineItselfButSoonAfter) {
+  std::vector<std::unique_ptr<FakeHost>> hosts;
+  for (int i = 0; i < 3; ++i)
+    hosts.push_back(std::make_unique<FakeHost>("t" + std::to_string(i), std::nullopt, 100us));
+  const FleetRun r = run_fleet(hosts, {"--json", "switch", "high", "--lead", "300ms"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const Nanoseconds deadline(Json::parse(r.out)["deadline_realtime_ns"].get<std::int64_t>());
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const auto commits = hosts[i]->arrival_times("commit");
+    ASSERT_EQ(commits.size(), 1u);
+    std::vector<Nanoseconds> after_commit;
+    for (const Nanoseconds at : hosts[i]->arrival_times("status"))
+      if (at > commits[0]) after_commit.push_back(at);
+    ASSERT_FALSE(after_commit.empty()) << "h" << i << ": never asked for its acknowledgement";
+    EXPECT_GE(after_commit.front(), deadline + 20ms) << "h" << i;
+    // One look found it (the fake records the transition at the deadline).
+    EXPECT_EQ(after_commit.size(), 1u) << "h" << i;
+    EXPECT_LT(after_commit.front(), deadline + 20ms + 1s) << "h" << i;
+  }
 }
 
 TEST(Fleet, AHostThatNeverReportsTheTransitionIsNamedWithWhatWasAwaitedAndAllAreRolledBack) {
