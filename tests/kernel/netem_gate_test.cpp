@@ -1,9 +1,10 @@
 // Kernel-timed switches (GatedNetem): the prio root, two netem bands and the bpf gate, read back
 // with tc; immediate changes; and armed switches judged packet by packet. One-way delays are
-// measured on one kernel's CLOCK_MONOTONIC (sender in namespace a, receiver in b), which is also
-// the clock the gate compares with, so "before the deadline" and "after it" are exact: a datagram
-// whose sendto(2) returned before the deadline must meet the old phase, one whose sendto began at
-// or after it the new phase. No tolerance is needed, and none is given.
+// measured on one kernel's clocks (sender in namespace a, receiver in b), one of which the gate
+// compares with, so when each datagram was classified is bounded from both sides without a
+// tolerance (tests/kernel/one_way_probes.hpp): by its send and the kernel's queue stamp before, by
+// its send's return and its arrival less its phase's delay after. A datagram that met a phase its
+// bounds rule out is wrong, and none may be.
 #include <arpa/inet.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
@@ -37,6 +38,8 @@ constexpr std::uint16_t kPort = 7431;
 NetemSpec delay_of(std::chrono::milliseconds ms) {
   NetemSpec spec;
   spec.delay.latency = ms;
+  // The prober's batches near a deadline (a few thousand datagrams), held 200 ms.
+  spec.limit = 20000;
   return spec;
 }
 
@@ -88,7 +91,7 @@ TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacke
   // at a real-time priority above the prober's, so that a loaded guest does not make an arm late
   // (an arm after its deadline switches when it is made: the datagrams between would be misjudged).
   constexpr int kSwitches = 12;
-  std::vector<jitterd_test::OneWayProbe> probes;
+  jitterd_test::OneWayRun probes;
   jitterd_test::ProbeControl control;
   std::thread sender([&] {
     probes = jitterd_test::probe_one_way({{bed.net.ns_a(), VethPair::kAddrB}}, bed.net.ns_b(),
@@ -115,20 +118,21 @@ TEST(GatedNetem, ArmedSwitchesLandAtTheirDeadlinesByTheKernelsClockPacketByPacke
 
   // High is at least 200 ms: emulation only ever makes a datagram late, so a high one is never
   // below it, and a low one only when 190 ms late (a guest stalled that long).
-  const auto verdict = jitterd_test::judge_switches(probes, 0, deadlines, 200ms);
+  const auto verdict = jitterd_test::judge_switches(probes, 0, deadlines, {10ms, 200ms});
   EXPECT_EQ(verdict.wrong, 0) << verdict.first_wrong;
   // None is lost on an idle guest; beside other guests a few may be (the receiving side's backlog).
   EXPECT_LE(verdict.lost, verdict.judged / 50);
   EXPECT_GT(verdict.judged, 500);  // about 3000 in the UML bed (a sleep of 200 µs takes 500 there)
-  // Every deadline was approached from both sides (the sender's pace: about 0.5 ms a datagram in a
-  // UML guest, more when the host deschedules the guest), so the judgement covers the instant of
-  // each switch, not just the phases between them: no datagram judged wrong means the switch
-  // landed between the nearest two, at the deadline. The bound only catches a sender that stalled
-  // across a deadline.
+  // The batches near each deadline asked for the kernel's queue stamps, and got them.
+  EXPECT_GT(verdict.stamped, kSwitches * 100);
+  // Every deadline was approached from both sides, so the judgement covers the instant of each
+  // switch, not just the phases between them: no datagram judged wrong means the switch landed
+  // between the bounds, at the deadline. The bound only catches a sender that stalled across a
+  // deadline (the host deschedules the guest at times).
   std::printf(
-      "judged %d datagrams (%d straddled a deadline); nearest before/after each deadline, "
-      "ms:",
-      verdict.judged, verdict.straddling);
+      "judged %d datagrams (%d with the queue stamp, %d whose instant straddled a deadline); "
+      "landing shown within (-before, +after] of each deadline, ms:",
+      verdict.judged, verdict.stamped, verdict.straddling);
   for (int i = 0; i < kSwitches; ++i) {
     EXPECT_LT(verdict.before_ms[i] + verdict.after_ms[i], 50.0) << "deadline " << i;
     std::printf(" %.3f/%.3f", verdict.before_ms[i], verdict.after_ms[i]);
