@@ -12,9 +12,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <fstream>
+#include <iostream>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -114,9 +117,11 @@ class Prober {
       : paths_(paths),
         offset_(offset),
         control_(control),
-        slots_(std::max<std::size_t>(1, kProbeBatch / paths.size()) * paths.size()),
+        slots_(paths.empty() ? 0
+                             : std::max<std::size_t>(1, kProbeBatch / paths.size()) * paths.size()),
         staged_(kStaged) {
     static_assert(kProbeBatch > 0);
+    if (paths.empty()) throw std::invalid_argument("probe_one_way: no path");
     for (const auto& p : paths) {
       senders_.push_back(sender_in(p.netns));
       targets_.push_back(address_of(p.to_address, port));
@@ -146,10 +151,15 @@ class Prober {
   // Datagrams sent so far.
   std::size_t count() const { return probes_.size() + staged_count_; }
   std::size_t batch_size() const { return slots_.size(); }
+  // How long the last batch took (send to return), or an estimate before the first.
+  ProbeClock::duration last_batch_wall() const { return last_wall_; }
+  // How long the last round took.
+  ProbeClock::duration last_round_wall() const { return last_round_wall_; }
 
   // One datagram on every path, each a sendto(2), none stamped.
   void round() {
     flush();
+    const auto start = ProbeClock::now();
     for (std::size_t i = 0; i < paths_.size(); ++i) {
       OneWayProbe p;
       p.path = i;
@@ -163,6 +173,7 @@ class Prober {
       probes_.push_back(p);
       sent(1);
     }
+    last_round_wall_ = ProbeClock::now() - start;
   }
 
   // batch_size() datagrams over every path in turn, in one io_uring_enter(2), each asking for
@@ -184,6 +195,7 @@ class Prober {
         e < 0)
       throw shaper::SystemError("io_uring_enter", "a batch of sends", -e);
     const auto after = ProbeClock::now();
+    last_wall_ = after - before;
     io_uring_cqe* cqe = nullptr;
     unsigned head = 0, seen = 0;
     int failure = 0;
@@ -212,46 +224,6 @@ class Prober {
     stamps_waiting_ = true;
   }
 
-  // The probes so far, with the queue stamps waiting on every sender's error queue.
-  //
-  // In a batch whose sends all completed in their order (their completions came in it), each send
-  // ran to its end in this thread before the next began: io_uring issues a batch's requests one
-  // after another in the thread that submits them, and a UDP send that does not block (none did)
-  // returns only after its packet is through the qdisc's enqueue, the gate's classification
-  // among it. The next send's queue stamp is then an upper bound of that classification.
-  std::vector<OneWayProbe> take() {
-    collect_stamps();
-    std::vector<OneWayProbe> out(probes_.begin(), probes_.end());
-    for (const auto& [first, size] : batches_) {
-      for (std::size_t k = first; k + 1 < first + size; ++k) {
-        const auto& [here, next] = std::tie(out[k].queued, out[k + 1].queued);
-        if (here && next && *here <= *next) out[k].next_queued = next;
-      }
-    }
-    return out;
-  }
-
-  // The batches' probes, into the rest.
-  void flush() {
-    probes_.insert(probes_.end(), staged_.begin(),
-                   staged_.begin() + static_cast<std::ptrdiff_t>(staged_count_));
-    staged_count_ = 0;
-  }
-
- private:
-  struct Slot {
-    Datagram d{};
-    iovec data{};
-    msghdr msg{};
-    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(std::uint32_t))> ancillary{};
-  };
-  static constexpr std::size_t kStaged = 8192;
-
-  void sent(std::size_t n) {
-    if (control_) control_->sent += n;
-  }
-
- public:
   // The queue stamps waiting on every sender's error queue, onto their probes (recvmmsg(2), 64 at
   // a time). A stamp is queued before its send returns, so after a batch they are all there.
   void collect_stamps() {
@@ -286,7 +258,47 @@ class Prober {
     }
   }
 
+  // The probes so far, with the queue stamps waiting on every sender's error queue.
+  //
+  // In a batch whose sends all completed in their order (their completions came in it), each send
+  // ran to its end in this thread before the next began: io_uring issues a batch's requests one
+  // after another in the thread that submits them, and a UDP send that finds room in the socket's
+  // buffer (16 MiB here) returns only after its packet is through the qdisc's enqueue, the gate's
+  // classification among it. (One that found no room would be retried when there is, after the
+  // ones behind it: its completion out of order.) The next send's queue stamp is then an upper
+  // bound of that classification.
+  std::vector<OneWayProbe> take() {
+    collect_stamps();
+    std::vector<OneWayProbe> out(probes_.begin(), probes_.end());
+    for (const auto& [first, size] : batches_) {
+      for (std::size_t k = first; k + 1 < first + size; ++k) {
+        const auto& [here, next] = std::tie(out[k].queued, out[k + 1].queued);
+        if (here && next && *here <= *next) out[k].next_queued = next;
+      }
+    }
+    return out;
+  }
+
  private:
+  // The batches' probes, into the rest.
+  void flush() {
+    probes_.insert(probes_.end(), staged_.begin(),
+                   staged_.begin() + static_cast<std::ptrdiff_t>(staged_count_));
+    staged_count_ = 0;
+  }
+
+  struct Slot {
+    Datagram d{};
+    iovec data{};
+    msghdr msg{};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(std::uint32_t))> ancillary{};
+  };
+  static constexpr std::size_t kStaged = 8192;
+
+  void sent(std::size_t n) {
+    if (control_) control_->sent += n;
+  }
+
   void take_stamp(mmsghdr& m) {
     if (m.msg_len < sizeof(Datagram)) return;
     Datagram d{};
@@ -318,11 +330,28 @@ class Prober {
   std::vector<Slot> slots_;  // a batch's sends; msg_name points into targets_
   std::vector<OneWayProbe> staged_;
   std::size_t staged_count_ = 0;
-  bool stamps_waiting_ = false;
-  std::vector<std::pair<std::size_t, std::size_t>>
-      batches_;  // first probe and size, in order  // batches were sent since the stamps were last
-                 // collected
+  ProbeClock::duration last_wall_ = std::chrono::microseconds(700);
+  ProbeClock::duration last_round_wall_{0};
+  bool stamps_waiting_ = false;  // batches were sent since the stamps were last collected
+  // The batches whose sends completed in their order: first probe and size.
+  std::vector<std::pair<std::size_t, std::size_t>> batches_;
 };
+
+// JITTERD_PROBE_DUMP=FILE: every focus ("F ns") and every datagram ("P path before after queued
+// arrived", CLOCK_MONOTONIC ns, -1 where unknown), appended: the raw material of a judgement,
+// for a look at where a prober's bound came from (a stall, a batch that ran long).
+void dump(const OneWayRun& run, const std::vector<std::int64_t>& focuses, const char* to) {
+  std::ofstream out(to, std::ios::app);
+  const auto ns = [](const std::optional<ProbeClock::time_point>& t) -> long long {
+    return t ? static_cast<long long>(t->time_since_epoch().count()) : -1;
+  };
+  out << "R " << run.probes.size() << '\n';
+  for (const auto f : focuses) out << "F " << f << '\n';
+  for (const auto& p : run.probes)
+    out << "P " << p.path << ' ' << ns(p.before) << ' ' << ns(p.after) << ' ' << ns(p.queued) << ' '
+        << ns(p.arrived) << '\n';
+  if (!out) std::cerr << "JITTERD_PROBE_DUMP: could not write " << to << '\n';
+}
 
 }  // namespace
 
@@ -389,38 +418,54 @@ OneWayRun probe_one_way(const std::vector<OneWayPath>& paths, const std::string&
       }
     }
   });
+  std::vector<std::int64_t> focuses;  // every focus the prober was given, in order
   try {
     const RealtimePriority priority(10);
     const auto in_focus = [&](ProbeClock::time_point now, std::int64_t focus_ns) {
       const ProbeClock::time_point focus{std::chrono::nanoseconds(focus_ns)};
       return focus_ns != 0 && now >= focus - kProbeFocus && now <= focus + kProbeFocus;
     };
-    while (ProbeClock::now() < until && prober.count() + paths.size() <= capacity &&
-           !(control && control->stop)) {
+    const auto stopped = [&] { return control && control->stop; };
+    const auto spin_until = [&](ProbeClock::time_point t) {
+      while (ProbeClock::now() < t && !stopped()) {
+      }
+    };
+    while (ProbeClock::now() < until && prober.count() + paths.size() <= capacity && !stopped()) {
       const std::int64_t focus_ns = control ? control->focus_ns.load() : 0;
-      if (in_focus(ProbeClock::now(), focus_ns) &&
+      if (focus_ns != 0 && (focuses.empty() || focuses.back() != focus_ns))
+        focuses.push_back(focus_ns);
+      const ProbeClock::time_point focus{std::chrono::nanoseconds(focus_ns)};
+      const auto now = ProbeClock::now();
+      if (in_focus(now, focus_ns) &&
           prober.count() + prober.batch_size() + paths.size() <= capacity) {
+        // The batch that would run past half a batch before the deadline starts there instead, so
+        // that the deadline lies in the middle of one batch, where every path's datagrams come a
+        // turn round the paths apart (tens of µs), not between two batches (0.1-0.3 ms apart in
+        // the guest) or at the end of one that ran long.
+        const auto start = focus - prober.last_batch_wall() / 2;
+        if (now < start && now + prober.last_batch_wall() > start) spin_until(start);
         prober.batch(ring);
+        continue;
+      }
+      // In the kProbeWake before a focus, rounds with spins between them, but none that could run
+      // into the focus (a round of 16 sendto(2)s takes 2-3 ms in the guest, and one begun just
+      // before the focus ran 2.6 ms into it). The rounds stay: a guest held off its CPU by its
+      // host through the focus (seen beside a compiler on both of the host's CPUs) keeps its
+      // bounds from the last round, not from before kProbeWake.
+      const auto wake = focus - kProbeFocus - kProbeWake;
+      const bool waking = focus_ns != 0 && now >= wake && now < focus - kProbeFocus;
+      if (waking && now + 2 * prober.last_round_wall() > focus - kProbeFocus) {
+        spin_until(focus - kProbeFocus);
         continue;
       }
       prober.round();
       prober.collect_stamps();
-      // The interval (none when the round ended in the focus); kProbeWake before a focus, a
-      // spin instead of a sleep.
-      const auto now = ProbeClock::now();
-      if (in_focus(now, focus_ns)) continue;
-      const ProbeClock::time_point focus{std::chrono::nanoseconds(focus_ns)};
-      auto next = now + interval;
-      if (focus_ns != 0 && now < focus - kProbeFocus) {
-        const auto wake = focus - kProbeFocus - kProbeWake;
-        if (now >= wake) {
-          next = std::min(next, focus - kProbeFocus);
-          while (ProbeClock::now() < next && !(control && control->stop)) {
-          }
-          continue;
-        }
-        next = std::min(next, wake);
+      auto next = ProbeClock::now() + interval;
+      if (waking) {
+        spin_until(std::min(next, focus - kProbeFocus));
+        continue;
       }
+      if (focus_ns != 0 && now < wake) next = std::min(next, wake);
       std::this_thread::sleep_until(next);
     }
   } catch (...) {
@@ -435,6 +480,7 @@ OneWayRun probe_one_way(const std::vector<OneWayPath>& paths, const std::string&
   out.stamp_error = clocks.error;
   out.probes = prober.take();
   for (std::size_t k = 0; k < out.probes.size(); ++k) out.probes[k].arrived = arrivals[k];
+  if (const char* to = std::getenv("JITTERD_PROBE_DUMP")) dump(out, focuses, to);
   return out;
 }
 

@@ -92,18 +92,21 @@ struct ProbeControl {
   std::atomic<std::size_t> sent{0};
 };
 inline constexpr std::chrono::milliseconds kProbeFocus{3};
-// How long before a focus the prober stops sleeping and spins (at its real-time priority, between
-// rounds). A wake-up in a loaded UML guest was seen 0.9 and 4.8 ms late: the guest's kernel is
-// PREEMPT_NONE with HZ=100, so a woken task waits for whatever holds the CPU in the kernel.
+// How long before a focus the prober stops sleeping between rounds and spins (at its real-time
+// priority), beginning no round that could run into the focus. A wake-up in a loaded UML guest was
+// seen 0.9 and 4.8 ms late: the guest's kernel is PREEMPT_NONE with HZ=100, so a woken task waits
+// for whatever holds the CPU in the kernel.
 inline constexpr std::chrono::milliseconds kProbeWake{10};
 inline constexpr std::size_t kProbeBatch = 256;
 
 // One thread (the caller's, at SCHED_FIFO priority 10 where it may) sends a datagram on every path
 // in turn, then sleeps `interval`, until `until` (or `control->stop`); near a focus, batches (see
-// ProbeControl). A receiver bound to `port` in `receiver_netns` records each arrival by the
-// kernel's receive time stamp (until 200 ms after the last send). Throws shaper::SystemError when
-// a socket cannot be made or a send fails. A path's netem must hold several thousand packets
-// (its limit) when the prober focuses while it delays them long.
+// ProbeControl), the one that spans the focus centred on it. JITTERD_PROBE_DUMP=FILE appends every
+// focus and every datagram to FILE (one_way_probes.cpp, dump). A receiver bound to `port` in
+// `receiver_netns` records each arrival by the kernel's receive time stamp (until 200 ms after the
+// last send). Throws shaper::SystemError when a socket cannot be made or a send fails. A path's
+// netem must hold several thousand packets (its limit) when the prober focuses while it delays them
+// long.
 OneWayRun probe_one_way(const std::vector<OneWayPath>& paths, const std::string& receiver_netns,
                         std::uint16_t port, ProbeClock::time_point until,
                         std::chrono::microseconds interval, ProbeControl* control = nullptr);
