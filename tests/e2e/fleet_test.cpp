@@ -10,16 +10,12 @@
 // of one clock against itself (within the round trip), and the skew is what the four schedulers
 // and the one CPU make of one deadline.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -29,9 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "control_client.hpp"
 #include "e2e_support.hpp"
 #include "one_way_probes.hpp"
-#include "shaper/files.hpp"
 #include "ssh_server.hpp"
 
 using jitterd_e2e::Completed;
@@ -120,30 +116,16 @@ struct Host {
       throw std::runtime_error("jitterctl status in " + daemon.netns() + ": " + done.err);
     return jitterd_e2e::parse_json(done.out);
   }
-  // The same status read in this process, over the socket (a line out, a line back): nothing is
+  // The same status read in this process, by jitterctl's own client over the socket: nothing is
   // started, where a process started in the UML guest holds its one CPU for milliseconds in the
   // kernel (a new address space is a host process there), past any real-time priority.
   Json status_by_socket() const {
-    const shaper::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!socket) throw std::runtime_error("socket AF_UNIX: " + std::string(std::strerror(errno)));
-    const int fd = socket.get();
-    const test_support::UnixAddress address = test_support::unix_address(daemon.socket());
-    if (::connect(fd, address.get(), address.length) != 0)
-      throw std::runtime_error("connect " + daemon.socket() + ": " + std::strerror(errno));
-    const std::string request = R"({"method": "status", "params": {"interface": "jta"}})"
-                                "\n";
-    if (::write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size()))
-      throw std::runtime_error("write to " + daemon.socket() + ": " + std::strerror(errno));
-    std::string reply;
-    char buffer[4096];
-    while (reply.find('\n') == std::string::npos) {
-      const ssize_t n = ::read(fd, buffer, sizeof buffer);
-      if (n <= 0) throw std::runtime_error("no reply from " + daemon.socket());
-      reply.append(buffer, static_cast<std::size_t>(n));
-    }
-    const Json answer = jitterd_e2e::parse_json(reply.substr(0, reply.find('\n')));
-    if (!answer.value("ok", false)) throw std::runtime_error("status: " + answer.dump());
-    return answer.at("result");
+    jitterctl::ClientOptions options;
+    options.socket_path = daemon.socket();
+    jitterctl::ControlClient client = jitterctl::ControlClient::connect(options);
+    const jitterctl::Reply reply = client.call("status", {{"interface", "jta"}});
+    if (!reply.ok) throw std::runtime_error("status of jta: " + reply.error.message);
+    return reply.result;
   }
   // The netem delay tc reads on jta, in seconds; -1 without a netem root.
   double netem_delay_by_tc() const {
