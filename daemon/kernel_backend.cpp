@@ -235,6 +235,17 @@ KernelBackend::Shaped* KernelBackend::held(const shaper::Interface& interface,
 }
 
 std::vector<std::exception_ptr> KernelBackend::shape_batch(std::span<const ShapeRequest> requests) {
+  std::vector<std::exception_ptr> out = shape_all(requests);
+  // A staged direction that a request shaped (its start landed, or another apply took it over) is
+  // no longer dropped with its pending apply.
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (out[i]) continue;
+    if (Shaped* slot = held(requests[i].interface, requests[i].direction)) slot->staged = false;
+  }
+  return out;
+}
+
+std::vector<std::exception_ptr> KernelBackend::shape_all(std::span<const ShapeRequest> requests) {
   std::vector<std::exception_ptr> out(requests.size());
   // Specs only, on a direction this process holds: every netem changed in place (each packet meets
   // the old or the new spec, never none and never both), the changes of all such requests in one
@@ -353,6 +364,41 @@ bool KernelBackend::arm_switch(const ShapeRequest& request, MonotonicTime at) {
   slot->settle_armed();
   slot->gated->arm(request.layout.lanes.front().spec, at);
   slot->armed = request.layout;
+  return true;
+}
+
+bool KernelBackend::stage_start(const ShapeRequest& request, MonotonicTime at) {
+  if (gate_ != SwitchGate::kKernel || request.layout.empty() || !gateable(request.layout))
+    return false;
+  Shaped* slot = held(request.interface, request.direction);
+  if (slot && !slot->staged) return false;  // a running lane's: arm_switch's ground
+  if (!slot) {
+    // Until the deadline the gate's band holds a netem that passes packets on as they come (no
+    // delay, loss, rate or reordering), with the phase's limit.
+    Layout pass = request.layout;
+    shaper::NetemSpec through;
+    through.limit = request.layout.lanes.front().spec.limit;
+    pass.lanes.front().spec = through;
+    rebuild(ShapeRequest{request.interface, request.direction, pass, request.force});
+    slot = held(request.interface, request.direction);
+    slot->staged = true;
+  }
+  try {
+    slot->settle_armed();
+    slot->gated->arm(request.layout.lanes.front().spec, at);
+  } catch (...) {
+    drop_staged(request.interface, request.direction);
+    throw;
+  }
+  slot->armed = request.layout;
+  return true;
+}
+
+bool KernelBackend::drop_staged(const shaper::Interface& interface, Direction direction) {
+  const Shaped* slot = held(interface, direction);
+  if (!slot || !slot->staged) return false;
+  // The direction's removal (and its IFB's, for ingress), as for a lane's clear.
+  rebuild(ShapeRequest{interface, direction, Layout{}, false});
   return true;
 }
 

@@ -42,6 +42,8 @@ class KernelBackend final : public ShapingBackend {
   std::vector<std::exception_ptr> shape_batch(std::span<const ShapeRequest> requests) override;
   bool arm_switch(const ShapeRequest& request, MonotonicTime at) override;
   void disarm_switch(const shaper::Interface& interface, Direction direction) override;
+  bool stage_start(const ShapeRequest& request, MonotonicTime at) override;
+  bool drop_staged(const shaper::Interface& interface, Direction direction) override;
   std::optional<MonotonicTime> landed(const shaper::Interface& interface,
                                       Direction direction) const override;
   void remove(const shaper::Interface& interface) override;
@@ -67,6 +69,9 @@ class KernelBackend final : public ShapingBackend {
     std::optional<Layout> armed;
     // Set by shape_batch when the layout asked for was already in force by an armed switch.
     std::optional<MonotonicTime> landed;
+    // Installed by stage_start ahead of its apply's start, passing packets on unchanged until the
+    // armed layout lands; cleared by the first shape_batch() that succeeds on this direction.
+    bool staged = false;
     std::map<std::string, std::uint16_t> minors;  // rule set -> leaf minor in the tree
     void remove();
     void release();
@@ -95,6 +100,8 @@ class KernelBackend final : public ShapingBackend {
   // The in-place changes that give those netems `specs` (built, not sent), with their minors.
   static std::vector<std::pair<std::uint16_t, shaper::PreparedChange>> prepare_changes(
       Shaped& shaped, const std::map<std::uint16_t, shaper::NetemSpec>& specs);
+  // shape_batch() but for what it does to staged directions.
+  std::vector<std::exception_ptr> shape_all(std::span<const ShapeRequest> requests);
   // shape() of a request that is not a change in place: a removal, an install, a new structure.
   void rebuild(const ShapeRequest& request);
   // Where `direction` of `interface` is held, or null.

@@ -61,6 +61,8 @@ struct SessionManager::Session {
   std::string profile_name;
   std::string digest;
   bool pending = true;
+  // Its start staged in the kernel (stage_in_kernel), and named in the ledger since.
+  bool staged = false;
   MonotonicTime start;
   bool force = false;
   std::string phase;  // in force; empty while pending
@@ -410,6 +412,8 @@ SessionManager::Statuses SessionManager::queue_for_start(
     }
     if (s.lease) arm_lease(s);
     arm(s);
+    // Not a successor's: a running session holds that direction until the successor's start.
+    if (sessions_.contains(key) && sessions_.at(key).get() == &s) stage_in_kernel(s);
     out.push_back(describe(s));
   }
   return out;
@@ -594,6 +598,7 @@ Outcome<SessionManager::Statuses> SessionManager::switch_phase(const Target& tar
       s->position.reset();
       s->hold_phase = phase;
       s->pending_switch.reset();
+      stage_in_kernel(*s);
     } else if (immediate) {
       s->pending_switch.reset();
     } else {
@@ -627,6 +632,45 @@ void SessionManager::arm_in_kernel(const std::vector<Session*>& list, const std:
       log_.warning("the switch of " + first.label() + " could not be armed in the kernel (" +
                    e.what() + "); jitterd makes it itself at the deadline");
     }
+  }
+}
+
+void SessionManager::stage_in_kernel(Session& s) {
+  if (!s.pending) return;
+  std::string phase;
+  if (s.schedule) {
+    auto position = s.schedule->at(std::max(s.start, s.schedule->origin()));
+    if (!position) position = s.schedule->position(0, 0);
+    phase = s.schedule->steps()[position->step].phase;
+  } else if (s.hold_phase) {
+    phase = *s.hold_phase;
+  } else {
+    return;
+  }
+  // The layout as the start will ask for it: this session's lane over what the others hold.
+  auto next =
+      layout_for(s.interface.index, s.direction, {Change{&s, phase, std::nullopt}}, nullptr);
+  if (!next) return;  // the start will say why
+  try {
+    if (!backend_.stage_start(ShapeRequest{s.interface, s.direction, std::move(*next), s.force},
+                              s.start)) {
+      return;
+    }
+    // Named in the ledger now, not at the start: the start then waits for no write (its label
+    // follows within the flush delay, as a switch's), and a crash before it leaves a root that the
+    // next start removes, saying whose it was.
+    try {
+      ledger_.record(LedgerEntry{s.interface.index, s.interface.name, to_string(s.direction), s.set,
+                                 s.profile_name, s.digest, phase});
+    } catch (...) {
+      backend_.drop_staged(s.interface, s.direction);
+      s.staged = false;
+      throw;
+    }
+    s.staged = true;
+  } catch (const std::exception& e) {
+    log_.warning("the start of " + s.label() + " could not be staged in the kernel (" + e.what() +
+                 "); jitterd installs it itself at the start");
   }
 }
 
@@ -901,13 +945,16 @@ void SessionManager::turn_offloads_off(const shaper::Interface& interface) {
 
 void SessionManager::start_session(Session& s) {
   if (s.offloads_off) turn_offloads_off(s.interface);
+  // A staged start's lane is in the ledger already: its phase is written after the kernel has it.
+  const LedgerWrite ledger_write = s.staged ? LedgerWrite::kLabelAfter : LedgerWrite::kBefore;
   if (s.schedule) {
     s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
     if (!s.position) s.position = s.schedule->position(0, 0);
     transition_group({{&s, s.schedule->steps()[s.position->step].phase, s.position->step}},
-                     s.position->start, EventType::kApplied);
+                     s.position->start, EventType::kApplied, ledger_write);
   } else {
-    transition_group({{&s, *s.hold_phase, std::nullopt}}, s.start, EventType::kApplied);
+    transition_group({{&s, *s.hold_phase, std::nullopt}}, s.start, EventType::kApplied,
+                     ledger_write);
   }
   s.pending = false;
 }
@@ -1422,6 +1469,16 @@ void SessionManager::end_session(const Key& key, EventType type, const std::stri
       failure = error.what();
     }
   }
+  if (const Session& ending = *it->second; ending.pending && ending.staged) {
+    // An apply that never started: what its start had staged in the kernel goes with it (unless
+    // a later apply took that direction over), and so does its ledger entry.
+    try {
+      if (backend_.drop_staged(ending.interface, ending.direction))
+        erase_from_ledger(ending.interface.index, std::pair(ending.direction, ending.set));
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+  }
   std::unique_ptr<Session> s = std::move(it->second);
   sessions_.erase(it);
   stop_and_announce(*s, type, reason);
@@ -1671,12 +1728,24 @@ void SessionManager::on_interface_gone(int index) {
 }
 
 void SessionManager::on_external_change(int index, const std::string& what, bool still_ours) {
-  // Only the egress root is watched here; a pending session installed nothing that could be
-  // changed.
+  // Only the egress root is watched here.
   std::vector<Key> keys;
+  Session* staged = nullptr;
   for (const auto& [key, s] : sessions_) {
-    if (key.index == index && key.direction == Direction::kEgress && !s->pending)
-      keys.push_back(key);
+    if (key.index != index || key.direction != Direction::kEgress) continue;
+    if (!s->pending) keys.push_back(key);
+    if (s->pending && s->staged) staged = s.get();
+  }
+  if (keys.empty() && staged && !still_ours &&
+      backend_.installed(staged->interface, Direction::kEgress)) {
+    // A pending apply's staged root (stage_in_kernel) taken over by someone else: not touched
+    // again; the start installs its own at the start time, or says why it cannot.
+    log_.warning("someone else changed the root qdisc of " + staged->interface.name + " (" + what +
+                 ") before " + staged->label() + " started; its start is no longer staged");
+    backend_.forget(staged->interface, Direction::kEgress);
+    erase_from_ledger(index, std::pair(Direction::kEgress, staged->set));
+    staged->staged = false;
+    return;
   }
   if (keys.empty() ||
       !backend_.installed(sessions_.at(keys.front())->interface, Direction::kEgress))

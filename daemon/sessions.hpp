@@ -272,6 +272,10 @@ class SessionManager {
   // Kernel-timed switches (switch_gate "kernel"): arms each direction's layout for `phase` at `at`
   // in the kernel (ShapingBackend::arm_switch); where it cannot, the timer does the switch.
   void arm_in_kernel(const std::vector<Session*>& list, const std::string& phase, MonotonicTime at);
+  // Kernel-timed starts (switch_gate "kernel"): a pending session's direction installed now,
+  // passing packets on unchanged, with its first phase armed for its start
+  // (ShapingBackend::stage_start); where it cannot, the timer installs it at the start.
+  void stage_in_kernel(Session& s);
   // Writes the phases the ledger noted, at most one write per kLedgerFlushDelay.
   void flush_ledger_soon();
   void flush_ledger();

@@ -100,6 +100,21 @@ class ShapingBackend {
   virtual bool arm_switch(const ShapeRequest& /*request*/, MonotonicTime /*at*/) { return false; }
   // Cancels a switch armed on that direction if its deadline has not come; no-op otherwise.
   virtual void disarm_switch(const shaper::Interface& /*interface*/, Direction /*direction*/) {}
+  // Kernel-timed starts (switch_gate "kernel"): for an apply that starts at `at` on a direction
+  // this process does not hold yet, installs that direction's gated root now, passing packets on
+  // unchanged (no delay, loss or rate), with `request`'s layout armed for `at`. The shape_batch()
+  // that brings that layout at or after `at` finds it in force, as for arm_switch(). On a direction
+  // already staged this way, re-arms it with `request`'s layout. True when staged; false when this
+  // backend or direction cannot (another lane holds it, the layout is not one gateable lane: the
+  // caller's timer installs it at `at` as usual). Throws what the kernel refused (nothing is left
+  // installed then).
+  virtual bool stage_start(const ShapeRequest& /*request*/, MonotonicTime /*at*/) { return false; }
+  // Removes a direction stage_start() installed that no shape_batch() has taken over since (its
+  // apply was cleared or replaced before it started, or failed to start): true then; false and
+  // no-op otherwise.
+  virtual bool drop_staged(const shaper::Interface& /*interface*/, Direction /*direction*/) {
+    return false;
+  }
   // When the last shape_batch() found that direction's layout already put in force by an armed
   // switch: its deadline. nullopt when that shape was done by the request itself.
   virtual std::optional<MonotonicTime> landed(const shaper::Interface& /*interface*/,

@@ -276,6 +276,10 @@ std::vector<std::exception_ptr> FakeBackend::shape_batch(std::span<const ShapeRe
       out[i] = std::current_exception();
     }
   }
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (!out[i]) staged_.erase({requests[i].interface.index, requests[i].direction});
+  }
   return out;
 }
 
@@ -294,6 +298,56 @@ bool FakeBackend::arm_switch(const ShapeRequest& request, MonotonicTime at) {
   armed_[{armed.index, armed.direction}] = armed;
   armed_log_.push_back(armed);
   return true;
+}
+
+bool FakeBackend::stage_start(const ShapeRequest& request, MonotonicTime at) {
+  const auto key = std::make_pair(request.interface.index, request.direction);
+  bool held = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (!gate_ || request.layout.empty() || request.layout.lanes.size() != 1 ||
+        !request.layout.bypass.empty()) {
+      return false;
+    }
+    held = request.direction == Direction::kEgress
+               ? held_.contains(request.interface.index)
+               : held_ingress_.contains(request.interface.index);
+    if (held && !staged_.contains(key)) return false;
+  }
+  if (!held) {
+    ShapeRequest pass = request;
+    shaper::NetemSpec through;
+    through.limit = request.layout.lanes.front().spec.limit;
+    pass.layout.lanes.front().spec = through;
+    std::uint64_t batch;
+    {
+      std::lock_guard lock(mutex_);
+      batch = ++batches_;
+    }
+    shape_one(pass, batch);
+  }
+  std::lock_guard lock(mutex_);
+  staged_.insert(key);
+  const Armed armed{request.interface.index, request.direction, request.layout, at};
+  if (armed_.contains(key)) ++disarmed_;
+  armed_[key] = armed;
+  staged_log_.push_back(armed);
+  return true;
+}
+
+bool FakeBackend::drop_staged(const shaper::Interface& interface, Direction direction) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!staged_.erase({interface.index, direction})) return false;
+    if (armed_.erase({interface.index, direction}) > 0) ++disarmed_;
+  }
+  shape_one(ShapeRequest{interface, direction, Layout{}, false}, 0);
+  return true;
+}
+
+std::vector<FakeBackend::Armed> FakeBackend::staged_starts() const {
+  std::lock_guard lock(mutex_);
+  return staged_log_;
 }
 
 void FakeBackend::disarm_switch(const shaper::Interface& interface, Direction direction) {
@@ -457,6 +511,7 @@ void FakeBackend::remove(const shaper::Interface& interface) {
     }
   }
   held_ingress_.erase(interface.index);
+  std::erase_if(staged_, [&](const auto& key) { return key.first == interface.index; });
   if (link != links_.end()) {
     link->second.layouts.clear();
     link->second.offloads_off = false;
@@ -469,6 +524,11 @@ void FakeBackend::forget(const shaper::Interface& interface, std::optional<Direc
   std::lock_guard lock(mutex_);
   if (!direction || *direction == Direction::kEgress) held_.erase(interface.index);
   if (!direction || *direction == Direction::kIngress) held_ingress_.erase(interface.index);
+  for (const Direction d : {Direction::kEgress, Direction::kIngress}) {
+    if (direction && *direction != d) continue;
+    staged_.erase({interface.index, d});
+    armed_.erase({interface.index, d});
+  }
   if (auto link = links_.find(interface.index); link != links_.end()) {
     if (direction) {
       link->second.layouts.erase(*direction);

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,13 @@ class FakeBackend final : public ShapingBackend {
   void disarm_switch(const shaper::Interface& interface, Direction direction) override;
   std::optional<MonotonicTime> landed(const shaper::Interface& interface,
                                       Direction direction) const override;
+  // Kernel-timed starts: stage_start() on a direction this process does not hold installs it
+  // through shape() with a pass-through spec (no delay; the phase's limit), recorded as an apply,
+  // and arms the layout as arm_switch() does; drop_staged() removes it while no other shape() has
+  // taken it over. staged_starts(): every stage_start() that staged, in order.
+  bool stage_start(const ShapeRequest& request, MonotonicTime at) override;
+  bool drop_staged(const shaper::Interface& interface, Direction direction) override;
+  std::vector<Armed> staged_starts() const;
 
   std::vector<Call> calls() const;
   std::vector<Call> calls(CallKind kind) const;
@@ -177,6 +185,8 @@ class FakeBackend final : public ShapingBackend {
   std::map<std::pair<int, Direction>, Armed> armed_;
   std::map<std::pair<int, Direction>, MonotonicTime> landed_;
   std::vector<Armed> armed_log_;
+  std::vector<Armed> staged_log_;
+  std::set<std::pair<int, Direction>> staged_;  // installed by stage_start, not taken over since
   std::size_t disarmed_ = 0;
   std::function<void(const Call&)> on_shape_;
   std::function<void()> on_disable_offloads_;

@@ -1044,6 +1044,92 @@ TEST(Protocol, ASwitchAtATimeIsArmedInTheKernelAndLandsThereOrIsDisarmed) {
   EXPECT_FALSE(p.rig.events_of(EventType::kPhaseChanged).back().gated);
 }
 
+// switch_gate "kernel": an apply that starts later is staged in the kernel when it is accepted
+// (its direction installed at once, passing packets on unchanged, its first phase armed for the
+// start); at the start the timer's transition sends nothing and is recorded as gated, applied at
+// the start itself. A pending apply switched to another phase is re-armed with it, not installed
+// again; one cleared before its start leaves nothing installed. Without the gate nothing is
+// installed before the start (StartNowAndOffsets).
+TEST(Protocol, AnApplyThatStartsLaterIsStagedInTheKernelAndLandsAtItsStart) {
+  Protocol p;
+  p.rig.backend.enable_gate();
+  json s = p.ok("apply", {{"interface", "veth0"}, {"profile", "held"}, {"start", "+300ms"}});
+  EXPECT_EQ(s["state"], "pending");
+  const auto staged = p.rig.backend.staged_starts();
+  ASSERT_EQ(staged.size(), 1u);
+  EXPECT_EQ(phase_of(staged[0].layout.lanes.front().spec), "a");
+  EXPECT_EQ(staged[0].at.time_since_epoch().count(),
+            s["next_transition"]["deadline"]["monotonic_ns"].get<std::int64_t>());
+  const auto installs = p.rig.backend.calls(Call::kApply);
+  ASSERT_EQ(installs.size(), 1u);
+  shaper::NetemSpec through;
+  through.limit = staged[0].layout.lanes.front().spec.limit;
+  EXPECT_EQ(*installs[0].spec, through) << "installed now passing packets on unchanged";
+  // Named in the ledger at once, so that the start waits for no write.
+  ASSERT_EQ(p.rig.ledger.entries().size(), 1u);
+  EXPECT_EQ(p.rig.ledger.entries().begin()->second.phase, "a");
+  const auto writes = p.rig.ledger.writes();
+
+  ASSERT_TRUE(p.rig.run_until([&] { return p.rig.count(EventType::kApplied) == 1; }, 3000ms));
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 1u) << "the landed start sent nothing";
+  const Event e = p.rig.events_of(EventType::kApplied).front();
+  EXPECT_TRUE(e.gated);
+  EXPECT_EQ(e.at.monotonic, staged[0].at.time_since_epoch()) << "applied at the start itself";
+  EXPECT_EQ(p.rig.ledger.writes(), writes) << "no ledger write before the landed start's event";
+  s = p.ok("status", {{"interface", "veth0"}})["sessions"][0];
+  EXPECT_EQ(s["state"], "active");
+  EXPECT_EQ(s["phase"], "a");
+  EXPECT_EQ(s["transitions"]["recent"].back()["gated"], true);
+  EXPECT_EQ(phase_of(*p.rig.backend.spec_on(5)), "a");
+
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "+10s"}});
+  p.ok("switch", {{"interface", "veth1"}, {"phase", "b"}});
+  ASSERT_EQ(p.rig.backend.staged_starts().size(), 3u);
+  EXPECT_EQ(phase_of(p.rig.backend.staged_starts().back().layout.lanes.front().spec), "b");
+  EXPECT_EQ(p.rig.backend.count(Call::kApply), 2u) << "re-armed, not installed again";
+  EXPECT_TRUE(p.rig.backend.spec_on(6));
+  EXPECT_EQ(p.rig.ledger.entries().size(), 2u);
+  p.ok("clear", {{"interface", "veth1"}});
+  EXPECT_FALSE(p.rig.backend.spec_on(6)) << "nothing of the staged start stays";
+  EXPECT_TRUE(p.rig.backend.layout_on(6, Direction::kEgress).empty());
+  EXPECT_EQ(p.rig.ledger.entries().size(), 1u) << "veth0's alone";
+
+  // A pending apply whose lease runs out drops its staged root and its ledger entry too.
+  p.ok("apply",
+       {{"interface", "veth1"}, {"profile", "held"}, {"start", "+10s"}, {"lease", 50000000}});
+  EXPECT_TRUE(p.rig.backend.spec_on(6));
+  ASSERT_TRUE(p.rig.run_until([&] { return p.rig.count(EventType::kLeaseExpired) == 1; }, 3000ms));
+  EXPECT_FALSE(p.rig.backend.spec_on(6));
+  EXPECT_EQ(p.rig.ledger.entries().size(), 1u);
+}
+
+// A staged start whose root someone else replaces before the start: jitterd lets go of it (no
+// removal of theirs, its ledger entry gone) and the start, by the timer, meets their root: refused
+// as any install over a foreign root is, leaving their qdisc and no entry.
+TEST(Protocol, AStagedStartWhoseRootSomeoneElseReplacedIsLeftAloneAndItsStartSaysWhy) {
+  Protocol p;
+  p.rig.backend.enable_gate();
+  p.ok("apply", {{"interface", "veth1"}, {"profile", "held"}, {"start", "+200ms"}});
+  ASSERT_EQ(p.rig.backend.staged_starts().size(), 1u);
+  ASSERT_EQ(p.rig.ledger.entries().size(), 1u);
+  p.rig.backend.set_root(6, FakeBackend::Root::kForeign);
+  p.rig.sessions.on_external_change(6, "replaced by htb 1:", false);
+  EXPECT_TRUE(p.rig.ledger.entries().empty());
+  EXPECT_FALSE(p.rig.backend.installed(shaper::Interface{6, "veth1"}));
+  const std::size_t removals =
+      p.rig.backend.count(Call::kRemove) + p.rig.backend.count(Call::kRemoveDirection);
+  ASSERT_TRUE(p.rig.run_until([&] { return p.rig.sessions.session_count() == 0; }, 3000ms));
+  EXPECT_EQ(p.rig.count(EventType::kApplied), 0u);
+  ASSERT_FALSE(p.rig.events_of(EventType::kError).empty());
+  EXPECT_NE(p.rig.events_of(EventType::kError).back().message.find("someone else"),
+            std::string::npos)
+      << p.rig.events_of(EventType::kError).back().message;
+  EXPECT_EQ(p.rig.backend.root_of(6), FakeBackend::Root::kForeign) << "their root stays";
+  EXPECT_EQ(p.rig.backend.count(Call::kRemove) + p.rig.backend.count(Call::kRemoveDirection),
+            removals);
+  EXPECT_TRUE(p.rig.ledger.entries().empty());
+}
+
 TEST(Protocol, SwitchPauseResumeSkipErrors) {
   Protocol p;
   p.ok("apply", {{"interface", "veth0"}, {"profile", "wifi"}});

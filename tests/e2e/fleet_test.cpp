@@ -582,8 +582,10 @@ TEST_F(E2eFleetValidateNoPing, AHostWhoseKernelRefusesPingSocketsIsNamedWithTheS
 
 }  // namespace
 
-// Kernel-timed switches (config switch_gate "kernel"): every host's jitterd arms the committed
-// switch in its kernel ahead of the deadline, and the kernel moves the traffic then. Judged packet
+// Kernel-timed switches (config switch_gate "kernel"): every host's jitterd stages the committed
+// apply (its gated root installed at the commit, passing packets on unchanged) and arms each
+// committed switch in its kernel ahead of the deadline, and the kernel moves the traffic then,
+// the apply's as the switches'. Judged packet
 // by packet: one thread sends datagrams out of every host's shaped jta (a socket made in each
 // host's namespace) to the client's namespace while the fleet switches; all share the guest's one
 // kernel, whose CLOCK_MONOTONIC the gates compare with, so when each datagram was classified is
@@ -617,14 +619,6 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
       "phases": {"low": {"delay": {"latency": "5ms"}, "limit": 20000},
                  "high": {"delay": {"latency": "200ms"}, "limit": 20000}}})");
   }
-  const Completed applied = fleet({"--json", "apply", "gate", "--phase", "low"});
-  ASSERT_EQ(applied.exit_code, 0) << applied.out << applied.err;
-  for (int i = 0; i < hosts; ++i) {
-    const Json root = hosts_[i]->root_qdisc_by_tc();
-    EXPECT_EQ(root.value("kind", ""), "prio") << "h" << i << ": " << root.dump();
-    EXPECT_EQ(root.value("handle", ""), "1a7e:") << "h" << i;
-  }
-
   std::vector<jitterd_test::OneWayPath> paths;
   for (int i = 0; i < hosts; ++i)
     paths.push_back({net_->host(i), "198.18." + std::to_string(i) + ".2"});
@@ -651,7 +645,9 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
     while (!control.stop) {
       auto next_look = jitterd_test::ProbeClock::now() + 50ms;
       try {
-        const Json next = hosts_[0]->status_by_socket()["sessions"][0]["next_transition"];
+        const Json sessions = hosts_[0]->status_by_socket().at("sessions");
+        const Json next =
+            sessions.empty() ? Json() : sessions.at(0).value("next_transition", Json());
         if (next.is_object()) {
           const auto focus = next["deadline"]["monotonic_ns"].get<std::int64_t>();
           control.focus_ns = focus;
@@ -678,14 +674,28 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
       if (watcher.joinable()) watcher.join();
     }
   } joiner{control, prober, watcher};
-  // Switches alternating high and low; each host's deadline as its own kernel got it
-  // (CLOCK_MONOTONIC, from its status), and the fleet's deadline on the wall clock.
+  // The apply of "high" (staged in each host's kernel at the commit, passing packets on unchanged
+  // until the deadline), then switches alternating low and high; each host's deadline as its own
+  // kernel got it (CLOCK_MONOTONIC, from its status), and the fleet's deadline on the wall clock.
+  // Unshaped, a datagram takes well under the low phase's 5 ms: the judge's "low" before the first
+  // deadline.
   std::vector<std::vector<jitterd_test::ProbeClock::time_point>> deadlines(hosts);
   std::vector<std::int64_t> fleet_deadlines;
   std::vector<std::int64_t> conversion_ns;  // host's monotonic deadline less the fleet's, converted
-  for (int k = 0; k < switches; ++k) {
+  // From here every datagram went through a host's gated root (counted against its counters).
+  std::optional<jitterd_test::ProbeClock::time_point> staged;
+  for (int k = 0; k <= switches; ++k) {
     const char* phase = k % 2 == 0 ? "high" : "low";
-    const Completed switched = fleet({"--json", "switch", phase});
+    const Completed switched = k == 0 ? fleet({"--json", "apply", "gate", "--phase", "high"})
+                                      : fleet({"--json", "switch", phase});
+    if (k == 0) {
+      staged = jitterd_test::ProbeClock::now();
+      for (int i = 0; i < hosts; ++i) {
+        const Json root = hosts_[i]->root_qdisc_by_tc();
+        EXPECT_EQ(root.value("kind", ""), "prio") << "h" << i << ": " << root.dump();
+        EXPECT_EQ(root.value("handle", ""), "1a7e:") << "h" << i;
+      }
+    }
     ASSERT_EQ(switched.exit_code, 0) << switched.out << switched.err;
     const Json report = jitterd_e2e::parse_json(switched.out);
     const auto fleet_deadline = report.at("deadline_realtime_ns").get<std::int64_t>();
@@ -719,8 +729,9 @@ TEST_F(E2eFleetGated, EveryHostsKernelSwitchesAtTheDeadlineDatagramByDatagram) {
   // of them through each here), and what jitterd reports is at most what tc reads just after.
   for (int i = 0; i < hosts; ++i) {
     const auto sent = static_cast<std::uint64_t>(std::count_if(
-        probes.probes.begin(), probes.probes.end(),
-        [&](const jitterd_test::OneWayProbe& p) { return p.path == static_cast<std::size_t>(i); }));
+        probes.probes.begin(), probes.probes.end(), [&](const jitterd_test::OneWayProbe& p) {
+          return p.path == static_cast<std::size_t>(i) && p.before >= *staged;
+        }));
     const auto reported = hosts_[i]
                               ->status_by_jitterctl()
                               .at("sessions")

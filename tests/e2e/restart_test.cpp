@@ -6,7 +6,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "e2e_support.hpp"
 
@@ -134,6 +136,87 @@ TEST_F(E2eRestartGated, KillNineLeavesAGatedRootWithAnArmedSwitchThatTheNextStar
   const auto again = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "low"});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(bed().root_qdisc_by_tc().value("kind", ""), "prio");
+}
+
+// A staged start (switch_gate "kernel", an apply whose --start is later): the gated root is there
+// at once and passes packets on unchanged (ping through it as fast as before), and the phase lands
+// at the start by itself (recorded as gated, applied at the start; ping then at the phase's delay).
+// Nothing of a staged start outlives its apply: one whose lease runs out before it starts, one
+// cleared, and one left by kill -9 (removed by the next start) all leave the kernel's default root.
+TEST_F(E2eRestartGated, AStagedStartPassesPacketsOnUntilItsStartAndNothingOfItOutlivesItsApply) {
+  if (auto reason = jitterd_test::gate_unavailable_reason()) GTEST_SKIP() << *reason;
+  Json config = jitterd_e2e::parse_json(jitterd_e2e::read_file(bed().daemon.config_path()));
+  config["switch_gate"] = "kernel";
+  bed().dir.write("config.json", config.dump(2) + "\n");
+  bed().daemon.start();
+  const double high_ms = static_cast<double>(jitterd_e2e::kHighDelay.count());
+  const auto min_rtt_ms = [&] {
+    const auto result = jitterd_test::ping(bed().net, 6, 50ms);
+    EXPECT_FALSE(result.rtt_ms.empty());
+    return result.rtt_ms.empty() ? 1e9
+                                 : *std::min_element(result.rtt_ms.begin(), result.rtt_ms.end());
+  };
+  const auto default_root = [&](const char* when) {
+    const Json root = bed().root_qdisc_by_tc();
+    EXPECT_NE(root.value("handle", ""), "1a7e:") << when << ": " << root.dump();
+    const std::string filters =
+        jitterd_test::run("ip netns exec " + bed().daemon.netns() + " tc filter show dev jta");
+    EXPECT_EQ(filters.find("bpf"), std::string::npos) << when << ": " << filters;
+  };
+
+  const auto staged = bed().ctl_json(
+      {"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--start", "+4s"});
+  const Json& session = staged;  // one lane: its status alone
+  ASSERT_EQ(session.value("state", ""), "pending") << staged.dump();
+  const auto start = jitterd_e2e::monotonic_ns(session.at("next_transition").at("deadline"));
+  const Json root = bed().root_qdisc_by_tc();
+  EXPECT_EQ(root.value("kind", ""), "prio") << root.dump();
+  EXPECT_EQ(root.value("handle", ""), "1a7e:") << root.dump();
+  EXPECT_LT(min_rtt_ms(), high_ms / 2) << "before the start packets pass on unchanged";
+  Json status;
+  for (int i = 0; i < 100; ++i) {
+    status = bed().ctl_json({"status"});
+    if (status.at("sessions").at(0).value("state", "") == "active") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  const Json& active = status.at("sessions").at(0);
+  ASSERT_EQ(active.value("state", ""), "active") << status.dump();
+  const Json& landed = active.at("transitions").at("recent").back();
+  EXPECT_EQ(landed.value("gated", false), true) << landed.dump();
+  EXPECT_EQ(jitterd_e2e::monotonic_ns(landed.at("applied")), start) << landed.dump();
+  EXPECT_GE(min_rtt_ms(), high_ms) << "after the start every packet meets the phase";
+  ASSERT_EQ(bed().ctl({"clear", "jta"}).exit_code, 0);
+  default_root("after a clear");
+
+  ASSERT_EQ(bed()
+                .ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--start",
+                      "+60s", "--lease", "1s"})
+                .exit_code,
+            0);
+  EXPECT_EQ(bed().root_qdisc_by_tc().value("handle", ""), "1a7e:");
+  for (int i = 0; i < 50 && !bed().ctl_json({"status"}).at("sessions").empty(); ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(bed().ctl_json({"status"}).at("sessions").empty());
+  default_root("after the pending apply's lease ran out");
+
+  ASSERT_EQ(
+      bed()
+          .ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--start", "+60s"})
+          .exit_code,
+      0);
+  ASSERT_EQ(bed().ctl({"clear", "jta"}).exit_code, 0);
+  default_root("after a clear before the start");
+
+  ASSERT_EQ(
+      bed()
+          .ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--start", "+60s"})
+          .exit_code,
+      0);
+  bed().daemon.kill_hard();
+  EXPECT_EQ(bed().root_qdisc_by_tc().value("handle", ""), "1a7e:");
+  bed().daemon.start();
+  default_root("after kill -9 and a new start");
+  EXPECT_TRUE(bed().ledger().at("interfaces").empty());
 }
 
 }  // namespace
