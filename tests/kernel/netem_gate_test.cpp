@@ -169,6 +169,33 @@ TEST(GatedNetem, ADisarmedSwitchNeverLandsAndAnImmediateChangeMovesTheTrafficAtO
   EXPECT_EQ(gated.spec(Clock::now()).delay.latency, high.delay.latency);
 }
 
+// An arm that comes after its deadline (a starved daemon, a commit read just before it) moves the
+// traffic when its word is written, and says so: settle() gives the write's time, not the
+// deadline, so that no one reports a landing at a deadline the kernel could not keep.
+TEST(GatedNetem, AnArmAfterItsDeadlineLandsAtItsWriteAndSettleSaysSo) {
+  JITTERD_REQUIRE_GATE();
+  jitterd_test::NetemBed bed;
+  const NetemSpec low = delay_of(10ms), high = delay_of(30ms);
+  GatedNetem gated = GatedNetem::install(bed.engine, bed.dev, low);
+  const auto deadline = Clock::now() - 50ms;
+  const auto before = Clock::now();
+  gated.arm(high, deadline);
+  const auto after = Clock::now();
+  const auto landed = gated.settle(Clock::now());
+  ASSERT_TRUE(landed);
+  EXPECT_GE(*landed, before) << "reported at the deadline it missed";
+  EXPECT_LE(*landed, after);
+  auto ping = jitterd_test::ping(bed.net, 5, 20ms);
+  ASSERT_EQ(ping.rtt_ms.size(), 5u);
+  for (double rtt : ping.rtt_ms) EXPECT_GE(rtt, 30.0) << "the late arm did not move the traffic";
+
+  // One armed ahead lands at its deadline itself.
+  const auto ahead = Clock::now() + 100ms;
+  gated.arm(low, ahead);
+  std::this_thread::sleep_until(ahead + 5ms);
+  EXPECT_EQ(gated.settle(Clock::now()), ahead);
+}
+
 TEST(GatedNetem, APhaseWithDuplicationIsRefusedWithTheReasonAndTheWayOut) {
   JITTERD_REQUIRE_GATE();
   jitterd_test::NetemBed bed;

@@ -7,6 +7,7 @@
 #include <linux/rtnetlink.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <arpa/inet.h>
 
@@ -310,10 +311,9 @@ const NetemSpec& GatedNetem::spec(Clock::time_point now) const {
 
 std::optional<GatedNetem::Clock::time_point> GatedNetem::settle(Clock::time_point now) {
   if (!armed_ || now < *armed_) return std::nullopt;
-  const auto deadline = *armed_;
   active_ = 1 - active_;
   armed_.reset();
-  return deadline;
+  return lands_;
 }
 
 bool GatedNetem::disarm() {
@@ -374,7 +374,11 @@ void GatedNetem::arm(const NetemSpec& spec, Clock::time_point deadline) {
   one.push_back(prepare_band_change(idle, spec));
   if (auto error = engine_->change(one).front()) throw *error;
   program_.write(gate_word(deadline.time_since_epoch(), idle));
+  // A deadline that passed before the word was written (an arm that came late: a starved daemon,
+  // a commit read just before its deadline) moved the traffic at the write, not at the deadline:
+  // the switch is in force from the write's return at the latest, and settle() says so.
   armed_ = deadline;
+  lands_ = std::max(deadline, Clock::now());
 }
 
 void GatedNetem::remove() {

@@ -115,8 +115,9 @@ class GatedNetem {
   // deadline passed meanwhile (the packets enqueued since met the armed phase; settle() first to
   // keep a switch that landed). True when something was armed.
   bool disarm();
-  // Records an armed switch whose deadline has passed as done; returns its deadline (nullopt when
-  // none was due).
+  // Records an armed switch whose deadline has passed as done; returns when it landed (nullopt
+  // when none was due): its deadline, or, when the arm itself came after the deadline, the moment
+  // the arm's map write returned (the gate moved the traffic then, not at the deadline).
   std::optional<Clock::time_point> settle(Clock::time_point now);
   std::optional<Clock::time_point> armed() const { return armed_; }
 
@@ -143,6 +144,7 @@ class GatedNetem {
   NetemSpec specs_[2];
   int active_ = 0;  // the band in force, an armed switch aside
   std::optional<Clock::time_point> armed_;
+  Clock::time_point lands_{};  // the armed switch's landing: its deadline, or a late arm's write
 };
 
 }  // namespace shaper
