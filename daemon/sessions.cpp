@@ -430,8 +430,7 @@ SessionManager::Statuses SessionManager::install_now(const ApplyRequest& request
   for (auto& m : made) {
     Session& s = *m;
     if (s.schedule) {
-      s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
-      if (!s.position) s.position = s.schedule->position(0, 0);
+      s.position = start_position(s);
       changes.push_back({&s, s.schedule->steps()[s.position->step].phase, s.position->step});
       deadline = s.position->start;
     } else {
@@ -635,13 +634,17 @@ void SessionManager::arm_in_kernel(const std::vector<Session*>& list, const std:
   }
 }
 
+SchedulePosition SessionManager::start_position(const Session& s) {
+  // The step in force at the start, or the first when the schedule's origin is later.
+  return s.schedule->at(std::max(s.start, s.schedule->origin()))
+      .value_or(s.schedule->position(0, 0));
+}
+
 void SessionManager::stage_in_kernel(Session& s) {
   if (!s.pending) return;
   std::string phase;
   if (s.schedule) {
-    auto position = s.schedule->at(std::max(s.start, s.schedule->origin()));
-    if (!position) position = s.schedule->position(0, 0);
-    phase = s.schedule->steps()[position->step].phase;
+    phase = s.schedule->steps()[start_position(s).step].phase;
   } else if (s.hold_phase) {
     phase = *s.hold_phase;
   } else {
@@ -948,8 +951,7 @@ void SessionManager::start_session(Session& s) {
   // A staged start's lane is in the ledger already: its phase is written after the kernel has it.
   const LedgerWrite ledger_write = s.staged ? LedgerWrite::kLabelAfter : LedgerWrite::kBefore;
   if (s.schedule) {
-    s.position = s.schedule->at(std::max(s.start, s.schedule->origin()));
-    if (!s.position) s.position = s.schedule->position(0, 0);
+    s.position = start_position(s);
     transition_group({{&s, s.schedule->steps()[s.position->step].phase, s.position->step}},
                      s.position->start, EventType::kApplied, ledger_write);
   } else {

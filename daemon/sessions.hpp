@@ -276,6 +276,8 @@ class SessionManager {
   // passing packets on unchanged, with its first phase armed for its start
   // (ShapingBackend::stage_start); where it cannot, the timer installs it at the start.
   void stage_in_kernel(Session& s);
+  // Where a schedule stands when its session starts (install_now, start_session, stage_in_kernel).
+  static SchedulePosition start_position(const Session& s);
   // Writes the phases the ledger noted, at most one write per kLedgerFlushDelay.
   void flush_ledger_soon();
   void flush_ledger();
