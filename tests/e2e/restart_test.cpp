@@ -104,14 +104,18 @@ class E2eRestartGated : public jitterd_e2e::E2eTest {
     options.start = false;
     return options;
   }
+  // jitterd started with switch_gate "kernel" in the bed's config.
+  void start_gated() {
+    Json config = jitterd_e2e::parse_json(jitterd_e2e::read_file(bed().daemon.config_path()));
+    config["switch_gate"] = "kernel";
+    bed().dir.write("config.json", config.dump(2) + "\n");
+    bed().daemon.start();
+  }
 };
 
 TEST_F(E2eRestartGated, KillNineLeavesAGatedRootWithAnArmedSwitchThatTheNextStartRemoves) {
   if (auto reason = jitterd_test::gate_unavailable_reason()) GTEST_SKIP() << *reason;
-  Json config = jitterd_e2e::parse_json(jitterd_e2e::read_file(bed().daemon.config_path()));
-  config["switch_gate"] = "kernel";
-  bed().dir.write("config.json", config.dump(2) + "\n");
-  bed().daemon.start();
+  start_gated();
   const auto applied = bed().ctl({"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high"});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   EXPECT_EQ(bed().root_qdisc_by_tc().value("kind", ""), "prio");
@@ -145,10 +149,7 @@ TEST_F(E2eRestartGated, KillNineLeavesAGatedRootWithAnArmedSwitchThatTheNextStar
 // cleared, and one left by kill -9 (removed by the next start) all leave the kernel's default root.
 TEST_F(E2eRestartGated, AStagedStartPassesPacketsOnUntilItsStartAndNothingOfItOutlivesItsApply) {
   if (auto reason = jitterd_test::gate_unavailable_reason()) GTEST_SKIP() << *reason;
-  Json config = jitterd_e2e::parse_json(jitterd_e2e::read_file(bed().daemon.config_path()));
-  config["switch_gate"] = "kernel";
-  bed().dir.write("config.json", config.dump(2) + "\n");
-  bed().daemon.start();
+  start_gated();
   const double high_ms = static_cast<double>(jitterd_e2e::kHighDelay.count());
   const auto min_rtt_ms = [&] {
     const auto result = jitterd_test::ping(bed().net, 6, 50ms);
@@ -164,11 +165,11 @@ TEST_F(E2eRestartGated, AStagedStartPassesPacketsOnUntilItsStartAndNothingOfItOu
     EXPECT_EQ(filters.find("bpf"), std::string::npos) << when << ": " << filters;
   };
 
-  const auto staged = bed().ctl_json(
+  // One lane: the reply is its status alone.
+  const Json staged = bed().ctl_json(
       {"apply", "jta", jitterd_e2e::kProfileName, "--phase", "high", "--start", "+4s"});
-  const Json& session = staged;  // one lane: its status alone
-  ASSERT_EQ(session.value("state", ""), "pending") << staged.dump();
-  const auto start = jitterd_e2e::monotonic_ns(session.at("next_transition").at("deadline"));
+  ASSERT_EQ(staged.value("state", ""), "pending") << staged.dump();
+  const auto start = jitterd_e2e::monotonic_ns(staged.at("next_transition").at("deadline"));
   const Json root = bed().root_qdisc_by_tc();
   EXPECT_EQ(root.value("kind", ""), "prio") << root.dump();
   EXPECT_EQ(root.value("handle", ""), "1a7e:") << root.dump();
